@@ -1,0 +1,140 @@
+"""The `vimrag` command line: index a corpus, search it, serve it over HTTP.
+
+    vimrag index PATH... --index DIR      add PDFs, images, videos and text under PATH to an index
+    vimrag search "QUERY" --index DIR     print the best hits with file, page / time span and score
+    vimrag serve-search --index DIR       the VRAG/VimRAG-compatible HTTP search API on 127.0.0.1
+
+Every subcommand takes --help. Errors print one line saying what to do and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+
+def _default_index() -> str:
+    from retrieval.retriever import DEFAULT_INDEX
+
+    return DEFAULT_INDEX
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from retrieval.ingest import IngestConfig, Indexer
+
+    cfg = IngestConfig(embedder=args.embedder, ocr=args.ocr, batch_units=args.batch_size,
+                       clip_seconds=args.clip_seconds)
+    summary = Indexer(args.index, cfg).index(args.paths, prune=args.prune, progress=not args.quiet)
+    if args.json:
+        print(json.dumps(summary.to_dict(), indent=2))
+    else:
+        print(summary.format())
+    ok = summary.files_indexed + summary.unchanged
+    return 0 if ok or not (summary.failed or summary.skipped) else 1
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from retrieval.retriever import Retriever
+    from retrieval.units import Filters
+
+    if (args.query is None) == (args.image is None):
+        raise SystemExit("vimrag search: give a QUERY or --image PATH (one of them)")
+    query = args.query
+    if args.image:
+        from retrieval.loaders import open_image
+
+        query = open_image(args.image)
+    filters = Filters(docs=args.doc or None, modalities=args.modality or None,
+                      time_span=tuple(args.time) if args.time else None)
+    retriever = Retriever(args.index)
+    hits = retriever.search(query, k=args.k, filters=filters, mode=args.mode, dynamic=args.dynamic)
+    if args.json:
+        print(json.dumps([h.to_dict() for h in hits], indent=2, ensure_ascii=False))
+        return 0
+    if not hits:
+        print("no hits")
+        return 0
+    for h in hits:
+        u = h.unit
+        where = {"page": f"page {u.page}", "video": f"{u.start:.0f}-{u.end:.0f}s", "text": f"chunk {u.chunk}",
+                 "image": "image"}[u.modality]
+        detail = " ".join(f"{m}={s:.3f}" for m, s in h.scores.items())
+        snippet = " ".join(u.text.split())[:args.snippet]
+        print(f"{h.rank:>2}. {h.score:.4f}  {u.source}  [{where}]  ({detail})")
+        if snippet:
+            print(f"    {snippet}")
+    return 0
+
+
+def cmd_serve_search(args: argparse.Namespace) -> int:
+    from retrieval.server import serve
+
+    serve(args.index, host=args.host, port=args.port)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vimrag", description="VimRAG: multimodal deep research over PDFs, images and videos.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    pi = sub.add_parser("index", help="index PDFs, images, videos and text files",
+                        description="Add every PDF, image, video and text file under PATH... to an index. Re-running "
+                                    "adds only new or changed files; --prune forgets deleted ones.")
+    pi.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to index")
+    pi.add_argument("--index", default=_default_index(), help="index folder (default: $VIMRAG_INDEX or ./vimrag-index)")
+    pi.add_argument("--embedder", default=None,
+                    help="minilm (default, offline) | st:PATH | clip:ID_OR_PATH | siglip:ID_OR_PATH | colqwen2:ID_OR_PATH")
+    pi.add_argument("--ocr", default="auto", help="OCR for images, frames and scanned pages: auto | rapidocr | tesseract | none")
+    pi.add_argument("--prune", action="store_true", help="forget indexed files under PATH that no longer exist")
+    pi.add_argument("--batch-size", type=int, default=64, help="units per committed batch (checkpoint size)")
+    pi.add_argument("--clip-seconds", type=float, default=60.0, help="split videos into clips of about this length")
+    pi.add_argument("--json", action="store_true", help="print the summary as JSON")
+    pi.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    pi.set_defaults(func=cmd_index)
+
+    ps = sub.add_parser("search", help="search an index", description="Search an index; prints file, page or time "
+                        "span, and score for each hit.")
+    ps.add_argument("query", nargs="?", help="the query text")
+    ps.add_argument("--image", help="search by an image (a crop) instead of text")
+    ps.add_argument("--index", default=_default_index(), help="index folder")
+    ps.add_argument("-k", type=int, default=5, help="number of hits (the maximum, with --dynamic)")
+    ps.add_argument("--mode", default="hybrid", choices=["hybrid", "bm25", "dense"])
+    ps.add_argument("--dynamic", action="store_true", help="ViDoRAG dynamic top-k (Gaussian-mixture cut)")
+    ps.add_argument("--doc", action="append", help="only this document (file name or path); repeatable")
+    ps.add_argument("--modality", action="append", choices=["page", "image", "video", "text"], help="repeatable")
+    ps.add_argument("--time", nargs=2, type=float, metavar=("START", "END"), help="video clips overlapping this span (s)")
+    ps.add_argument("--snippet", type=int, default=160, help="characters of text to show per hit")
+    ps.add_argument("--json", action="store_true", help="print hits as JSON")
+    ps.set_defaults(func=cmd_search)
+
+    pv = sub.add_parser("serve-search", help="serve the VRAG/VimRAG-compatible search API",
+                        description="POST /search {queries, top_k} -> {results: [{score, indice, data}]}; "
+                                    "GET /files/PATH serves corpus files only.")
+    pv.add_argument("--index", default=_default_index(), help="index folder")
+    pv.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
+    pv.add_argument("--port", type=int, default=8002)
+    pv.set_defaults(func=cmd_serve_search)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from retrieval.errors import RetrievalError
+
+    try:
+        return args.func(args)
+    except (RetrievalError, ValueError, FileNotFoundError, ImportError) as e:
+        print(f"vimrag {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"vimrag {args.command}: interrupted; what was committed is kept, rerun to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Evaluation: datasets, runners, metrics, reports, and the performance benchmarks (bench_*.py)."""

@@ -1,0 +1,135 @@
+"""Load test of the HTTP search server on loopback: N concurrent clients for a bounded time.
+
+    python -m eval.bench_server                        # 20 clients x 20 s on the bundled corpus
+    python -m eval.bench_server --index bench_out/mmlb_idx --clients 20 --seconds 30
+
+It starts `vimrag serve-search` in a subprocess on 127.0.0.1 (a free port), then measures, in the same
+run, one client alone (the baseline) and `--clients` clients at once, each sending POST /search with
+queries drawn from a fixed list. Prints requests/s, latency p50/p95, and the error count (target: 0).
+Traffic goes only to 127.0.0.1; every loop is bounded by count and time (at most 60 s per phase).
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+QUERIES = ["revenue by region", "robots shipped per quarter", "battery runtime", "pilot programme deadline",
+           "defect rate calibration", "outlook for 2026", "Falcon X2 picker", "Tampere factory employees",
+           "research spending", "LogiMAT booth"]
+MAX_SECONDS = 60.0
+MAX_REQUESTS_PER_CLIENT = 100_000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 180.0) -> None:
+    import httpx
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited early with code {proc.returncode}")
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    raise SystemExit(f"server at {url} not ready after {timeout:.0f}s")
+
+
+def run_clients(url: str, n_clients: int, seconds: float, top_k: int) -> dict:
+    import httpx
+
+    seconds = min(seconds, MAX_SECONDS)
+    lat: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    stop = time.perf_counter() + seconds
+
+    def client(i: int) -> None:
+        with httpx.Client(timeout=30) as c:
+            for j in range(MAX_REQUESTS_PER_CLIENT):
+                if time.perf_counter() >= stop:
+                    return
+                q = QUERIES[(i + j) % len(QUERIES)]
+                t = time.perf_counter()
+                try:
+                    r = c.post(url + "/search", json={"queries": [q], "top_k": top_k})
+                    ok = r.status_code == 200 and len(r.json()["results"]) == 1
+                    err = None if ok else f"HTTP {r.status_code}"
+                except Exception as e:  # noqa: BLE001 - every failure counts as an error
+                    err = f"{type(e).__name__}: {e}"
+                dt = time.perf_counter() - t
+                with lock:
+                    if err:
+                        errors.append(err)
+                    else:
+                        lat.append(dt)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(n_clients)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=seconds + 60)
+    wall = time.perf_counter() - t0
+    lat.sort()
+    return {"clients": n_clients, "requests": len(lat), "errors": len(errors), "first_errors": errors[:3],
+            "rps": len(lat) / wall, "p50_ms": 1000 * lat[len(lat) // 2] if lat else float("nan"),
+            "p95_ms": 1000 * lat[int(0.95 * (len(lat) - 1))] if lat else float("nan")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--index", help="index folder (default: build one from the bundled corpus in a temp dir)")
+    ap.add_argument("--clients", type=int, default=20)
+    ap.add_argument("--seconds", type=float, default=20.0, help=f"per phase, at most {MAX_SECONDS:.0f}")
+    ap.add_argument("--top-k", type=int, default=5)
+    args = ap.parse_args()
+
+    tmp = tempfile.TemporaryDirectory()
+    idx = args.index
+    if idx is None:
+        from assets.make_corpus import make_corpus
+        from retrieval.ingest import Indexer
+
+        corpus = Path(tmp.name) / "corpus"
+        make_corpus(corpus)
+        idx = str(Path(tmp.name) / "idx")
+        print(Indexer(idx).index([corpus], progress=False).format().splitlines()[0])
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve-search", "--index", idx, "--port", str(port)])
+    try:
+        wait_ready(url, proc)
+        run_clients(url, 1, 2.0, args.top_k)  # warm-up
+        base = run_clients(url, 1, args.seconds, args.top_k)
+        load = run_clients(url, args.clients, args.seconds, args.top_k)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        tmp.cleanup()
+    print(f"\n### search server load test on 127.0.0.1 ({args.seconds:.0f} s per phase, top_k={args.top_k})")
+    print("| clients | requests | errors | req/s | p50 ms | p95 ms | req/s vs 1 client |")
+    print("|---|---|---|---|---|---|---|")
+    for r in (base, load):
+        print(f"| {r['clients']} | {r['requests']} | {r['errors']} | {r['rps']:.1f} | {r['p50_ms']:.1f} | "
+              f"{r['p95_ms']:.1f} | {r['rps'] / base['rps']:.2f} |")
+    if load["errors"] or base["errors"]:
+        print("errors:", load["first_errors"] or base["first_errors"])
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,382 @@
+"""Ingestion: turn folders of PDFs, images, videos and text into units, vectors and an index.
+
+`Indexer.index(paths)` walks the paths, skips files it already has (same size and mtime, or same
+content hash), extracts units (PDF pages with their text layer, images, ~60 s video clips with their
+keyframes, text chunks), runs OCR where there is no text layer, embeds, and commits in batches. Each
+batch is one SQLite transaction, so `kill -9` at any moment loses at most the batch in flight, and a rerun
+picks up from there. Bad files are recorded with their reason and never stop the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from retrieval import loaders
+from retrieval.errors import IndexOpenError, IngestError
+from retrieval.store import FileRecord, PendingFile, Store
+from retrieval.units import Unit
+
+
+@dataclass
+class IngestConfig:
+    embedder: str | None = None  # None: the index's own embedder, or "minilm" for a new index
+    ocr: str = "auto"  # OCR engine for units without a text layer: "auto", "rapidocr", "tesseract", "none"
+    clip_seconds: float = 60.0  # videos are split into clips of about this length
+    keyframe_every: float = 4.0  # one keyframe per this many seconds of a clip ...
+    max_keyframes: int = 16  # ... and at most this many per clip
+    chunk_chars: int = 1000  # text files are split into chunks of about this many characters
+    min_text_chars: int = 20  # PDF pages with less text than this are treated as scanned and OCR'd
+    ocr_dpi: float = 144.0  # render resolution of scanned pages for OCR
+    passage_words: int = 150  # a unit's text is embedded in passages of this many words (MiniLM reads 256 tokens)
+    max_passages: int = 16
+    batch_units: int = 64  # units per committed batch (the checkpoint granularity)
+
+
+@dataclass
+class IngestSummary:
+    files_indexed: int = 0
+    units_indexed: int = 0
+    unchanged: int = 0
+    pruned: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    seconds: float = 0.0
+    total_units: int = 0
+
+    def format(self) -> str:
+        lines = [f"indexed {self.units_indexed} units from {self.files_indexed} files in {self.seconds:.1f}s; "
+                 f"{self.unchanged} files unchanged, {len(self.skipped)} skipped, {len(self.failed)} failed"
+                 + (f", {self.pruned} pruned" if self.pruned else "") + f"; index holds {self.total_units} units"]
+        for title, rows in (("skipped", self.skipped), ("failed", self.failed)):
+            if rows:
+                lines.append(f"{title}:")
+                lines += [f"  {p}: {why}" for p, why in rows]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def sha256_file(path: str | Path, bufsize: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(bufsize):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def walk(paths: list[str | Path], summary: IngestSummary) -> list[tuple[Path, Path]]:
+    """(file, root) pairs for every indexable file under `paths`; problems go to the summary.
+
+    A directory is its own root; a file given directly has its folder as root. Symlinks are followed only
+    while they stay inside their root.
+    """
+    found: list[tuple[Path, Path]] = []
+    unsupported: Counter[str] = Counter()
+    for p in paths:
+        p = Path(p)
+        if not p.exists() and not p.is_symlink():
+            summary.failed.append((str(p), "no such file or directory (check the path)"))
+            continue
+        if p.is_file():
+            root = p.parent.resolve()
+            candidates = [root / p.name]
+        else:
+            root = p.resolve()
+            candidates = []
+            for dirpath, dirnames, filenames in os.walk(root):
+                dirnames.sort()
+                for d in list(dirnames):
+                    full = Path(dirpath) / d
+                    if full.is_symlink():
+                        dirnames.remove(d)  # never descend into links: inside-root targets are walked anyway
+                        if not _inside(full.resolve(), root):
+                            summary.skipped.append((str(full), f"symlink leaves the corpus root {root}"))
+                for name in sorted(filenames):
+                    candidates.append(Path(dirpath) / name)
+        for f in candidates:
+            if f.is_symlink() and not _inside(f.resolve(), root):
+                summary.skipped.append((str(f), f"symlink leaves the corpus root {root}"))
+                continue
+            if loaders.kind_of(f) is None:
+                unsupported[f.suffix.lower() or "(no extension)"] += 1
+                continue
+            found.append((f, root))
+    if unsupported:
+        kinds = ", ".join(f"{ext} x{n}" for ext, n in unsupported.most_common())
+        summary.skipped.append((f"{sum(unsupported.values())} files", f"unsupported types ({kinds})"))
+    return found
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+class Indexer:
+    def __init__(self, index_dir: str | Path, config: IngestConfig | None = None, embedder=None, ocr=None) -> None:
+        self.config = config or IngestConfig()
+        self.store = Store(index_dir, create=True)
+        built_with = self.store.get_meta("embedder")
+        spec = self.config.embedder or built_with or "minilm"
+        if built_with and spec != built_with:
+            raise IndexOpenError(f"{index_dir} was built with embedder {built_with!r}, not {spec!r}; "
+                                 f"use --embedder {built_with} or index into a new folder")
+        self._embedder = embedder
+        self._embedder_spec = spec
+        self._ocr = ocr
+        self._ocr_loaded = ocr is not None
+
+    # Heavy parts load on first use, so a run with nothing new costs no model load.
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            from retrieval.embedders import load_embedder
+
+            self._embedder = load_embedder(self._embedder_spec)
+        return self._embedder
+
+    @property
+    def ocr(self):
+        if not self._ocr_loaded:
+            from retrieval.ocr import get_ocr
+
+            self._ocr = get_ocr(self.config.ocr)
+            self._ocr_loaded = True
+        return self._ocr
+
+    def index(self, paths: list[str | Path], prune: bool = False, progress: bool = True) -> IngestSummary:
+        from tqdm.auto import tqdm
+
+        t0 = time.perf_counter()
+        summary = IngestSummary()
+        files = walk(paths, summary)
+        seen_hashes: dict[str, str] = {}
+        pending: list[PendingFile] = []
+        n_pending = 0
+        bar = tqdm(files, desc="indexing", unit="file", disable=not progress, dynamic_ncols=True)
+        for path, root in bar:
+            bar.set_postfix_str(_short(path.name), refresh=False)
+            pf = self._process(path, root, seen_hashes, summary)
+            if pf is None:
+                continue
+            pending.append(pf)
+            n_pending += len(pf.units)
+            if n_pending >= self.config.batch_units:
+                self._flush(pending, summary)
+                pending, n_pending = [], 0
+        self._flush(pending, summary)
+        bar.close()
+        if prune:
+            summary.pruned = self.prune(paths)
+        summary.total_units = self.store.count_units()
+        summary.seconds = time.perf_counter() - t0
+        return summary
+
+    def prune(self, paths: list[str | Path]) -> int:
+        """Forget files under `paths` that no longer exist on disk."""
+        gone = []
+        for p in paths:
+            p = Path(p)
+            under = str(p.resolve()) if p.is_dir() else str(p.resolve().parent)
+            gone += [r.path for r in self.store.files(under=under) if not Path(r.path).exists()]
+        return self.store.remove_files(gone)
+
+    # ------------------------------------------------------------------------------------------------
+    def _process(self, path: Path, root: Path, seen: dict[str, str], summary: IngestSummary) -> PendingFile | None:
+        key = str(path)
+        try:
+            st = path.stat()
+        except OSError as e:
+            summary.failed.append((key, f"cannot read the file ({e.strerror or e}); check it exists and is readable"))
+            return None
+        old = self.store.file(key)
+        if old and old.size == st.st_size and old.mtime == st.st_mtime:
+            if old.status == "ok":
+                summary.unchanged += 1
+            else:
+                summary.failed.append((key, f"{old.reason} [unchanged since it last failed]"))
+            return None
+        try:
+            sha = sha256_file(path)
+        except OSError as e:
+            summary.failed.append((key, f"cannot read the file ({e.strerror or e}); check permissions"))
+            return None
+        if old and old.sha256 == sha and old.status == "ok":
+            self.store.touch(key, st.st_size, st.st_mtime)
+            summary.unchanged += 1
+            return None
+        twin = seen.get(sha) or self.store.path_with_hash(sha)
+        if twin and twin != key and Path(twin).exists():
+            summary.skipped.append((key, f"duplicate of {twin} (same content)"))
+            return None
+        seen[sha] = key
+        record = FileRecord(key, str(root), sha, st.st_size, st.st_mtime, "ok")
+        try:
+            units = self._extract(path, root, sha)
+        except IngestError as e:
+            record.status, record.reason = "failed", f"{e.reason}" + (f"; {e.fix}" if e.fix else "")
+            summary.failed.append((key, record.reason))
+            return PendingFile(record, [], [])
+        except Exception as e:  # a bug or an exotic decoder failure must not end the run
+            record.status, record.reason = "failed", f"unexpected {type(e).__name__}: {e}"
+            summary.failed.append((key, record.reason))
+            return PendingFile(record, [], [])
+        # The same content under a path that is gone: a move, so the old record goes in the same commit.
+        return PendingFile(record, units, [], replaces=twin if twin and twin != key else None)
+
+    def _extract(self, path: Path, root: Path, sha: str) -> list[Unit]:
+        kind = loaders.kind_of(path)
+        base = dict(source=str(path), root=str(root), content_hash=sha)
+        c = self.config
+        if kind == "pdf":
+            units = []
+            for pg in loaders.read_pdf(path):
+                text, src = pg.text, "pdf-text" if pg.text else ""
+                if len(pg.text) < c.min_text_chars and self.ocr is not None:
+                    image = loaders.render_pdf_page(path, pg.page, dpi=c.ocr_dpi)
+                    text, src = self._ocr_text(image) or text, f"ocr:{self.ocr.name}"
+                units.append(Unit(uid=f"{sha[:16]}:p{pg.page}", modality="page", page=pg.page, text=text,
+                                  text_source=src, width=pg.width, height=pg.height, **base))
+            return units
+        if kind == "image":
+            image = loaders.open_image(path)
+            text = self._ocr_text(image)
+            return [Unit(uid=f"{sha[:16]}:img", modality="image", text=text, width=image.width, height=image.height,
+                         text_source=f"ocr:{self.ocr.name}" if self.ocr else "", **base)]
+        if kind == "video":
+            return self._extract_video(path, base, sha)
+        if kind == "text":
+            chunks = loaders.chunk_text(loaders.read_text(path), c.chunk_chars)
+            if not chunks:
+                raise IngestError(path, "the text file is empty", "nothing to index; remove the file")
+            return [Unit(uid=f"{sha[:16]}:t{i}", modality="text", chunk=i, text=t, text_source="file", **base)
+                    for i, t in enumerate(chunks)]
+        raise IngestError(path, "unsupported file type", "see `vimrag index --help` for the types indexed")
+
+    def _extract_video(self, path: Path, base: dict, sha: str) -> list[Unit]:
+        c = self.config
+        info = loaders.video_info(path)
+        units = []
+        for i, (a, b) in enumerate(loaders.clip_spans(info.duration, c.clip_seconds)):
+            times = loaders.keyframe_times(a, b, c.keyframe_every, c.max_keyframes)
+            lines, last = [], None
+            for t, frame in loaders.read_video_frames(path, times):
+                if not _changed(frame, last):  # compared with the last frame read, so slow drifts still count
+                    continue
+                last = frame
+                text = self._ocr_text(frame)
+                if text:
+                    lines.append(f"[{int(t) // 60:02d}:{int(t) % 60:02d}] {text}")
+            units.append(Unit(uid=f"{sha[:16]}:c{i}", modality="video", start=round(a, 3), end=round(b, 3),
+                              keyframes=times, text="\n".join(lines), width=info.width, height=info.height,
+                              text_source=f"ocr:{self.ocr.name}" if self.ocr else "", **base))
+        return units
+
+    def _ocr_text(self, image) -> str:
+        if self.ocr is None:
+            return ""
+        return self.ocr.read(image).text.strip()
+
+    # ------------------------------------------------------------------------------------------------
+    def _flush(self, pending: list[PendingFile], summary: IngestSummary) -> None:
+        if not pending:
+            return
+        self._embed(pending)
+        if self.store.get_meta("embedder") is None and any(pf.units for pf in pending):
+            self.store.set_meta("embedder", self.embedder.spec)
+        self.store.commit(pending)
+        for pf in pending:
+            if pf.record.status == "ok":
+                summary.files_indexed += 1
+                summary.units_indexed += len(pf.units)
+
+    def _embed(self, pending: list[PendingFile]) -> None:
+        units = [u for pf in pending for u in pf.units]
+        if not units:
+            for pf in pending:
+                pf.vectors = []
+            return
+        emb = self.embedder
+        if emb.supports_images:
+            per_unit = self._embed_visual(units)
+        else:
+            per_unit = self._embed_passages(units)
+        i = 0
+        for pf in pending:
+            pf.vectors = per_unit[i:i + len(pf.units)]
+            i += len(pf.units)
+
+    def _embed_passages(self, units: list[Unit]) -> list[list[np.ndarray]]:
+        c = self.config
+        passages, owner = [], []
+        for j, u in enumerate(units):
+            for p in passages_of(u.text or Path(u.source).stem, c.passage_words, c.max_passages):
+                passages.append(p)
+                owner.append(j)
+        vecs = _as_list(self.embedder.encode_texts(passages))
+        out: list[list[np.ndarray]] = [[] for _ in units]
+        for j, v in zip(owner, vecs):
+            out[j].append(v)
+        return out
+
+    def _embed_visual(self, units: list[Unit]) -> list[list[np.ndarray]]:
+        images, owner = [], []
+        for j, u in enumerate(units):
+            if u.modality == "text":
+                continue
+            if u.modality == "video":
+                for _, frame in u.load_frames():
+                    images.append(frame)
+                    owner.append(j)
+            else:
+                images.append(u.load_image(max_pixels=1_000_000))
+                owner.append(j)
+        out: list[list[np.ndarray]] = [[] for _ in units]
+        for j, v in zip(owner, _as_list(self.embedder.encode_images(images)) if images else []):
+            out[j].append(v)
+        text_units = [j for j, u in enumerate(units) if u.modality == "text"]
+        if text_units:  # text chunks have no pixels: embed their words with the same model's text tower
+            vecs = _as_list(self.embedder.encode_texts([units[j].text for j in text_units]))
+            for j, v in zip(text_units, vecs):
+                out[j].append(v)
+        return out
+
+
+def passages_of(text: str, words: int = 150, max_passages: int = 16) -> list[str]:
+    """Overlapping word windows (stride 4/5 of the window) covering `text`, at most `max_passages`."""
+    toks = text.split()
+    if len(toks) <= words:
+        return [text.strip() or "(empty)"]
+    stride = max(1, words * 4 // 5)
+    out = [" ".join(toks[s:s + words]) for s in range(0, max(1, len(toks) - words + stride), stride)]
+    return out[:max_passages]
+
+
+def _as_list(vecs) -> list[np.ndarray]:
+    if isinstance(vecs, np.ndarray):
+        return [v for v in vecs]  # rows of (n, dim)
+    return list(vecs)
+
+
+def _changed(frame, last, min_fraction: float = 0.005) -> bool:
+    """Whether a keyframe differs visibly from the previous one, so a slide shown for a minute is OCR'd once.
+
+    Counts pixels of 160x90 grey thumbnails that moved by more than 32 levels: codec noise moves none, a
+    changed line of text moves a few percent.
+    """
+    if last is None:
+        return True
+    a = np.asarray(frame.convert("L").resize((160, 90)), dtype=np.int16)  # (90, 160)
+    b = np.asarray(last.convert("L").resize((160, 90)), dtype=np.int16)
+    return float((np.abs(a - b) > 32).mean()) > min_fraction
+
+
+def _short(name: str, n: int = 30) -> str:
+    return name if len(name) <= n else name[: n - 1] + "…"

@@ -1,0 +1,265 @@
+"""Hybrid search over an index: BM25 on extracted text plus dense vectors, fused, optionally cut by ViDoRAG's
+dynamic top-k, with filters by document, modality and time span.
+
+`Retriever(index_dir)` opens the store, builds BM25 and loads (or rebuilds) the FAISS structures, which
+are keyed on the store's version so they never go stale. Dense vectors may be several per unit (text
+passages, video keyframes); a unit's dense score is the best of its vectors.
+
+Queries are text, or an image (a crop): a visual embedder searches by the pixels, a text-only embedder
+by the crop's OCR text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from retrieval.bm25 import Bm25Index
+from retrieval.errors import IndexOpenError, RetrievalError
+from retrieval.fusion import dynamic_top_k, fuse
+from retrieval.store import Store
+from retrieval.units import Filters, Hit, Unit
+
+MODES = ("hybrid", "bm25", "dense")
+DEFAULT_INDEX = os.environ.get("VIMRAG_INDEX", "vimrag-index")
+DENSE_FILE = "dense.faiss"
+DENSE_META = "dense.json"
+
+
+class Retriever:
+    def __init__(self, index_dir: str | Path = DEFAULT_INDEX, embedder=None, ocr: str = "auto",
+                 fusion: str = "rrf", weights: dict[str, float] | None = None) -> None:
+        self.dir = Path(index_dir)
+        self.store = Store(self.dir)
+        self.spec = self.store.get_meta("embedder")
+        if embedder is not None and self.spec and embedder.spec != self.spec:
+            raise IndexOpenError(f"{self.dir} was built with embedder {self.spec!r}, not {embedder.spec!r}")
+        self._embedder = embedder
+        self._ocr_name = ocr
+        self._ocr = None
+        self.fusion = fusion
+        self.weights = weights or {}
+        self._lock = threading.Lock()
+        self.version = -1
+        self.refresh()
+
+    # -------------------------------------------------------------------------------- loading
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            from retrieval.embedders import load_embedder
+
+            self._embedder = load_embedder(self.spec or "minilm")
+        return self._embedder
+
+    @property
+    def ocr(self):
+        if self._ocr is None:
+            from retrieval.ocr import get_ocr
+
+            self._ocr = get_ocr(self._ocr_name)
+        return self._ocr
+
+    def refresh(self) -> bool:
+        """Reload derived structures if the store changed since they were built. True when it reloaded."""
+        with self._lock:
+            version = self.store.version
+            if version == self.version:
+                return False
+            rows, self.units = self.store.units()
+            self._pos = {int(r): i for i, r in enumerate(rows)}  # unit row id -> position in self.units
+            self._by_uid = {u.uid: i for i, u in enumerate(self.units)}
+            self.bm25 = Bm25Index([u.text for u in self.units])
+            self._load_dense(version)
+            self.version = version
+            return True
+
+    def _load_dense(self, version: int) -> None:
+        from retrieval.index import MultiVectorIndex, VectorIndex
+
+        self.multi = False
+        self.dense = None
+        owner_ids, owner_units = [], []
+        for vids, uids, arrs in self.store.iter_vectors():
+            owner_ids.append(vids)
+            owner_units.append(uids)
+            self.multi = arrs[0].ndim == 2
+        if not owner_ids:
+            self._vec_ids = np.zeros(0, np.int64)
+            self._vec_unit = np.zeros(0, np.int64)
+            return
+        self._vec_ids = np.concatenate(owner_ids)  # (n_vec,) sorted vector row ids
+        self._vec_unit = np.array([self._pos[int(u)] for u in np.concatenate(owner_units)], dtype=np.int64)
+        meta_path, index_path = self.dir / DENSE_META, self.dir / DENSE_FILE
+        cls = MultiVectorIndex if self.multi else VectorIndex
+        try:
+            meta = json.loads(meta_path.read_text())
+            if meta.get("version") == version and index_path.exists():
+                self.dense = cls.load(index_path)
+                return
+        except Exception:  # noqa: BLE001 - a missing or damaged derived file is simply rebuilt below
+            pass
+        vids, vecs = [], []
+        for ids, _, arrs in self.store.iter_vectors():
+            vids.append(ids)
+            vecs.extend(arrs)
+        ids = np.concatenate(vids)
+        if self.multi:
+            self.dense = MultiVectorIndex(dim=vecs[0].shape[1])
+            self.dense.build(ids, vecs)
+        else:
+            mat = np.stack(vecs).astype(np.float32)  # (n_vec, dim)
+            self.dense = VectorIndex(dim=mat.shape[1])
+            self.dense.build(ids, mat)
+        self.dense.save(index_path)
+        _atomic_write(meta_path, json.dumps({"version": version, "kind": getattr(self.dense, "kind", "multi"),
+                                             "n_vectors": int(len(ids))}))
+
+    # -------------------------------------------------------------------------------- search
+    def search(self, query, k: int = 5, filters: Filters | dict | None = None, mode: str = "hybrid",
+               dynamic: bool = False, n_candidates: int | None = None) -> list[Hit]:
+        """The best `k` units for `query` (a string or a PIL image), best first.
+
+        mode: "hybrid" (BM25 + dense, fused), "bm25" or "dense". dynamic: cut the list with ViDoRAG's
+        Gaussian-mixture top-k (k is then the maximum).
+        """
+        if mode not in MODES:
+            raise ValueError(f"unknown search mode {mode!r}; use one of {MODES}")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        if isinstance(filters, dict):
+            filters = Filters.from_dict(filters)
+        self.refresh()
+        if not self.units:
+            return []
+        text, image = self._query_parts(query)
+        allowed = self._allowed(filters)
+        if allowed is not None and not len(allowed):
+            return []
+        n_cand = n_candidates or max(50, 5 * k)
+        per: dict[str, dict[int, float]] = {}
+        if mode in ("hybrid", "bm25") and text:
+            per["bm25"] = self._bm25(text, n_cand, allowed)
+        if mode in ("hybrid", "dense"):
+            per["dense"] = self._dense(text, image, n_cand, allowed)
+        if len(per) == 1:
+            fused = next(iter(per.values()))
+        else:
+            fused = fuse(per, self.fusion, self.weights)
+        ranked = sorted(fused.items(), key=lambda kv: -kv[1])
+        if dynamic and ranked:
+            k = min(k, dynamic_top_k([s for _, s in ranked], max_k=k))
+        return [Hit(self.units[pos], float(score), rank=i + 1,
+                    scores={m: float(s[pos]) for m, s in per.items() if pos in s})
+                for i, (pos, score) in enumerate(ranked[:k])]
+
+    def _query_parts(self, query) -> tuple[str, object | None]:
+        if isinstance(query, str):
+            if not query.strip():
+                raise ValueError("empty query; give some words or an image")
+            return query, None
+        if hasattr(query, "convert") and hasattr(query, "size"):  # a PIL image
+            text = self.ocr.read(query).text if self.ocr is not None else ""
+            if not self.embedder.supports_images and not text.strip():
+                raise RetrievalError("the image query has no readable text and this index's embedder "
+                                     f"({self.spec}) is text-only; crop a region with text, or index with a "
+                                     "visual embedder (--embedder clip:... or colqwen2:...)")
+            return text, query.convert("RGB")
+        raise TypeError(f"query must be a str or a PIL.Image, got {type(query).__name__}")
+
+    def _allowed(self, filters: Filters | None) -> np.ndarray | None:
+        if filters is None or filters.is_empty():
+            return None
+        return np.array([i for i, u in enumerate(self.units) if filters.accepts(u)], dtype=np.int64)
+
+    def _bm25(self, text: str, n: int, allowed: np.ndarray | None) -> dict[int, float]:
+        s = self.bm25.scores(text)  # (n_units,)
+        if allowed is not None:
+            masked = np.full_like(s, -np.inf)
+            masked[allowed] = s[allowed]
+            s = masked
+        top = np.argsort(-s)[:n]
+        return {int(i): float(s[i]) for i in top if s[i] > 0}
+
+    def _dense(self, text: str, image, n: int, allowed: np.ndarray | None) -> dict[int, float]:
+        if self.dense is None:
+            return {}
+        emb = self.embedder
+        if image is not None and emb.supports_images:
+            q = emb.encode_images([image])
+        else:
+            q = emb.encode_queries([text])
+        allowed_vecs = None
+        if allowed is not None:
+            allowed_vecs = self._vec_ids[np.isin(self._vec_unit, allowed)]
+        if self.multi:
+            qm = q[0]  # (n_q_tokens, dim)
+            pairs = self.dense.search(qm, 4 * n, allowed_ids=allowed_vecs)
+            vids = np.array([p[0] for p in pairs], dtype=np.int64)
+            scores = np.array([p[1] for p in pairs], dtype=np.float32)
+        else:
+            qv = np.asarray(q, dtype=np.float32).reshape(1, -1)  # (1, dim)
+            sc, ids = self.dense.search(qv, 4 * n, allowed_ids=allowed_vecs)
+            keep = ids[0] >= 0
+            vids, scores = ids[0][keep], sc[0][keep]
+        units = self._vec_unit[np.searchsorted(self._vec_ids, vids)]
+        best: dict[int, float] = {}
+        for u, s in zip(units.tolist(), scores.tolist()):
+            if u not in best or s > best[u]:
+                best[u] = s  # a unit scores by its best passage / keyframe
+        return dict(sorted(best.items(), key=lambda kv: -kv[1])[:n])
+
+    def position(self, uid: str) -> int:
+        """The unit's position in this index version (VRAG's `indice`), or -1."""
+        return self._by_uid.get(uid, -1)
+
+    def unit(self, uid: str) -> Unit | None:
+        i = self._by_uid.get(uid)
+        return None if i is None else self.units[i]
+
+    def stats(self) -> dict:
+        by_mod: dict[str, int] = {}
+        for u in self.units:
+            by_mod[u.modality] = by_mod.get(u.modality, 0) + 1
+        return {"index": str(self.dir), "embedder": self.spec, "units": len(self.units), "by_modality": by_mod,
+                "files": len({u.source for u in self.units}), "vectors": int(len(self._vec_ids)),
+                "dense_kind": getattr(self.dense, "kind", None), "version": self.version}
+
+    def roots(self) -> list[str]:
+        return self.store.roots()
+
+
+_RETRIEVERS: dict[str, Retriever] = {}
+_RETRIEVERS_LOCK = threading.Lock()
+
+
+def get_retriever(index: str | Path | None = None) -> Retriever:
+    """A process-wide Retriever per index folder (models and structures load once)."""
+    key = str(Path(index or DEFAULT_INDEX).resolve())
+    with _RETRIEVERS_LOCK:
+        if key not in _RETRIEVERS:
+            _RETRIEVERS[key] = Retriever(key)
+        return _RETRIEVERS[key]
+
+
+def search(query, k: int = 5, filters: Filters | dict | None = None, *, index: str | Path | None = None,
+           mode: str = "hybrid", dynamic: bool = False) -> list[Hit]:
+    """Search an index (default: $VIMRAG_INDEX or ./vimrag-index) and return the best `k` hits."""
+    return get_retriever(index).search(query, k=k, filters=filters, mode=mode, dynamic=dynamic)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+__all__ = ["Retriever", "search", "get_retriever", "Hit", "Unit", "Filters"]

@@ -1,0 +1,165 @@
+"""Corpus units and search hits: the records that cross the retrieval boundary.
+
+A unit is the smallest thing the retriever returns: one PDF page, one image, one video clip (with its
+keyframes and time span) or one text chunk. Every unit keeps its provenance (source file, page or time
+span, content hash, modality) so that an answer can cite it. Loading pixels is lazy: a hit knows how to
+render its page, open its image or decode its frames, but nothing is decoded until asked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MODALITIES = ("page", "image", "video", "text")
+
+
+@dataclass
+class Unit:
+    """One retrievable piece of the corpus.
+
+    `page` is 1-indexed for PDF pages; `start`/`end` are seconds for video clips; `chunk` numbers text
+    chunks within their file. `keyframes` are the sampled timestamps (seconds) of a video clip.
+    """
+
+    uid: str
+    source: str  # absolute path of the file it came from
+    root: str  # the corpus root the file was found under; served files never leave it
+    modality: str
+    content_hash: str  # sha256 of the source file
+    text: str = ""
+    page: int | None = None
+    start: float | None = None
+    end: float | None = None
+    chunk: int | None = None
+    keyframes: list[float] = field(default_factory=list)
+    text_source: str = ""  # "pdf-text", "ocr:<engine>", "file", or "" when no text was found
+    width: int | None = None
+    height: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.modality not in MODALITIES:
+            raise ValueError(f"unknown modality {self.modality!r}; expected one of {MODALITIES}")
+
+    @property
+    def name(self) -> str:
+        return Path(self.source).name
+
+    def citation(self) -> str:
+        """A short human-readable reference: `report.pdf p.5`, `talk.mp4 00:60-01:20`."""
+        if self.modality == "page":
+            return f"{self.name} p.{self.page}"
+        if self.modality == "video":
+            return f"{self.name} {_mmss(self.start or 0.0)}-{_mmss(self.end or 0.0)}"
+        if self.modality == "text":
+            return f"{self.name} #{self.chunk}"
+        return self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Unit":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    # Lazy loaders: the hit tells the agent how to get pixels, and pays only when asked.
+    def load_image(self, max_pixels: int | None = None):
+        """The unit's picture as a PIL image: the rendered page, the image, or the clip's first keyframe."""
+        from retrieval import loaders
+
+        if self.modality == "page":
+            return loaders.render_pdf_page(self.source, self.page or 1, max_pixels=max_pixels)
+        if self.modality == "image":
+            return loaders.open_image(self.source, max_pixels=max_pixels)
+        if self.modality == "video":
+            frames = self.load_frames(self.keyframes[:1], max_pixels=max_pixels)
+            return frames[0][1]
+        raise ValueError(f"{self.citation()} is a text unit; it has no image (use .text)")
+
+    def load_frames(self, timestamps: list[float] | None = None, max_pixels: int | None = None):
+        """[(timestamp, PIL image)] for a video clip, at its keyframes unless `timestamps` are given."""
+        from retrieval import loaders
+
+        if self.modality != "video":
+            raise ValueError(f"{self.citation()} is a {self.modality}, not a video clip")
+        return loaders.read_video_frames(self.source, timestamps or self.keyframes, max_pixels=max_pixels)
+
+
+@dataclass
+class Hit:
+    """A search result: the unit, its fused score, and the per-method scores behind it."""
+
+    unit: Unit
+    score: float
+    rank: int = 0
+    scores: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"unit": self.unit.to_dict(), "score": self.score, "rank": self.rank, "scores": dict(self.scores)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Hit":
+        return cls(Unit.from_dict(d["unit"]), float(d["score"]), int(d.get("rank", 0)), dict(d.get("scores", {})))
+
+
+@dataclass
+class Filters:
+    """Optional restrictions on a search.
+
+    `docs` match a unit's source by file name, by path suffix or by full path. `time_span` keeps video
+    clips overlapping [start, end] seconds (other modalities pass through unless `modalities` excludes
+    them).
+    """
+
+    docs: list[str] | None = None
+    modalities: list[str] | None = None
+    time_span: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.modalities:
+            bad = [m for m in self.modalities if m not in MODALITIES]
+            if bad:
+                raise ValueError(f"unknown modality filter {bad}; expected some of {MODALITIES}")
+        if self.time_span is not None:
+            a, b = self.time_span
+            if a > b:
+                raise ValueError(f"time_span {self.time_span} is inverted; give (start, end) with start <= end")
+
+    def is_empty(self) -> bool:
+        return not self.docs and not self.modalities and self.time_span is None
+
+    def accepts(self, unit: Unit) -> bool:
+        if self.modalities and unit.modality not in self.modalities:
+            return False
+        if self.docs and not any(_doc_matches(unit.source, d) for d in self.docs):
+            return False
+        if self.time_span is not None and unit.modality == "video":
+            a, b = self.time_span
+            if (unit.end or 0.0) < a or (unit.start or 0.0) > b:
+                return False
+        return True
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> "Filters":
+        d = d or {}
+        span = d.get("time_span")
+        return cls(docs=d.get("docs"), modalities=d.get("modalities"), time_span=tuple(span) if span else None)
+
+
+def _doc_matches(source: str, wanted: str) -> bool:
+    src = Path(source)
+    if wanted == source or wanted == src.name:
+        return True
+    w = wanted.replace("\\", "/").lstrip("./")
+    return src.as_posix().endswith("/" + w)
+
+
+def _mmss(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 60:02d}:{s % 60:02d}"

@@ -1,0 +1,31 @@
+"""Shared fixtures: offline environment, a generated mixed corpus, and the optional ../shared data."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data, or a clean skip when this checkout has no shared folder beside it."""
+    if not (SHARED_DATA / "mmlongbench_doc").is_dir():
+        pytest.skip(f"needs the benchmark data at {SHARED_DATA} (absent here)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def mixed_corpus(tmp_path_factory) -> Path:
+    """A generated corpus with a PDF, an image, a video and a markdown file (assets/make_corpus.py)."""
+    from assets.make_corpus import make_corpus
+
+    out = tmp_path_factory.mktemp("corpus")
+    make_corpus(out)
+    return out

@@ -1,0 +1,100 @@
+"""Ingestion: every modality becomes units with provenance; re-runs are incremental; bad files are reported."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from retrieval.ingest import IngestConfig, Indexer, passages_of
+from retrieval.store import Store
+
+
+@pytest.fixture(scope="module")
+def built(mixed_corpus, tmp_path_factory):
+    idx = tmp_path_factory.mktemp("idx")
+    summary = Indexer(idx, IngestConfig()).index([mixed_corpus], progress=False)
+    return idx, summary
+
+
+def test_every_modality_is_indexed_with_provenance(built, mixed_corpus):
+    idx, summary = built
+    assert summary.failed == [] and summary.files_indexed == 4
+    _, units = Store(idx).units()
+    by_mod = {}
+    for u in units:
+        by_mod.setdefault(u.modality, []).append(u)
+        assert Path(u.source).exists() and len(u.content_hash) == 64 and u.root == str(mixed_corpus.resolve())
+    assert sorted(u.page for u in by_mod["page"]) == [1, 2, 3, 4]
+    assert "48.6 million" in by_mod["page"][0].text and by_mod["page"][0].text_source == "pdf-text"
+    clip = by_mod["video"][0]
+    assert clip.start == 0 and clip.end == pytest.approx(30.0, abs=0.5) and len(clip.keyframes) >= 3
+    assert "battery" in clip.text.lower()  # OCR of the frames, with timestamps
+    assert "[00:1" in clip.text
+    poster = by_mod["image"][0]
+    assert "logimat" in poster.text.lower() and poster.text_source.startswith("ocr:")
+    assert by_mod["text"][0].chunk == 0 and "Tampere" in by_mod["text"][0].text
+    assert summary.units_indexed == len(units) == summary.total_units
+
+
+def test_reindex_is_incremental_and_prune_forgets_deleted(mixed_corpus, tmp_path):
+    corpus = tmp_path / "c"
+    shutil.copytree(mixed_corpus, corpus)
+    idx = tmp_path / "idx"
+    cfg = IngestConfig(ocr="none")
+    first = Indexer(idx, cfg).index([corpus], progress=False)
+    again = Indexer(idx, cfg).index([corpus], progress=False)
+    assert again.files_indexed == 0 and again.unchanged == first.files_indexed == 4
+    v0 = Store(idx).version
+    (corpus / "tampere_factory_notes.md").write_text("# New\n\nThe canteen serves rye bread.\n")
+    (corpus / "extra.txt").write_text("A brand new file about forklifts.")
+    third = Indexer(idx, cfg).index([corpus], progress=False)
+    assert third.files_indexed == 2 and third.unchanged == 3
+    store = Store(idx)
+    assert store.version > v0
+    texts = [u.text for u in store.units()[1] if u.modality == "text"]
+    assert any("rye bread" in t for t in texts) and not any("Tampere" in t for t in texts)
+    (corpus / "extra.txt").unlink()
+    pruned = Indexer(idx, cfg).index([corpus], prune=True, progress=False)
+    assert pruned.pruned == 1
+    assert not any(u.source.endswith("extra.txt") for u in Store(idx).units()[1])
+
+
+def test_touching_a_file_does_not_reindex_it(tmp_path):
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    f = corpus / "a.txt"
+    f.write_text("hello there")
+    idx = tmp_path / "idx"
+    Indexer(idx, IngestConfig(ocr="none")).index([corpus], progress=False)
+    os.utime(f, (1, 1))
+    s = Indexer(idx, IngestConfig(ocr="none")).index([corpus], progress=False)
+    assert s.unchanged == 1 and s.files_indexed == 0
+
+
+def test_moved_file_is_reindexed_under_its_new_path(tmp_path):
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("moving content about cranes")
+    idx = tmp_path / "idx"
+    Indexer(idx, IngestConfig(ocr="none")).index([corpus], progress=False)
+    (corpus / "a.txt").rename(corpus / "b.txt")
+    s = Indexer(idx, IngestConfig(ocr="none")).index([corpus], progress=False)
+    assert s.files_indexed == 1 and s.failed == []
+    sources = [Path(u.source).name for u in Store(idx).units()[1]]
+    assert sources == ["b.txt"]
+
+
+def test_embedder_mismatch_is_refused(tmp_path):
+    (tmp_path / "a.txt").write_text("x y z")
+    Indexer(tmp_path / "idx", IngestConfig(ocr="none")).index([tmp_path / "a.txt"], progress=False)
+    with pytest.raises(Exception, match="built with embedder"):
+        Indexer(tmp_path / "idx", IngestConfig(embedder="clip:/nowhere"))
+
+
+def test_passages_cover_long_text():
+    words = [f"w{i}" for i in range(400)]
+    ps = passages_of(" ".join(words), words=150)
+    assert ps[0].split()[0] == "w0" and ps[-1].split()[-1] == "w399"
+    assert all(len(p.split()) <= 150 for p in ps)
+    assert passages_of("") == ["(empty)"]

@@ -1,0 +1,114 @@
+"""Search: hybrid, BM25 and dense modes, filters, dynamic top-k, image queries, and the module-level API."""
+
+import pytest
+
+import retrieval
+from retrieval.ingest import IngestConfig, Indexer
+from retrieval.retriever import Retriever
+from retrieval.units import Filters
+
+
+@pytest.fixture(scope="module")
+def retriever(mixed_corpus, tmp_path_factory):
+    idx = tmp_path_factory.mktemp("idx")
+    Indexer(idx, IngestConfig()).index([mixed_corpus], progress=False)
+    return Retriever(idx)
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "bm25", "dense"])
+def test_finds_the_table_page(retriever, mode):
+    hits = retriever.search("revenue by region Europe North America", k=3, mode=mode)
+    assert hits and hits[0].unit.modality == "page" and hits[0].unit.page == 2
+    assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
+    assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
+
+
+def test_each_modality_is_reachable(retriever):
+    assert retriever.search("battery runtime extended to 14 hours", k=1)[0].unit.modality == "video"
+    assert retriever.search("LogiMAT booth hall 4", k=1)[0].unit.modality == "image"
+    assert retriever.search("defect rate calibration rig", k=1)[0].unit.modality == "text"
+
+
+def test_hybrid_hit_carries_both_scores(retriever):
+    hit = retriever.search("quarterly shipments robots", k=1)[0]
+    assert set(hit.scores) == {"bm25", "dense"}
+    assert hit.unit.citation().endswith("p.3")
+
+
+def test_filters(retriever):
+    hits = retriever.search("revenue", k=10, filters=Filters(modalities=["text", "video"]))
+    assert hits and {h.unit.modality for h in hits} <= {"text", "video"}
+    hits = retriever.search("revenue", k=10, filters={"docs": ["aurora_annual_report_2025.pdf"]})
+    assert hits and {h.unit.name for h in hits} == {"aurora_annual_report_2025.pdf"}
+    assert retriever.search("battery", k=5, filters=Filters(time_span=(100, 200), modalities=["video"])) == []
+    assert retriever.search("battery", k=5, filters=Filters(time_span=(10, 20), modalities=["video"]))
+    with pytest.raises(ValueError, match="inverted"):
+        Filters(time_span=(5, 1))
+    with pytest.raises(ValueError, match="unknown modality"):
+        Filters(modalities=["audio"])
+
+
+def test_dynamic_top_k_cuts_the_tail(retriever):
+    full = retriever.search("Falcon X2 picker", k=7)
+    cut = retriever.search("Falcon X2 picker", k=7, dynamic=True)
+    assert 1 <= len(cut) <= len(full)
+    assert [h.unit.uid for h in cut] == [h.unit.uid for h in full[: len(cut)]]
+
+
+def test_image_query_uses_ocr_text_with_a_text_embedder(retriever, mixed_corpus):
+    from PIL import Image, ImageDraw
+
+    from assets.make_corpus import font
+
+    crop = Image.new("RGB", (700, 120), "white")
+    ImageDraw.Draw(crop).text((10, 30), "Runtime extended to 14 hours", font=font(40), fill="black")
+    hits = retriever.search(crop, k=1)
+    assert hits[0].unit.modality == "video"
+
+
+def test_hits_load_their_pixels_and_text(retriever):
+    page = retriever.search("revenue by region", k=1, filters={"modalities": ["page"]})[0]
+    assert page.unit.load_image(max_pixels=200_000).size[0] > 100
+    clip = retriever.search("battery", k=1, filters={"modalities": ["video"]})[0]
+    frames = clip.unit.load_frames()
+    assert len(frames) == len(clip.unit.keyframes) and frames[0][1].size == (640, 360)
+    note = retriever.search("defect rate", k=1, filters={"modalities": ["text"]})[0]
+    with pytest.raises(ValueError, match="text unit"):
+        note.unit.load_image()
+    assert retrieval.Hit.from_dict(page.to_dict()) == page
+
+
+def test_bad_queries(retriever):
+    with pytest.raises(ValueError, match="empty query"):
+        retriever.search("   ")
+    with pytest.raises(ValueError, match="unknown search mode"):
+        retriever.search("x", mode="fuzzy")
+    with pytest.raises(TypeError):
+        retriever.search(42)
+
+
+def test_module_level_search_and_refresh(mixed_corpus, tmp_path):
+    idx = tmp_path / "idx"
+    Indexer(idx, IngestConfig(ocr="none")).index([mixed_corpus / "tampere_factory_notes.md"], progress=False)
+    hits = retrieval.search("defect rate", k=2, index=idx)
+    assert hits and hits[0].unit.name == "tampere_factory_notes.md"
+    extra = tmp_path / "more.txt"
+    extra.write_text("Zebra crossings painted on the warehouse floor.")
+    Indexer(idx, IngestConfig(ocr="none")).index([extra], progress=False)
+    # The cached retriever sees the new version without reopening.
+    assert retrieval.search("zebra crossings", k=1, index=idx)[0].unit.name == "more.txt"
+
+
+def test_missing_index_says_how_to_build_one(tmp_path):
+    with pytest.raises(retrieval.IndexOpenError, match="vimrag index"):
+        Retriever(tmp_path / "none")
+
+
+def test_dense_structures_are_cached_and_rebuilt(retriever):
+    import json
+
+    meta = json.loads((retriever.dir / "dense.json").read_text())
+    assert meta["version"] == retriever.version and meta["n_vectors"] >= len(retriever.units)
+    (retriever.dir / "dense.faiss").write_bytes(b"garbage")
+    again = Retriever(retriever.dir)
+    assert again.search("revenue by region", k=1)[0].unit.page == 2
