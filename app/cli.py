@@ -61,11 +61,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         return 0
     for h in hits:
         u = h.unit
-        where = {"page": f"page {u.page}", "video": f"{u.start:.0f}-{u.end:.0f}s", "text": f"chunk {u.chunk}",
-                 "image": "image"}[u.modality]
         detail = " ".join(f"{m}={s:.3f}" for m, s in h.scores.items())
         snippet = " ".join(u.text.split())[:args.snippet]
-        print(f"{h.rank:>2}. {h.score:.4f}  {u.source}  [{where}]  ({detail})")
+        print(f"{h.rank:>2}. {h.score:.4f}  {u.source}  [{u.location()}]  ({detail})")
         if snippet:
             print(f"    {snippet}")
     return 0

@@ -123,8 +123,11 @@ class Indexer:
     def __init__(self, index_dir: str | Path, config: IngestConfig | None = None, embedder=None, ocr=None) -> None:
         self.config = config or IngestConfig()
         self.store = Store(index_dir, create=True)
+        from retrieval.embedders import canonical_spec
+
         built_with = self.store.get_meta("embedder")
-        spec = self.config.embedder or built_with or "minilm"
+        # Compare canonical specs: "clip:./m" and "clip:/abs/m" are the same model.
+        spec = canonical_spec(self.config.embedder) if self.config.embedder else (built_with or "minilm")
         if built_with and spec != built_with:
             raise IndexOpenError(f"{index_dir} was built with embedder {built_with!r}, not {spec!r}; "
                                  f"use --embedder {built_with} or index into a new folder")

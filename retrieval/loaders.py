@@ -66,6 +66,8 @@ def read_pdf(path: str | Path) -> list[PdfPage]:
             doc = pdfium.PdfDocument(str(path))
         except pdfium.PdfiumError as e:
             reason = str(e)
+            if _pageless(path):  # pdfium refuses a well-formed file whose page tree is empty
+                raise IngestError(path, "the PDF has zero pages", "nothing to index; remove the file") from e
             if "password" in reason.lower():
                 raise IngestError(path, "the PDF is encrypted", "decrypt it (e.g. qpdf --decrypt) and index it again") from e
             raise IngestError(path, f"not a readable PDF ({reason})", "re-download or re-export the file") from e
@@ -93,6 +95,19 @@ def read_pdf(path: str | Path) -> list[PdfPage]:
             raise IngestError(path, f"the PDF is damaged ({e})", "re-download or repair it (e.g. qpdf)") from e
         finally:
             doc.close()
+
+
+def _pageless(path: Path) -> bool:
+    """A PDF whose page tree says /Count 0 and that has no /Type /Page object (checked on the raw bytes,
+    since pdfium reports an empty page tree as a generic load failure)."""
+    import re
+
+    try:
+        head = path.read_bytes()[:8 << 20]
+    except OSError:
+        return False
+    return (head.startswith(b"%PDF") and re.search(rb"/Count\s+0\b", head) is not None
+            and re.search(rb"/Type\s*/Page(?!s)\b", head) is None)
 
 
 def render_pdf_page(path: str | Path, page: int, max_pixels: int | None = DEFAULT_MAX_PIXELS, dpi: float = 144.0) -> Image.Image:

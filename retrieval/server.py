@@ -18,10 +18,21 @@ import io
 import threading
 from pathlib import Path
 
+from fastapi import FastAPI, HTTPException, Query
+from fastapi.responses import FileResponse, Response
+from pydantic import BaseModel, Field
+
 from retrieval.units import Hit
 
 MAX_QUERIES = 64
 MAX_TOP_K = 100
+
+
+class SearchRequest(BaseModel):
+    queries: list[str] = Field(..., min_length=1, max_length=MAX_QUERIES)
+    top_k: int = Field(3, ge=1, le=MAX_TOP_K)
+    mode: str = "hybrid"
+    filters: dict | None = None
 
 
 def _item(hit: Hit) -> dict:
@@ -36,22 +47,12 @@ def _item(hit: Hit) -> dict:
 
 def create_app(index_dir: str | Path, retriever=None):
     """A FastAPI app over one index. `retriever` may be injected (tests); else it opens `index_dir`."""
-    from fastapi import FastAPI, HTTPException, Query
-    from fastapi.responses import FileResponse, Response
-    from pydantic import BaseModel, Field
-
     from retrieval.retriever import Retriever
 
     r = retriever or Retriever(index_dir)
     # One search at a time: the models already use every core, and interleaving only thrashes.
     lock = threading.Lock()
     app = FastAPI(title="VimRAG search", version="1")
-
-    class SearchRequest(BaseModel):
-        queries: list[str] = Field(..., min_length=1, max_length=MAX_QUERIES)
-        top_k: int = Field(3, ge=1, le=MAX_TOP_K)
-        mode: str = "hybrid"
-        filters: dict | None = None
 
     @app.post("/search")
     def search(req: SearchRequest) -> dict:

@@ -57,6 +57,16 @@ class Unit:
             return f"{self.name} #{self.chunk}"
         return self.name
 
+    def location(self) -> str:
+        """Where in its file the unit lies: `page 5`, `60-120s`, `chunk 3`, or `image`."""
+        if self.modality == "page":
+            return f"page {self.page}"
+        if self.modality == "video":
+            return f"{self.start or 0:.0f}-{self.end or 0:.0f}s"
+        if self.modality == "text":
+            return f"chunk {self.chunk}"
+        return "image"
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -10,10 +10,6 @@ from PIL import Image
 from retrieval.ingest import IngestConfig, Indexer
 from retrieval.store import Store
 
-ZERO_PAGE_PDF = (b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
-                 b"2 0 obj<</Type/Pages/Kids[]/Count 0>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n")
-
-
 @pytest.fixture(scope="module")
 def bad_run(mixed_corpus, tmp_path_factory):
     root = tmp_path_factory.mktemp("bad")
@@ -30,7 +26,7 @@ def bad_run(mixed_corpus, tmp_path_factory):
     w.add_blank_page(200, 200)
     w.encrypt("secret", algorithm="RC4-128")
     w.write(corpus / "encrypted.pdf")
-    (corpus / "empty.pdf").write_bytes(ZERO_PAGE_PDF)
+    pypdf.PdfWriter().write(corpus / "empty.pdf")  # a well-formed PDF with an empty page tree
     (corpus / "not_an_image.png").write_text("I am text pretending to be a PNG")
     Image.new("1", (13000, 12000)).save(corpus / "bomb.png")  # 156 Mpx, a few KB on disk
     (corpus / "zero.mp4").write_bytes(b"")
@@ -109,3 +105,23 @@ def test_unreadable_file(tmp_path):
     f.chmod(0)
     s = Indexer(tmp_path / "idx", IngestConfig(ocr="none")).index([f.parent], progress=False)
     assert "cannot read" in s.failed[0][1]
+
+
+def test_unreadable_file_even_as_root(tmp_path, monkeypatch):
+    """Root bypasses file modes, so simulate the read failure the way the OS reports it."""
+    import retrieval.ingest as ingest
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "locked.txt").write_text("x")
+    (tmp_path / "c" / "fine.txt").write_text("fine content")
+    real = ingest.sha256_file
+
+    def deny(path, *a, **k):
+        if Path(path).name == "locked.txt":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(ingest, "sha256_file", deny)
+    s = Indexer(tmp_path / "idx", IngestConfig(ocr="none")).index([tmp_path / "c"], progress=False)
+    assert "cannot read the file (Permission denied)" in _reason(s.failed, "locked.txt")
+    assert s.files_indexed == 1

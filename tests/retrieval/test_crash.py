@@ -10,7 +10,7 @@ import time
 from retrieval.retriever import Retriever
 from retrieval.store import DB_NAME, Store
 
-N_FILES = 1200
+N_FILES = 400
 
 
 def _units(idx) -> int:
@@ -28,10 +28,10 @@ def test_kill_9_mid_ingest_then_resume(tmp_path):
         (corpus / f"doc_{i:04d}.txt").write_text(f"Document number {i} talks about topic {i % 37} and item {i}.")
     idx = tmp_path / "idx"
     cmd = [sys.executable, "-m", "app.cli", "index", str(corpus), "--index", str(idx), "--ocr", "none",
-           "--batch-size", "2", "-q"]
+           "--batch-size", "4", "-q"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 120
-    while _units(idx) < 20 and time.time() < deadline and proc.poll() is None:
+    while _units(idx) < 12 and time.time() < deadline and proc.poll() is None:
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()

@@ -308,3 +308,9 @@ def test_progress_bar_only_for_many_batches(capsys):
     assert "tiny" not in capsys.readouterr().err
     assert sum(len(b) for b in embedders._batches(list(range(50)), 4, "many")) == 50
     assert "many" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_cuda_without_gpu_is_explained():
+    with pytest.raises(RetrievalError, match="device='cpu'"):
+        load_embedder("minilm", device="cuda")

@@ -89,7 +89,7 @@ def test_embedder_mismatch_is_refused(tmp_path):
     (tmp_path / "a.txt").write_text("x y z")
     Indexer(tmp_path / "idx", IngestConfig(ocr="none")).index([tmp_path / "a.txt"], progress=False)
     with pytest.raises(Exception, match="built with embedder"):
-        Indexer(tmp_path / "idx", IngestConfig(embedder="clip:/nowhere"))
+        Indexer(tmp_path / "idx", IngestConfig(embedder="clip:openai/clip-vit-base-patch32"))
 
 
 def test_passages_cover_long_text():
