@@ -47,25 +47,20 @@ class Unit:
     def name(self) -> str:
         return Path(self.source).name
 
-    def citation(self) -> str:
-        """A short human-readable reference: `report.pdf p.5`, `talk.mp4 00:60-01:20`."""
-        if self.modality == "page":
-            return f"{self.name} p.{self.page}"
-        if self.modality == "video":
-            return f"{self.name} {_mmss(self.start or 0.0)}-{_mmss(self.end or 0.0)}"
-        if self.modality == "text":
-            return f"{self.name} #{self.chunk}"
-        return self.name
-
     def location(self) -> str:
-        """Where in its file the unit lies: `page 5`, `60-120s`, `chunk 3`, or `image`."""
+        """Where in its file the unit lies: `p.5`, `01:00-02:00`, `#3`; empty for a whole image."""
         if self.modality == "page":
-            return f"page {self.page}"
+            return f"p.{self.page}"
         if self.modality == "video":
-            return f"{self.start or 0:.0f}-{self.end or 0:.0f}s"
+            return f"{_mmss(self.start or 0.0)}-{_mmss(self.end or 0.0)}"
         if self.modality == "text":
-            return f"chunk {self.chunk}"
-        return "image"
+            return f"#{self.chunk}"
+        return ""
+
+    def citation(self) -> str:
+        """A short human-readable reference: `report.pdf p.5`, `talk.mp4 01:00-02:00`, `poster.png`."""
+        loc = self.location()
+        return f"{self.name} {loc}" if loc else self.name
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

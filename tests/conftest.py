@@ -29,3 +29,13 @@ def mixed_corpus(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("corpus")
     make_corpus(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def mixed_index(mixed_corpus, tmp_path_factory) -> Path:
+    """The mixed corpus indexed once with the default embedder and OCR (read-only for the tests using it)."""
+    from retrieval.ingest import Indexer
+
+    idx = tmp_path_factory.mktemp("mixed_idx")
+    Indexer(idx).index([mixed_corpus], progress=False)
+    return idx

@@ -12,7 +12,7 @@ def test_index_then_search(mixed_corpus, tmp_path, capsys):
     assert "indexed 7 units from 4 files" in out
     assert main(["search", "robots shipped per quarter", "--index", str(idx), "-k", "2"]) == 0
     out = capsys.readouterr().out
-    assert "aurora_annual_report_2025.pdf" in out and "[page 3]" in out
+    assert "aurora_annual_report_2025.pdf" in out and "[p.3]" in out
     assert main(["search", "battery", "--index", str(idx), "--json", "--modality", "video"]) == 0
     hits = json.loads(capsys.readouterr().out)
     assert hits and hits[0]["unit"]["modality"] == "video" and hits[0]["unit"]["start"] == 0

@@ -9,10 +9,8 @@ from retrieval.units import Filters
 
 
 @pytest.fixture(scope="module")
-def retriever(mixed_corpus, tmp_path_factory):
-    idx = tmp_path_factory.mktemp("idx")
-    Indexer(idx, IngestConfig()).index([mixed_corpus], progress=False)
-    return Retriever(idx)
+def retriever(mixed_index):
+    return Retriever(mixed_index)
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "bm25", "dense"])

@@ -2,18 +2,14 @@
 
 import pytest
 
-from retrieval.ingest import IngestConfig, Indexer
-
 
 @pytest.fixture(scope="module")
-def client(mixed_corpus, tmp_path_factory):
+def client(mixed_index):
     from fastapi.testclient import TestClient
 
     from retrieval.server import create_app
 
-    idx = tmp_path_factory.mktemp("idx")
-    Indexer(idx, IngestConfig()).index([mixed_corpus], progress=False)
-    return TestClient(create_app(idx))
+    return TestClient(create_app(mixed_index))
 
 
 def test_search_shape(client):

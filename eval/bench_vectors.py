@@ -1,0 +1,351 @@
+"""Benchmark the FAISS side of retrieval: exact vs approximate search, and two-stage late interaction.
+
+What it measures, on synthetic data so that it runs anywhere without weights:
+
+1. Single-vector scaling (`VectorIndex`): unit vectors of dim 384 (like MiniLM) at 10k, 100k and 1M.
+   The corpus is a mixture of Gaussians: `--clusters` random unit centres, each vector a centre plus
+   isotropic noise of norm ~`--sigma`, then L2-normalised; queries are fresh draws from the same
+   mixture, never copies of corpus vectors. Per size: build time, p50 latency of one query at a time
+   for exact (flat), IVF (the shipped approximate kind and defaults) and HNSW (M=32, efConstruction
+   40, efSearch 64), recall@10 of each against exact, and speed-ups. At the largest size: the nprobe /
+   efSearch trade-off behind the defaults, and `allowed_ids` filtering. Target: the shipped
+   approximate index >= 10x faster than exact at 1M with recall@10 >= 0.95.
+2. Multi-vector (`MultiVectorIndex`): pages of `--mv-tokens` token vectors of dim 128 (ColQwen2's dim;
+   real pages have ~700-1000 tokens, fewer here so 20k pages fit in memory), grouped 32 pages per PDF
+   that share topics. A query is 8 noisy copies of one page's tokens plus 8 random filler tokens, so
+   every query has one truly relevant page. Two-stage search is compared with brute-force MaxSim over
+   all pages (one matrix product per batch of ~260k contiguous tokens, then a segmented max, the same
+   code as the rerank): fraction of queries with identical top-10 sets (target >= 99%), p50 latency of
+   each, speed-up at the largest size (target >= 10x).
+
+Latency is per single query with `--query-threads` threads for FAISS and BLAS (default 1, as
+ann-benchmarks does: one query per core; on a shared 2-core box multi-threaded single-query timings
+mostly measure scheduler waits). Builds use `--build-threads` (default: all cores).
+
+Left out on purpose: real embeddings (retrieval quality on real data is measured elsewhere in eval/),
+GPU timings, and HNSW parameter sweeps beyond efSearch (its build alone takes minutes at 1M).
+
+Full run (~8-11 min on 2 cores, peak ~5 GiB RAM; use nohup):
+    python -m eval.bench_vectors
+Quick run (~1 min):
+    python -m eval.bench_vectors --sizes 10000,100000 --mv-docs 500,2000 --queries 50 --mv-queries 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import time
+
+import numpy as np
+from tqdm import tqdm
+
+from retrieval import index as vindex
+from retrieval.index import MultiVectorIndex, VectorIndex
+
+# ---------------------------------------------------------------- helpers
+
+
+def set_threads(n: int) -> None:
+    """FAISS's OpenMP pool and numpy's BLAS pool to n threads (BLAS via threadpoolctl when installed)."""
+    vindex._faiss().omp_set_num_threads(n)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        print("(threadpoolctl is not installed: numpy's BLAS keeps its own thread count)")
+        return
+    threadpool_limits(limits=n, user_api="blas")
+
+
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    return x
+
+
+def random_units(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+    return unit_rows(rng.standard_normal((n, dim), dtype=np.float32))
+
+
+def mixture(n: int, centres: np.ndarray, sigma: float, rng: np.random.Generator, chunk: int = 100_000) -> np.ndarray:
+    """(n, dim) unit vectors: a random centre plus Gaussian noise of expected norm `sigma`, normalised."""
+    dim = centres.shape[1]
+    out = np.empty((n, dim), dtype=np.float32)
+    for s in range(0, n, chunk):
+        e = min(n, s + chunk)
+        x = rng.standard_normal((e - s, dim), dtype=np.float32) * np.float32(sigma / np.sqrt(dim))  # (b, dim)
+        x += centres[rng.integers(0, len(centres), e - s)]
+        out[s:e] = unit_rows(x)
+    return out
+
+
+def p50_ms(times: list[float]) -> float:
+    return float(np.median(times) * 1e3)
+
+
+def recall_at(found: np.ndarray, truth: np.ndarray) -> float:
+    """Mean |found ∩ truth| / |truth| over queries; (nq, k) id arrays, -1 slots ignored."""
+    hits = [len(set(f[f >= 0].tolist()) & set(t[t >= 0].tolist())) / max(1, int((t >= 0).sum()))
+            for f, t in zip(found, truth)]
+    return float(np.mean(hits))
+
+
+def time_queries(fn, queries, desc: str) -> tuple[list[float], list]:
+    """Call fn(query) one query at a time (after two warm-up calls); return the times and the results."""
+    for q in queries[:2]:
+        fn(q)
+    times, results = [], []
+    for q in tqdm(queries, desc=desc, leave=False):
+        t = time.perf_counter()
+        results.append(fn(q))
+        times.append(time.perf_counter() - t)
+    return times, results
+
+
+def timed_build(make, desc: str, threads: int):
+    set_threads(threads)
+    t = time.perf_counter()
+    with tqdm(total=1, desc=desc, leave=False) as bar:
+        obj = make()
+        bar.update()
+    return obj, time.perf_counter() - t
+
+
+# ---------------------------------------------------------------- 1. single-vector scaling
+
+
+def bench_scaling(args) -> None:
+    rows, last = [], None
+    for n in args.sizes:
+        rng = np.random.default_rng(args.seed + n)
+        centres = random_units(args.clusters, args.dim, rng)  # (c, dim)
+        xb = mixture(n, centres, args.sigma, rng)  # (n, dim)
+        xq = mixture(args.queries, centres, args.sigma, rng)  # (nq, dim)
+        ids = np.arange(n, dtype=np.int64)
+
+        flat, flat_build = timed_build(lambda: VectorIndex(args.dim, kind="flat").build(ids, xb),
+                                       f"flat build {n:,}", args.build_threads)
+        set_threads(args.query_threads)
+        flat_t, _ = time_queries(lambda q: flat.search(q, 10), xq, f"flat {n:,}")
+        _, truth = flat.search(xq, 10)  # (nq, 10) exact ground truth
+        del flat
+        gc.collect()
+
+        row = {"n": n, "flat_build": flat_build, "flat_p50": p50_ms(flat_t)}
+        for kind in ("ivf", "hnsw"):
+            if kind == "hnsw" and n not in args.hnsw_sizes:
+                continue
+            idx, build = timed_build(lambda: VectorIndex(args.dim, kind=kind).build(ids, xb),
+                                     f"{kind} build {n:,}", args.build_threads)
+            set_threads(args.query_threads)
+            t, found = time_queries(lambda q: idx.search(q, 10)[1][0], xq, f"{kind} {n:,}")
+            row[kind] = (build, p50_ms(t), recall_at(np.array(found), truth))
+            if n == args.sizes[-1]:
+                sweep(args, kind, idx, xq, truth, row)
+            if n == args.sizes[-1] and kind == "ivf":
+                last = (xb, xq, ids, idx)
+            else:
+                del idx
+            gc.collect()
+        rows.append(row)
+
+    print(f"\n### Single-vector scaling (dim {args.dim}, {args.queries} queries, {args.clusters} clusters, "
+          f"sigma {args.sigma}; IVF nprobe={vindex.DEFAULT_NPROBE} of nlist~sqrt(n); HNSW M={vindex.DEFAULT_HNSW_M} "
+          f"efConstruction={vindex.DEFAULT_EF_CONSTRUCTION} efSearch={vindex.DEFAULT_EF_SEARCH})\n")
+    print("| vectors | exact p50 ms | IVF build s | IVF p50 ms | IVF speed-up | IVF recall@10 "
+          "| HNSW build s | HNSW p50 ms | HNSW speed-up | HNSW recall@10 |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        cells = [f"{r['n']:,}", f"{r['flat_p50']:.2f}"]
+        for kind in ("ivf", "hnsw"):
+            if kind in r:
+                b, p, rec = r[kind]
+                cells += [f"{b:.1f}", f"{p:.3f}", f"{r['flat_p50'] / p:.1f}x", f"{rec:.3f}"]
+            else:
+                cells += ["-"] * 4
+        print("| " + " | ".join(cells) + " |")
+    last_row = rows[-1]
+    if "sweep" in last_row:
+        print(f"\nTrade-off at {last_row['n']:,} vectors (speed-up against exact p50 {last_row['flat_p50']:.1f} ms; "
+              "the shipped default is marked *):\n")
+        print("| index | setting | p50 ms | speed-up | recall@10 |")
+        print("|---|---|---:|---:|---:|")
+        for kind, setting, p, rec, shipped in last_row["sweep"]:
+            mark = " *" if shipped else ""
+            print(f"| {kind} | {setting}{mark} | {p:.3f} | {last_row['flat_p50'] / p:.1f}x | {rec:.3f} |")
+    if last is not None:
+        bench_filtered(args, *last)
+
+
+def sweep(args, kind: str, idx: VectorIndex, xq: np.ndarray, truth: np.ndarray, row: dict) -> None:
+    """Latency and recall for the knob that trades them: nprobe for IVF, efSearch for HNSW."""
+    name, values, default = (("nprobe", (4, 8, 16, 32, 64), idx.nprobe) if kind == "ivf"
+                             else ("efSearch", (32, 64, 128, 256), idx.ef_search))
+    for v in values:
+        setattr(idx, "nprobe" if kind == "ivf" else "ef_search", v)
+        t, found = time_queries(lambda q: idx.search(q, 10)[1][0], xq, f"{kind} {name}={v}")
+        row.setdefault("sweep", []).append((kind.upper(), f"{name}={v}", p50_ms(t), recall_at(np.array(found), truth),
+                                            v == default))
+    setattr(idx, "nprobe" if kind == "ivf" else "ef_search", default)
+
+
+def bench_filtered(args, xb: np.ndarray, xq: np.ndarray, ids: np.ndarray, idx: VectorIndex) -> None:
+    """allowed_ids at the largest size: latency and recall@10 against exact search over the allowed set."""
+    n, nq = len(xb), min(len(xq), 50)
+    rng = np.random.default_rng(args.seed)
+    print(f"\n### allowed_ids filtering on the {n:,}-vector {idx.kind.upper()} index ({nq} queries, k=10)\n")
+    print("| allowed ids | path | p50 ms | recall@10 vs exact over allowed | queries with 10 hits |")
+    print("|---:|---|---:|---:|---:|")
+    for frac in (0.0001, 0.01, 0.05, 0.5):
+        allowed = np.sort(rng.choice(ids, max(10, int(frac * n)), replace=False))
+        truth = allowed[np.argsort(-(xq[:nq] @ xb[allowed].T), axis=1)[:, :10]]  # (nq, 10)
+        t, found = time_queries(lambda q: idx.search(q, 10, allowed_ids=allowed)[1][0], xq[:nq], f"filtered {frac:.2%}")
+        found = np.array(found)
+        path = "exact over allowed" if idx._prefer_exact(len(allowed)) else f"{idx.kind.upper()} + id selector"
+        leak = "" if np.isin(found[found >= 0], allowed).all() else " (ids outside the allowed set!)"
+        print(f"| {len(allowed):,} ({frac:.2%}) | {path} | {p50_ms(t):.2f} | {recall_at(found, truth):.3f} "
+              f"| {float((found >= 0).all(axis=1).mean()):.0%}{leak} |")
+
+
+# ---------------------------------------------------------------- 2. multi-vector
+
+
+def mv_corpus(n_docs: int, n_tok: int, dim: int, topics: np.ndarray, sigma: float, rng: np.random.Generator,
+              pages_per_pdf: int = 32, topics_per_pdf: int = 16, topics_per_page: int = 8) -> np.ndarray:
+    """(n_docs, n_tok, dim) token vectors for pages grouped into PDFs.
+
+    Each PDF draws `topics_per_pdf` topic centres, each page `topics_per_page` of its PDF's topics, and
+    each token is one of its page's topics plus noise of norm ~sigma, normalised: pages of one PDF
+    resemble each other, as real pages do, and topics recur across PDFs.
+    """
+    out = np.empty((n_docs, n_tok, dim), dtype=np.float32)
+    n_pdf = -(-n_docs // pages_per_pdf)
+    pdf_topics = rng.integers(0, len(topics), (n_pdf, topics_per_pdf))  # (n_pdf, tpp)
+    pick = rng.integers(0, topics_per_pdf, (n_docs, topics_per_page))
+    page_topics = np.take_along_axis(pdf_topics[np.arange(n_docs) // pages_per_pdf], pick, axis=1)  # (n_docs, tpg)
+    step = max(1, 200_000 // n_tok)
+    for s in range(0, n_docs, step):
+        e = min(n_docs, s + step)
+        tok_topic = np.take_along_axis(page_topics[s:e], rng.integers(0, topics_per_page, (e - s, n_tok)), axis=1)
+        x = rng.standard_normal((e - s, n_tok, dim), dtype=np.float32) * np.float32(sigma / np.sqrt(dim))
+        x += topics[tok_topic]  # (b, n_tok, dim)
+        x /= np.linalg.norm(x, axis=2, keepdims=True)
+        out[s:e] = x
+    return out
+
+
+def mv_queries(docs: np.ndarray, n_queries: int, n_copy: int, n_filler: int, noise: float,
+               rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]:
+    """Queries of n_copy noisy copies of one document's tokens plus n_filler random tokens; (queries, source docs)."""
+    n_docs, n_tok, dim = docs.shape
+    src = rng.choice(n_docs, n_queries, replace=False)
+    out = []
+    for d in src:
+        copies = docs[d, rng.choice(n_tok, n_copy, replace=False)]  # (n_copy, dim)
+        jitter = rng.standard_normal(copies.shape, dtype=np.float32) * np.float32(noise / np.sqrt(dim))
+        copies = unit_rows(copies + jitter)
+        out.append(np.concatenate([copies, random_units(n_filler, dim, rng)]))  # (n_copy + n_filler, dim)
+    return out, src
+
+
+def bench_multivector(args) -> None:
+    rows, sweep_rows = [], []
+    for n_docs in args.mv_docs:
+        rng = np.random.default_rng(args.seed + 7 * n_docs)
+        topics = random_units(args.mv_topics, args.mv_dim, rng)  # (n_topics, dim)
+        docs = mv_corpus(n_docs, args.mv_tokens, args.mv_dim, topics, args.mv_sigma, rng)  # (n_docs, n_tok, dim)
+        n_copy = args.mv_query_tokens // 2
+        queries, src = mv_queries(docs, min(args.mv_queries, n_docs), n_copy, args.mv_query_tokens - n_copy,
+                                  args.mv_query_noise, rng)
+        mvi, build = timed_build(lambda: MultiVectorIndex(args.mv_dim).build(np.arange(n_docs), list(docs)),
+                                 f"multi-vector build {n_docs:,} pages", args.build_threads)
+        del docs
+        gc.collect()
+        set_threads(args.query_threads)
+        brute_t, brute = time_queries(lambda q: mvi.exact_search(q, 10), queries, f"brute MaxSim {n_docs:,}")
+        two_t, two = time_queries(lambda q: mvi.search(q, 10), queries, f"two-stage {n_docs:,}")
+        rows.append((n_docs, mvi.n_tokens, mvi.kind, build, p50_ms(brute_t), p50_ms(two_t), same_top(brute, two),
+                     float(np.mean([b[0][0] == s for b, s in zip(brute, src)])), len(queries)))
+        if n_docs == args.mv_docs[-1]:
+            for kk in (128, 256, 512):
+                for nc in (128, 256):
+                    t, res = time_queries(lambda q: mvi.search(q, 10, n_candidates=nc, token_k=kk), queries,
+                                          f"token_k={kk} n_candidates={nc}")
+                    shipped = kk == mvi.token_k and nc == mvi.n_candidates
+                    sweep_rows.append((kk, nc, p50_ms(t), same_top(brute, res), shipped))
+        del mvi
+        gc.collect()
+
+    print(f"\n### Multi-vector late interaction ({args.mv_tokens} tokens per page, dim {args.mv_dim}, "
+          f"{args.mv_query_tokens} query tokens, {args.mv_topics} topics; token_k={vindex.DEFAULT_TOKEN_K}, "
+          f"n_candidates={vindex.DEFAULT_N_CANDIDATES}, token IVF nprobe={vindex.DEFAULT_TOKEN_NPROBE})\n")
+    print("| pages | token vectors | token index | build s | brute-force p50 ms | two-stage p50 ms | speed-up "
+          "| identical top-10 | brute top-1 = source page |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    for n_docs, n_tok, kind, build, bp, tp, same, top1, nq in rows:
+        print(f"| {n_docs:,} | {n_tok:,} | {kind} | {build:.1f} | {bp:.1f} | {tp:.2f} | {bp / tp:.1f}x "
+              f"| {same:.1%} ({nq} q) | {top1:.1%} |")
+    if sweep_rows:
+        bp = rows[-1][4]
+        print(f"\nTrade-off at {rows[-1][0]:,} pages (speed-up against brute force p50 {bp:.1f} ms; "
+              "shipped default *):\n")
+        print("| token_k | n_candidates | two-stage p50 ms | speed-up | identical top-10 |")
+        print("|---:|---:|---:|---:|---:|")
+        for kk, nc, p, same, shipped in sweep_rows:
+            print(f"| {kk}{' *' if shipped else ''} | {nc} | {p:.2f} | {bp / p:.1f}x | {same:.1%} |")
+
+
+def same_top(a: list, b: list) -> float:
+    """Fraction of queries whose result lists hold the same documents (as sets)."""
+    return float(np.mean([{d for d, _ in x} == {d for d, _ in y} for x, y in zip(a, b)]))
+
+
+# ---------------------------------------------------------------- main
+
+
+def _ints(s: str) -> list[int]:
+    return [int(float(x)) for x in s.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=_ints, default=[10_000, 100_000, 1_000_000], help="corpus sizes (comma list)")
+    ap.add_argument("--hnsw-sizes", type=_ints, default=None, help="sizes that also build HNSW (default: all)")
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--queries", type=int, default=200, help="single-vector queries per size")
+    ap.add_argument("--clusters", type=int, default=1000, help="mixture components (random unit centres)")
+    ap.add_argument("--sigma", type=float, default=1.0, help="noise norm around each centre, before normalising")
+    ap.add_argument("--mv-docs", type=_ints, default=[1_000, 5_000, 20_000], help="multi-vector corpus sizes (pages)")
+    ap.add_argument("--mv-tokens", type=int, default=128, help="token vectors per page")
+    ap.add_argument("--mv-dim", type=int, default=128)
+    ap.add_argument("--mv-topics", type=int, default=2048, help="topic centres the tokens are drawn around")
+    ap.add_argument("--mv-sigma", type=float, default=1.0)
+    ap.add_argument("--mv-queries", type=int, default=200)
+    ap.add_argument("--mv-query-tokens", type=int, default=16)
+    ap.add_argument("--mv-query-noise", type=float, default=0.5)
+    ap.add_argument("--skip-single", action="store_true")
+    ap.add_argument("--skip-multi", action="store_true")
+    ap.add_argument("--query-threads", type=int, default=1)
+    ap.add_argument("--build-threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if args.hnsw_sizes is None:
+        args.hnsw_sizes = list(args.sizes)
+
+    faiss = vindex._faiss()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"# bench_vectors: {platform.machine()}, {os.cpu_count()} cores (load {load:.1f} at start), "
+          f"faiss {faiss.__version__}, numpy {np.__version__}; build threads {args.build_threads}, "
+          f"query threads {args.query_threads}")
+    t0 = time.perf_counter()
+    if not args.skip_single:
+        bench_scaling(args)
+    if not args.skip_multi:
+        bench_multivector(args)
+    print(f"\ntotal time {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,831 @@
+"""FAISS indexes over unit vectors: the derived, rebuildable side of the vector store.
+
+The durable copy of every embedding lives in the SQLite store; the structures here are caches that make
+search fast and can always be rebuilt from it. All vectors are float32 and L2-normalised, so similarity
+is the inner product (cosine).
+
+- `VectorIndex`: one vector per int64 id. Exact (`IndexFlatIP`) below `approx_threshold` vectors,
+  IVF-Flat at and above it; HNSW on request. IVF is the default approximate kind because it measured
+  better on 2 cores (`python -m eval.bench_vectors`, 1M x 384 clustered vectors): it builds in ~20 s
+  where HNSW (M=32, efConstruction 40) takes ~5 min, it needs no graph upkeep on incremental adds,
+  and it reaches recall@10 1.000 at ~29x the speed of exact search where HNSW stays below 0.9 even
+  at efSearch 256. Search can be restricted to allowed ids; small allowed sets are scored exactly,
+  and a filtered search that comes back short of k hits is redone exactly.
+- `MultiVectorIndex`: ColPali/ColQwen2-style late interaction. Each document is a (n_tokens, dim)
+  matrix. A token-level `VectorIndex` proposes candidate documents, then an exact MaxSim rerank orders
+  them: score(q, d) = sum_i max_j <q_i, d_j> (Khattab & Zaharia, ColBERT, SIGIR 2020, eq. 1).
+- `maxsim_scores`: exact MaxSim of one query against a batch of documents, in plain numpy.
+
+Both indexes save to one file, atomically: a crash while saving leaves the previous file intact.
+Not here on purpose: deletion (rebuild from the store instead) and any knowledge of units or files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from retrieval.errors import IndexOpenError, missing_dependency
+
+THREADS_ENV = "VIMRAG_FAISS_THREADS"
+KINDS = ("auto", "flat", "ivf", "hnsw")
+
+# Defaults tuned with `python -m eval.bench_vectors` (dim 384, up to 1M clustered vectors, 2 cores).
+DEFAULT_APPROX_THRESHOLD = 50_000
+# nprobe lists of nlist ~ sqrt(n) are scanned per query (~3% of a 1M index). On the benchmark mixture
+# nprobe=4 already gives recall@10 1.000; 32 keeps >= 0.95 on harder mixtures (0.98 with 100 vectors
+# per cluster at 200k) and is still ~27x faster than exact search at 1M.
+DEFAULT_NPROBE = 32
+DEFAULT_HNSW_M = 32
+DEFAULT_EF_CONSTRUCTION = 40
+DEFAULT_EF_SEARCH = 64
+# Allowed sets up to this size are scored exactly (gather + one matrix product) instead of a filtered
+# approximate search: ~10-20 ms at most for IVF at dim 384, and it never comes back short of k hits.
+DEFAULT_EXACT_FILTER_MAX = 20_000
+# Below this fraction of the corpus a filtered HNSW walk visits ~1/fraction nodes per useful hit and
+# stops being cheaper than the exact scan over the allowed vectors.
+_HNSW_MIN_FILTER_FRACTION = 0.02
+_MAX_FILTER_WIDEN = 4  # filtered approximate search widens nprobe / efSearch by at most this factor
+# IVF centroids are trained on the vectors present at (re)build; once the index has grown past this
+# factor of that count it is retrained on everything (geometric growth keeps the amortised cost linear).
+_IVF_RETRAIN_GROWTH = 4
+_IVF_TRAIN_PER_LIST = 50  # k-means sample: this many vectors per list (faiss asks for at least 39)
+# Multi-vector defaults, tuned with the same benchmark (128-d tokens, 20k pages x 128 tokens): the
+# token index only proposes candidates for an exact rerank, so it probes fewer lists but returns more.
+DEFAULT_MV_APPROX_THRESHOLD = 150_000  # token vectors; below it brute-force MaxSim beats two stages
+DEFAULT_TOKEN_K = 512
+DEFAULT_TOKEN_NPROBE = 8
+DEFAULT_N_CANDIDATES = 256
+
+_MAGIC = b"VIMRAG-FAISS\n"
+_FORMAT = 1
+_faiss_module = None
+
+
+def _faiss():
+    """Import faiss once, with its OpenMP pool sized from $VIMRAG_FAISS_THREADS (default: all cores)."""
+    global _faiss_module
+    if _faiss_module is None:
+        try:
+            import faiss
+        except ImportError as e:
+            raise missing_dependency("faiss-cpu", purpose="vector search") from e
+        raw = os.environ.get(THREADS_ENV, "").strip()
+        try:
+            threads = int(raw) if raw else (os.cpu_count() or 1)
+        except ValueError:
+            raise ValueError(f"${THREADS_ENV}={raw!r} is not an integer; set it to a thread count like 2") from None
+        faiss.omp_set_num_threads(max(1, threads))
+        _faiss_module = faiss
+    return _faiss_module
+
+
+# ---------------------------------------------------------------- input checks
+
+
+def _as_matrix(x: Any, dim: int, what: str) -> np.ndarray:
+    """A C-contiguous float32 (n, dim) copy-or-view of `x`, or a ValueError saying what is wrong."""
+    arr = np.asarray(x)
+    if arr.ndim == 1 and arr.shape[0] == dim:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] != dim:
+        raise ValueError(f"{what} has shape {arr.shape}; expected (n, {dim}) for this {dim}-d index")
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(f"{what} has dtype {arr.dtype}; expected float32 vectors")
+    arr = np.ascontiguousarray(arr, dtype=np.float32)
+    bad = ~np.isfinite(arr).all(axis=1)
+    if bad.any():
+        rows = np.flatnonzero(bad)[:5].tolist()
+        raise ValueError(f"{what} has NaN or inf in rows {rows}; fix the embedder output before indexing")
+    return arr
+
+
+def _as_ids(ids: Any, what: str, n: int | None = None) -> np.ndarray:
+    arr = np.asarray(ids)
+    if arr.ndim != 1:
+        raise ValueError(f"{what} has shape {arr.shape}; expected a 1-d array of int64 ids")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{what} has dtype {arr.dtype}; ids must be integers")
+    arr = arr.astype(np.int64, copy=False)
+    if n is not None and len(arr) != n:
+        raise ValueError(f"{what} has {len(arr)} ids but there are {n} vectors; give one id per vector")
+    if arr.size and arr.min() < 0:
+        raise ValueError(f"{what} contains negative ids; ids must be >= 0 because -1 marks empty result slots")
+    return arr
+
+
+def _check_unique(ids: np.ndarray, existing_sorted: np.ndarray, what: str) -> None:
+    uniq, counts = np.unique(ids, return_counts=True)
+    if (counts > 1).any():
+        raise ValueError(f"{what} repeats ids {uniq[counts > 1][:5].tolist()}; each id may appear once")
+    clash = uniq[_contains(existing_sorted, uniq)]
+    if clash.size:
+        raise ValueError(
+            f"ids {clash[:5].tolist()} are already in the index; indexes have no update, so rebuild from the store"
+        )
+
+
+def _contains(sorted_arr: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Boolean mask: which `values` occur in `sorted_arr`."""
+    if sorted_arr.size == 0:
+        return np.zeros(len(values), dtype=bool)
+    at = np.searchsorted(sorted_arr, values).clip(max=len(sorted_arr) - 1)
+    return sorted_arr[at] == values
+
+
+def _check_k(k: int) -> int:
+    if int(k) != k or k < 1:
+        raise ValueError(f"k={k!r} is invalid; ask for at least one result (k >= 1)")
+    return int(k)
+
+
+def _top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row top-k of a (nq, n) score matrix: (scores, column indices), best first, -1/-inf padded."""
+    nq, n = scores.shape
+    out_s = np.full((nq, k), -np.inf, dtype=np.float32)
+    out_i = np.full((nq, k), -1, dtype=np.int64)
+    if n == 0:
+        return out_s, out_i
+    kk = min(k, n)
+    part = np.argpartition(-scores, kk - 1, axis=1)[:, :kk] if kk < n else np.tile(np.arange(n), (nq, 1))
+    part_s = np.take_along_axis(scores, part, axis=1)  # (nq, kk)
+    order = np.argsort(-part_s, axis=1, kind="stable")
+    out_s[:, :kk] = np.take_along_axis(part_s, order, axis=1)
+    out_i[:, :kk] = np.take_along_axis(part, order, axis=1)
+    return out_s, out_i
+
+
+# ---------------------------------------------------------------- atomic files
+
+
+def _atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
+    """Write `path` through a temp file in the same folder: fsync, then os.replace, then fsync the folder.
+
+    If `write` raises (or the process dies) the old file stays as it was and the temp file is removed.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:  # make the rename itself durable; not every platform lets us open a folder
+        dfd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+def _write_container(f, meta: dict, arrays: dict[str, np.ndarray], index) -> None:
+    """File layout: magic, u64 json length, json meta, the named .npy arrays, then the FAISS index."""
+    faiss = _faiss()
+    meta = dict(meta, format=_FORMAT, arrays=list(arrays))
+    blob = json.dumps(meta).encode()
+    f.write(_MAGIC)
+    f.write(struct.pack("<Q", len(blob)))
+    f.write(blob)
+    for arr in arrays.values():
+        np.lib.format.write_array(f, np.ascontiguousarray(arr), allow_pickle=False)
+    faiss.write_index(index, faiss.PyCallbackIOWriter(f.write))
+
+
+def _read_container(path: str | os.PathLike, expect: str) -> tuple[dict, dict[str, np.ndarray], Any]:
+    faiss = _faiss()
+    path = Path(path)
+    if not path.is_file():
+        raise IndexOpenError(f"{path}: no index file here; build the index first (or rebuild it from the store)")
+    with open(path, "rb") as f:
+        try:
+            if f.read(len(_MAGIC)) != _MAGIC:
+                raise ValueError("bad header")
+            (n,) = struct.unpack("<Q", f.read(8))
+            meta = json.loads(f.read(n))
+            if meta.get("format") != _FORMAT or meta.get("type") != expect:
+                raise ValueError(f"holds a {meta.get('type')} (format {meta.get('format')}), not a {expect}")
+            arrays = {name: np.lib.format.read_array(f, allow_pickle=False) for name in meta["arrays"]}
+            index = faiss.read_index(faiss.PyCallbackIOReader(f.read))
+        except (ValueError, KeyError, struct.error, RuntimeError, EOFError) as e:
+            raise IndexOpenError(
+                f"{path}: not a readable VimRAG {expect} file ({e}); delete it and rebuild from the store"
+            ) from e
+    return meta, arrays, index
+
+
+# ---------------------------------------------------------------- single-vector index
+
+
+class VectorIndex:
+    """Inner-product search over int64 ids: exact below `approx_threshold` vectors, IVF at or above it.
+
+    kind: "flat" (always exact), "ivf" or "hnsw" (always approximate), or "auto". An auto index picks
+    by the count given to `build`; when `add` takes an auto index to `approx_threshold` or past it, it
+    is rebuilt once as IVF from its own stored vectors (a k-means over a sample plus one assignment
+    pass: ~20 s at 1M x 384 on 2 cores). It never switches back. An IVF index is also retrained from
+    its stored vectors whenever it has grown 4x past the count its centroids were trained on, so
+    lists stay balanced as a corpus is extended. `kind` reports the structure in use,
+    `requested_kind` what was asked for.
+
+    nlist (IVF lists) defaults to a power of two near sqrt(n) at each (re)training; nprobe lists are
+    scanned per query. hnsw_m / ef_construction / ef_search configure kind="hnsw".
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        kind: str = "auto",
+        approx_threshold: int = DEFAULT_APPROX_THRESHOLD,
+        hnsw_m: int = DEFAULT_HNSW_M,
+        ef_search: int = DEFAULT_EF_SEARCH,
+        ef_construction: int = DEFAULT_EF_CONSTRUCTION,
+        nprobe: int = DEFAULT_NPROBE,
+        nlist: int | None = None,
+        exact_filter_max: int = DEFAULT_EXACT_FILTER_MAX,
+    ) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"kind={kind!r} is unknown; use one of {KINDS}")
+        if int(dim) != dim or dim < 1:
+            raise ValueError(f"dim={dim!r} is invalid; give the embedder's vector size, e.g. 384")
+        for name, v in [("approx_threshold", approx_threshold), ("hnsw_m", hnsw_m), ("ef_search", ef_search),
+                        ("ef_construction", ef_construction), ("nprobe", nprobe), ("nlist", nlist or 1),
+                        ("exact_filter_max", exact_filter_max)]:
+            if int(v) != v or v < 1:
+                raise ValueError(f"{name}={v!r} is invalid; it must be a positive integer")
+        self.dim = int(dim)
+        self.requested_kind = kind
+        self.approx_threshold = int(approx_threshold)
+        self.hnsw_m = int(hnsw_m)
+        self.ef_search = int(ef_search)
+        self.ef_construction = int(ef_construction)
+        self.nprobe = int(nprobe)
+        self.nlist = None if nlist is None else int(nlist)
+        self.exact_filter_max = int(exact_filter_max)
+        self._kind = "flat"
+        self._trained_on = 0  # vectors present when the IVF centroids were trained
+        self._index = self._new_index("flat", np.empty((0, self.dim), np.float32))
+        self._lookup: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (ids, sorted ids, their rows)
+        if kind == "hnsw":  # needs no training, so it can exist empty; an empty "ivf" waits for data
+            self._kind = "hnsw"
+            self._index = self._new_index("hnsw", np.empty((0, self.dim), np.float32))
+
+    # -- state
+    @property
+    def kind(self) -> str:
+        """The structure in use: "flat", "ivf" or "hnsw" (an empty ivf/auto index is "flat")."""
+        return self._kind
+
+    @property
+    def ntotal(self) -> int:
+        return int(self._index.ntotal)
+
+    @property
+    def n_lists(self) -> int:
+        """IVF lists in use (0 unless kind is "ivf")."""
+        return int(self._inner().nlist) if self._kind == "ivf" else 0
+
+    def __len__(self) -> int:
+        return self.ntotal
+
+    def ids(self) -> np.ndarray:
+        """All ids in insertion order, (ntotal,) int64 (a copy): compare them with the store to check sync."""
+        return self._ids_lookup()[0].copy()
+
+    def _inner(self):
+        return _faiss().downcast_index(self._index.index)
+
+    def _new_index(self, kind: str, train: np.ndarray):
+        """An empty id-mapped FAISS index of `kind`; IVF centroids are trained on (a sample of) `train`."""
+        faiss = _faiss()
+        if kind == "flat":
+            inner = faiss.IndexFlatIP(self.dim)
+        elif kind == "hnsw":
+            inner = faiss.IndexHNSWFlat(self.dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            inner.hnsw.efConstruction = self.ef_construction
+            inner.hnsw.efSearch = self.ef_search
+        else:
+            n = len(train)
+            nlist = self.nlist or 2 ** int(round(np.log2(max(1.0, np.sqrt(n)))))
+            nlist = max(1, min(nlist, n // 39 if n >= 39 else 1))  # k-means wants >= 39 points per centroid
+            inner = faiss.IndexIVFFlat(faiss.IndexFlatIP(self.dim), self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
+            m = min(n, _IVF_TRAIN_PER_LIST * nlist)
+            sample = train if m == n else train[np.sort(np.random.default_rng(0).choice(n, m, replace=False))]
+            inner.cp.min_points_per_centroid = 1  # the sample is sized above; silence faiss's tiny-set warning
+            inner.train(sample)
+            inner.nprobe = min(self.nprobe, nlist)
+            # Internal ids are 0..n-1 in insertion order (the id map holds ours): an array direct map
+            # lets us reconstruct vectors by row for exact filtered scoring and for retraining.
+            inner.make_direct_map(True)
+        return faiss.IndexIDMap(inner)  # faiss's Python wrapper keeps a reference to `inner`
+
+    def _ids_lookup(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._lookup is None:
+            ids = _faiss().vector_to_array(self._index.id_map).astype(np.int64, copy=False)  # (n,)
+            order = np.argsort(ids, kind="stable")
+            self._lookup = (ids, ids[order], order)
+        return self._lookup
+
+    def _all_vectors(self) -> np.ndarray:
+        """(ntotal, dim) stored vectors in insertion order: a zero-copy view for flat/hnsw (valid until
+        the next write), a reconstructed copy for ivf."""
+        faiss, n = _faiss(), self.ntotal
+        if n == 0:
+            return np.empty((0, self.dim), dtype=np.float32)
+        inner = self._inner()
+        if self._kind == "ivf":
+            return inner.reconstruct_n(0, n)
+        flat = inner if self._kind == "flat" else faiss.downcast_index(inner.storage)
+        return faiss.rev_swig_ptr(flat.get_xb(), n * self.dim).reshape(n, self.dim)
+
+    def _vectors_at(self, rows: np.ndarray) -> np.ndarray:
+        """(len(rows), dim) stored vectors at insertion rows."""
+        if self._kind == "ivf":
+            return self._inner().reconstruct_batch(rows.astype(np.int64))
+        return self._all_vectors()[rows]
+
+    def _rows_of(self, ids: np.ndarray) -> np.ndarray:
+        """Insertion rows of those `ids` that are in the index (absent ids are dropped)."""
+        _, sorted_ids, order = self._ids_lookup()
+        hit = _contains(sorted_ids, ids)
+        return order[np.searchsorted(sorted_ids, ids[hit])]
+
+    def _target_kind(self, n: int, current: str) -> str:
+        """The kind to hold n vectors; an auto index never goes back from ivf to flat."""
+        if self.requested_kind == "auto":
+            return "ivf" if n >= self.approx_threshold or current == "ivf" else "flat"
+        if self.requested_kind == "ivf" and n == 0:
+            return "flat"  # k-means needs data: an empty ivf index waits for its first vectors
+        return self.requested_kind
+
+    def _rebuild(self, ids: np.ndarray, vecs: np.ndarray, kind: str) -> None:
+        index = self._new_index(kind, vecs)
+        if len(ids):
+            index.add_with_ids(vecs, ids)
+        # Swap only once the new index is complete: a failure above leaves the old one in place.
+        self._kind, self._index, self._lookup = kind, index, None
+        self._trained_on = len(ids) if kind == "ivf" else 0
+
+    # -- writes
+    def build(self, ids: Any, vecs: Any) -> "VectorIndex":
+        """Replace the contents with `vecs` (n, dim) under `ids` (n,). Auto picks the kind from n."""
+        vecs = _as_matrix(vecs, self.dim, "vecs")
+        ids = _as_ids(ids, "ids", len(vecs))
+        _check_unique(ids, np.empty(0, np.int64), "ids")
+        self._rebuild(ids, vecs, self._target_kind(len(ids), current="flat"))
+        return self
+
+    def add(self, ids: Any, vecs: Any) -> "VectorIndex":
+        """Append vectors under new ids (ids already present are an error: there is no update)."""
+        vecs = _as_matrix(vecs, self.dim, "vecs")
+        ids = _as_ids(ids, "ids", len(vecs))
+        _check_unique(ids, self._ids_lookup()[1], "ids")
+        if not len(ids):
+            return self
+        total = self.ntotal + len(ids)
+        target = self._target_kind(total, self._kind)
+        if target != self._kind or (target == "ivf" and total > _IVF_RETRAIN_GROWTH * max(1, self._trained_on)):
+            old_ids = self._ids_lookup()[0]
+            all_vecs = np.concatenate([self._all_vectors(), vecs])  # (total, dim), copied before the rebuild
+            self._rebuild(np.concatenate([old_ids, ids]), all_vecs, target)
+        else:
+            self._index.add_with_ids(vecs, ids)
+            self._lookup = None
+        return self
+
+    # -- search
+    def search(self, queries: Any, k: int, allowed_ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k by inner product: (scores (nq, k) float32, ids (nq, k) int64), padded with -inf / -1.
+
+        `allowed_ids` restricts the results to those ids (ids not in the index are ignored). Small
+        allowed sets are scored exactly; large ones go through FAISS with an id selector, and any query
+        the filtered search leaves short of k hits is rescored exactly, so each row holds
+        min(k, number of allowed ids present) hits.
+        """
+        q = _as_matrix(queries, self.dim, "queries")  # (nq, dim)
+        k = _check_k(k)
+        if allowed_ids is None:
+            return self._faiss_search(q, k)
+        allowed = _sorted_unique(_as_ids(np.asarray(allowed_ids).reshape(-1), "allowed_ids"))  # (a,)
+        if len(allowed) == 0 or self.ntotal == 0:
+            return _top_k(np.empty((len(q), 0), np.float32), k)
+        if self._prefer_exact(len(allowed)):
+            return self._exact_rows(q, k, self._rows_of(allowed))
+        selector, keep = _id_selector(allowed)
+        scores, ids = self._faiss_search(q, k, selector=selector, n_allowed=len(allowed))
+        del keep
+        # Rows left short of min(k, allowed) hits (a narrow filter, or allowed ids absent from the
+        # index) are rescored exactly; that also tells us how many allowed ids are really present.
+        short = ids[:, min(k, len(allowed)) - 1] < 0  # (nq,)
+        if short.any():
+            scores[short], ids[short] = self._exact_rows(q[short], k, self._rows_of(allowed))
+        return scores, ids
+
+    def _prefer_exact(self, n_allowed: int) -> bool:
+        """Score the allowed rows exactly rather than run a filtered FAISS search?"""
+        if self._kind == "flat":
+            # A flat scan with a selector still tests every stored row; gathering wins until half are allowed.
+            return n_allowed <= max(self.exact_filter_max, self.ntotal // 2)
+        if self._kind == "hnsw":
+            # A graph walk keeping ~n_allowed/ntotal of what it visits degrades below a few percent.
+            return n_allowed <= max(self.exact_filter_max, int(_HNSW_MIN_FILTER_FRACTION * self.ntotal))
+        # IVF rebuilds each allowed vector from its list (~1-2 us a row), while a filtered probe costs about
+        # what an unfiltered one does: past exact_filter_max rows the probe is the faster of the two.
+        return n_allowed <= self.exact_filter_max
+
+    def _faiss_search(self, q: np.ndarray, k: int, selector=None, n_allowed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """FAISS search with the kind's parameters; a selector widens the search by up to 4x."""
+        faiss = _faiss()
+        if self.ntotal == 0:
+            return _top_k(np.empty((len(q), 0), np.float32), k)
+        widen = 1
+        if selector is not None and n_allowed:
+            widen = int(min(_MAX_FILTER_WIDEN, np.ceil(self.ntotal / n_allowed)))
+        if self._kind == "hnsw":
+            params = faiss.SearchParametersHNSW()
+            params.efSearch = max(self.ef_search, k) * widen
+        elif self._kind == "ivf":
+            params = faiss.SearchParametersIVF()
+            params.nprobe = min(self.nprobe * widen, self.n_lists)
+        else:
+            params = faiss.SearchParameters()
+        if selector is not None:
+            params.sel = selector
+        scores, ids = self._index.search(q, k, params=params)  # (nq, k), (nq, k)
+        scores = scores.astype(np.float32, copy=False)
+        scores[ids < 0] = -np.inf
+        return scores, ids.astype(np.int64, copy=False)
+
+    def _exact_rows(self, q: np.ndarray, k: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        sub = self._vectors_at(rows)  # (a, dim)
+        scores, cols = _top_k(q @ sub.T, k)  # (nq, k), (nq, k)
+        ids = np.where(cols >= 0, self._ids_lookup()[0][rows][cols.clip(min=0)], -1)
+        return scores, ids
+
+    # -- persistence
+    def _meta(self) -> dict:
+        return {"type": "VectorIndex", "dim": self.dim, "requested_kind": self.requested_kind, "kind": self._kind,
+                "approx_threshold": self.approx_threshold, "hnsw_m": self.hnsw_m, "ef_search": self.ef_search,
+                "ef_construction": self.ef_construction, "nprobe": self.nprobe, "nlist": self.nlist,
+                "exact_filter_max": self.exact_filter_max, "trained_on": self._trained_on, "ntotal": self.ntotal}
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the index to `path` atomically (temp file in the same folder, fsync, os.replace)."""
+        _atomic_write(path, lambda f: _write_container(f, self._meta(), {}, self._index))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "VectorIndex":
+        meta, _, index = _read_container(path, "VectorIndex")
+        return cls._from_parts(meta, index, path)
+
+    @classmethod
+    def _from_parts(cls, meta: dict, index, path) -> "VectorIndex":
+        faiss = _faiss()
+        self = cls(meta["dim"], meta["requested_kind"], meta["approx_threshold"], meta["hnsw_m"], meta["ef_search"],
+                   meta["ef_construction"], meta["nprobe"], meta["nlist"], meta["exact_filter_max"])
+        if not isinstance(index, faiss.IndexIDMap) or index.ntotal != meta["ntotal"] or index.d != self.dim:
+            raise IndexOpenError(f"{path}: the FAISS index does not match its header; rebuild it from the store")
+        self._kind, self._trained_on, self._index = meta["kind"], meta["trained_on"], index
+        return self
+
+
+def _sorted_unique(a: np.ndarray) -> np.ndarray:
+    """`a` sorted without repeats; O(n) when it already is (the common case: ids from a SQL query)."""
+    return a if a.size < 2 or bool((a[1:] > a[:-1]).all()) else np.unique(a)
+
+
+def _id_selector(allowed_sorted: np.ndarray):
+    """A FAISS id selector for sorted, unique ids, plus the buffer it points into (keep it alive)."""
+    faiss = _faiss()
+    top = int(allowed_sorted[-1])
+    if top < 64 * len(allowed_sorted) + (1 << 16):
+        # Dense ids (SQLite rowids, token rows): a bitmap is cheaper to build and to test than a hash set.
+        mask = np.zeros(top + 1, dtype=bool)
+        mask[allowed_sorted] = True
+        bits = np.packbits(mask, bitorder="little")
+        return faiss.IDSelectorBitmap(len(bits), faiss.swig_ptr(bits)), bits
+    return faiss.IDSelectorBatch(len(allowed_sorted), faiss.swig_ptr(allowed_sorted)), allowed_sorted
+
+
+# ---------------------------------------------------------------- late interaction
+
+
+def maxsim_scores(q: Any, docs: Any, mask: np.ndarray | None = None, batch_tokens: int = 1 << 20) -> np.ndarray:
+    """Exact late-interaction scores sum_i max_j <q_i, d_j> of one query against each document.
+
+    q: (nq_tok, dim). docs: a list of (n_tok_i, dim) matrices, or a padded (n_docs, max_tok, dim) array
+    with `mask` (n_docs, max_tok) marking real tokens (all real when omitted). Documents are padded into
+    batches of about `batch_tokens` token slots and scored with one batched matrix product each.
+    Returns (n_docs,) float32; a document with no tokens scores -inf.
+
+    >>> q = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)
+    >>> maxsim_scores(q, [np.array([[0.5, 0.5], [1.0, 0.0]], np.float32)]).tolist()
+    [1.5]
+    """
+    q = np.asarray(q, dtype=np.float32)
+    if q.ndim != 2:
+        raise ValueError(f"q has shape {q.shape}; expected (n_query_tokens, dim)")
+    dim = q.shape[1]
+    if isinstance(docs, np.ndarray) and docs.ndim == 3:
+        if docs.shape[2] != dim:
+            raise ValueError(f"docs have dim {docs.shape[2]} but the query has dim {dim}; embed both with one model")
+        if mask is not None and mask.shape != docs.shape[:2]:
+            raise ValueError(f"mask has shape {mask.shape}; expected {docs.shape[:2]} to match docs")
+        return _maxsim_padded(q, docs.astype(np.float32, copy=False), mask)
+    mats = []
+    for i, d in enumerate(docs):  # a list input has to be checked and converted document by document
+        d = np.asarray(d, dtype=np.float32)
+        d = d.reshape(0, dim) if d.size == 0 else d
+        if d.ndim != 2 or d.shape[1] != dim:
+            raise ValueError(f"docs[{i}] has shape {d.shape}; expected (n_tokens, {dim})")
+        mats.append(d)
+    lens = np.array([len(d) for d in mats], dtype=np.int64)  # (n_docs,)
+    offsets = np.concatenate([[0], np.cumsum(lens)])
+    flat = np.concatenate(mats) if mats else np.empty((0, dim), np.float32)  # (total_tokens, dim)
+    out = np.empty(len(mats), dtype=np.float32)
+    width = max(1, int(lens.max(initial=1)))
+    step = max(1, batch_tokens // width)  # documents per padded batch
+    for s in range(0, len(mats), step):
+        e = min(len(mats), s + step)
+        blens = lens[s:e]
+        doc = np.repeat(np.arange(e - s), blens)  # (batch_tokens,) which document each token belongs to
+        pos = np.arange(len(doc)) - np.repeat(offsets[s:e] - offsets[s], blens)  # its slot in that document
+        pad = np.zeros((e - s, width, dim), dtype=np.float32)  # (b, max_tok, dim)
+        pad[doc, pos] = flat[offsets[s] : offsets[e]]
+        valid = np.arange(width)[None, :] < blens[:, None]  # (b, max_tok)
+        out[s:e] = _maxsim_padded(q, pad, valid)
+    return out
+
+
+def _maxsim_padded(q: np.ndarray, docs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    sim = np.matmul(docs, q.T)  # (n_docs, max_tok, nq_tok)
+    if mask is not None:
+        sim = np.where(mask[:, :, None], sim, -np.inf)
+    best = sim.max(axis=1) if sim.shape[1] else np.full((len(docs), len(q)), -np.inf, np.float32)  # (n_docs, nq_tok)
+    return best.sum(axis=1).astype(np.float32)  # (n_docs,)
+
+
+class MultiVectorIndex:
+    """Late-interaction search over documents that are (n_tokens, dim) matrices.
+
+    Storage: all token vectors in one contiguous (T, dim) float32 matrix in insertion order (it grows
+    by doubling), `offsets` (n_docs + 1) marking where each document's tokens start, and a token-level
+    `VectorIndex` whose ids are token rows. The token index keeps its own copy of the vectors, so
+    memory is about 2 x T x dim x 4 bytes; the saved file holds them once.
+
+    Search, in two stages:
+    1. each query token fetches its `token_k` nearest token vectors. A document's approximate score
+       is the sum over query tokens of the best similarity among its retrieved tokens, 0 where none
+       was retrieved; the `n_candidates` best go on. (Filling the gaps with each query token's weakest
+       retrieved similarity instead gives an upper bound of MaxSim, but it ranks worse: it does not
+       penalise a document for the query tokens it fails to match. Measured with eval/bench_vectors.py.)
+    2. exact MaxSim over those candidates: one matrix product over their gathered tokens.
+    """
+
+    def __init__(
+        self,
+        dim: int = 128,
+        kind: str = "auto",
+        approx_threshold: int = DEFAULT_MV_APPROX_THRESHOLD,
+        token_k: int = DEFAULT_TOKEN_K,
+        n_candidates: int = DEFAULT_N_CANDIDATES,
+        **token_index_options: Any,
+    ) -> None:
+        """`kind`, `approx_threshold` and `token_index_options` (nprobe, nlist, hnsw_m, ...) configure the
+        token-level `VectorIndex`; its threshold counts token vectors, not documents."""
+        for name, v in [("token_k", token_k), ("n_candidates", n_candidates)]:
+            if int(v) != v or v < 1:
+                raise ValueError(f"{name}={v!r} is invalid; it must be a positive integer")
+        token_index_options.setdefault("nprobe", DEFAULT_TOKEN_NPROBE)
+        self._tokens = VectorIndex(dim, kind, approx_threshold, **token_index_options)
+        self.token_k = int(token_k)
+        self.n_candidates = int(n_candidates)
+        self._mat = np.empty((0, dim), dtype=np.float32)  # (capacity, dim); rows [:n_tokens] are live
+        self._doc_ids = np.empty(0, dtype=np.int64)  # (n_docs,)
+        self._offsets = np.zeros(1, dtype=np.int64)  # (n_docs + 1,)
+        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def dim(self) -> int:
+        return self._tokens.dim
+
+    @property
+    def kind(self) -> str:
+        """The structure of the token-level candidate index: "flat", "ivf" or "hnsw"."""
+        return self._tokens.kind
+
+    @property
+    def ntotal(self) -> int:
+        """Number of documents."""
+        return len(self._doc_ids)
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self._offsets[-1])
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """(n_tokens, dim) read-only view of every stored token vector, documents back to back."""
+        view = self._mat[: self.n_tokens]
+        view.flags.writeable = False
+        return view
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return self._offsets.copy()
+
+    def doc_ids(self) -> np.ndarray:
+        return self._doc_ids.copy()
+
+    def doc_tokens(self, doc_id: int) -> np.ndarray:
+        """The stored (n_tokens, dim) matrix of one document (a copy)."""
+        sorted_ids, order = self._doc_lookup()
+        at = int(np.searchsorted(sorted_ids, doc_id))
+        if at >= len(sorted_ids) or sorted_ids[at] != doc_id:
+            raise KeyError(f"document {doc_id} is not in the index")
+        r = order[at]
+        return self._mat[self._offsets[r] : self._offsets[r + 1]].copy()
+
+    # -- writes
+    def _prepare(self, doc_ids: Any, docs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        if isinstance(docs, np.ndarray) and docs.ndim == 2:
+            raise ValueError("docs is a single 2-d matrix; pass a list with one (n_tokens, dim) matrix per document")
+        ids = _as_ids(doc_ids, "doc_ids", len(docs))
+        mats = [_as_matrix(d, self.dim, f"docs[{i}]") for i, d in enumerate(docs)]
+        lens = np.array([len(m) for m in mats], dtype=np.int64)
+        if (lens == 0).any():
+            first = int(ids[np.flatnonzero(lens == 0)[0]])
+            raise ValueError(f"document {first} has no token vectors; drop it or embed it again")
+        return ids, lens, mats
+
+    def _append_tokens(self, start: int, mats: list[np.ndarray]) -> np.ndarray:
+        """Copy `mats` into the matrix at row `start` (growing it by doubling); returns their (n, dim) view."""
+        n = sum(len(m) for m in mats)
+        if start + n > len(self._mat):
+            grown = np.empty((max(start + n, 2 * len(self._mat)), self.dim), dtype=np.float32)
+            grown[:start] = self._mat[:start]
+            self._mat = grown
+        at = start
+        for m in mats:  # one memcpy per document, done once at ingest
+            self._mat[at : at + len(m)] = m
+            at += len(m)
+        return self._mat[start : start + n]
+
+    def build(self, doc_ids: Any, docs: Sequence[Any]) -> "MultiVectorIndex":
+        """Replace the contents: one (n_tokens, dim) float32 matrix per int64 doc id."""
+        ids, lens, mats = self._prepare(doc_ids, docs)
+        _check_unique(ids, np.empty(0, np.int64), "doc_ids")
+        self._mat = np.empty((0, self.dim), dtype=np.float32)
+        new = self._append_tokens(0, mats)
+        self._tokens.build(np.arange(len(new), dtype=np.int64), new)
+        self._doc_ids = ids
+        self._offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        self._sorted = None
+        return self
+
+    def add(self, doc_ids: Any, docs: Sequence[Any]) -> "MultiVectorIndex":
+        """Append documents under new ids (ids already present are an error)."""
+        ids, lens, mats = self._prepare(doc_ids, docs)
+        _check_unique(ids, self._doc_lookup()[0], "doc_ids")
+        start = self.n_tokens
+        new = self._append_tokens(start, mats)
+        self._tokens.add(np.arange(start, start + len(new), dtype=np.int64), new)
+        self._doc_ids = np.concatenate([self._doc_ids, ids])
+        self._offsets = np.concatenate([self._offsets, start + np.cumsum(lens)]).astype(np.int64)
+        self._sorted = None
+        return self
+
+    def _doc_lookup(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._sorted is None:
+            order = np.argsort(self._doc_ids, kind="stable")
+            self._sorted = (self._doc_ids[order], order)
+        return self._sorted
+
+    # -- scoring
+    def _maxsim_rows(self, q: np.ndarray, rows: np.ndarray, batch_tokens: int = 1 << 18) -> np.ndarray:
+        """Exact MaxSim of q against the documents at `rows`, (len(rows),) float32.
+
+        Documents are taken in batches of about `batch_tokens` tokens: one matrix product per batch,
+        then a segmented max (np.maximum.reduceat) per document, with no padding and no Python loop
+        over documents.
+        """
+        starts, ends = self._offsets[rows], self._offsets[rows + 1]
+        lens = ends - starts
+        cum = np.cumsum(lens)
+        out = np.empty(len(rows), dtype=np.float32)
+        b = 0
+        while b < len(rows):
+            e = max(b + 1, int(np.searchsorted(cum, (cum[b - 1] if b else 0) + batch_tokens, side="right")))
+            blens = lens[b:e]
+            seg = np.concatenate([[0], np.cumsum(blens)[:-1]])  # (nb,) segment starts
+            if (starts[b + 1 : e] == ends[b : e - 1]).all():
+                sub = self._mat[starts[b] : ends[e - 1]]  # contiguous documents: a view, no copy
+            else:
+                idx = np.repeat(starts[b:e] - seg, blens) + np.arange(int(blens.sum()))
+                sub = self._mat[idx]  # (n_tok, dim) gathered
+            sim = q @ sub.T  # (nq_tok, n_tok)
+            out[b:e] = np.maximum.reduceat(sim, seg, axis=1).sum(axis=0)  # (nb,)
+            b = e
+        return out
+
+    def _allowed_rows(self, allowed_ids: Any) -> np.ndarray:
+        allowed = _sorted_unique(_as_ids(np.asarray(allowed_ids).reshape(-1), "allowed_ids"))
+        sorted_ids, order = self._doc_lookup()
+        return np.sort(order[np.searchsorted(sorted_ids, allowed[_contains(sorted_ids, allowed)])])
+
+    def _rank(self, rows: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
+        s, cols = _top_k(scores[None, :], k)
+        return [(int(self._doc_ids[rows[c]]), float(v)) for c, v in zip(cols[0], s[0]) if c >= 0]
+
+    def exact_search(self, q_tokens: Any, k: int, allowed_ids: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """Brute-force MaxSim over every (allowed) document: the reference that `search` approximates."""
+        q = _as_matrix(q_tokens, self.dim, "q_tokens")
+        k = _check_k(k)
+        rows = np.arange(self.ntotal) if allowed_ids is None else self._allowed_rows(allowed_ids)
+        return self._rank(rows, self._maxsim_rows(q, rows), k)
+
+    def search(
+        self,
+        q_tokens: Any,
+        k: int,
+        n_candidates: int | None = None,
+        allowed_ids: np.ndarray | None = None,
+        token_k: int | None = None,
+    ) -> list[tuple[int, float]]:
+        """Top-k documents for a (nq_tok, dim) query as [(doc_id, MaxSim score)], best first."""
+        q = _as_matrix(q_tokens, self.dim, "q_tokens")  # (m, dim)
+        k = _check_k(k)
+        n_cand = max(k, int(n_candidates or self.n_candidates))
+        kk = int(token_k or self.token_k)
+        if self.ntotal == 0 or len(q) == 0:
+            return []
+        rows = np.arange(self.ntotal) if allowed_ids is None else self._allowed_rows(allowed_ids)
+        if len(rows) <= n_cand or self._tokens.kind == "flat":
+            # Too few documents for stage 1 to narrow, or an exact token index whose scan would cost
+            # as much as scoring every document: score them all exactly.
+            return self._rank(rows, self._maxsim_rows(q, rows), k)
+        token_filter = None
+        if allowed_ids is not None:
+            doc_ok = np.zeros(self.ntotal, dtype=bool)
+            doc_ok[rows] = True
+            token_filter = np.repeat(doc_ok, np.diff(self._offsets))  # (T,) bool
+        cand = self._candidates(q, kk, n_cand, token_filter)
+        return self._rank(cand, self._maxsim_rows(q, cand), k)
+
+    def _candidates(self, q: np.ndarray, kk: int, n_cand: int, token_filter: np.ndarray | None) -> np.ndarray:
+        """Stage 1: doc rows of the n_cand best approximate scores from per-token nearest neighbours."""
+        if token_filter is None:
+            sims, toks = self._tokens.search(q, kk)  # (m, kk), (m, kk)
+        else:
+            bits = np.packbits(token_filter, bitorder="little")  # token ids are rows: a bitmap selects them
+            sel = _faiss().IDSelectorBitmap(len(bits), _faiss().swig_ptr(bits))
+            sims, toks = self._tokens._faiss_search(q, kk, selector=sel, n_allowed=int(token_filter.sum()))
+            del bits
+        valid = toks >= 0  # (m, kk)
+        r, c = np.nonzero(valid)
+        doc_rows = np.searchsorted(self._offsets, toks[r, c], side="right") - 1  # (h,)
+        uniq, inv = np.unique(doc_rows, return_inverse=True)  # (u,)
+        best = np.zeros((len(uniq), len(q)), dtype=np.float32)  # (u, m) best retrieved sim per query token
+        np.maximum.at(best, (inv, r), sims[r, c].clip(min=0))
+        total = best.sum(axis=1)  # (u,)
+        if len(uniq) <= n_cand:
+            return uniq
+        return np.sort(uniq[np.argpartition(-total, n_cand - 1)[:n_cand]])
+
+    # -- persistence
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the documents and the token index to `path` atomically (token vectors stored once)."""
+        meta = {"type": "MultiVectorIndex", "token_index": self._tokens._meta(), "token_k": self.token_k,
+                "n_candidates": self.n_candidates, "n_docs": self.ntotal}
+        arrays = {"doc_ids": self._doc_ids, "offsets": self._offsets}
+        _atomic_write(path, lambda f: _write_container(f, meta, arrays, self._tokens._index))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "MultiVectorIndex":
+        meta, arrays, index = _read_container(path, "MultiVectorIndex")
+        tokens = VectorIndex._from_parts(meta["token_index"], index, path)
+        doc_ids, offsets = arrays["doc_ids"].astype(np.int64), arrays["offsets"].astype(np.int64)
+        if len(doc_ids) != meta["n_docs"] or len(offsets) != len(doc_ids) + 1 or offsets[-1] != tokens.ntotal:
+            raise IndexOpenError(f"{path}: document table and token index disagree; rebuild it from the store")
+        self = cls(tokens.dim, token_k=meta["token_k"], n_candidates=meta["n_candidates"])
+        self._tokens, self._doc_ids, self._offsets = tokens, doc_ids, offsets
+        mat = tokens._all_vectors()  # token ids are rows, so insertion order is document order
+        self._mat = mat.copy() if tokens.kind != "ivf" else mat  # flat/hnsw give a view into FAISS
+        return self
