@@ -63,7 +63,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         u = h.unit
         detail = " ".join(f"{m}={s:.3f}" for m, s in h.scores.items())
         snippet = " ".join(u.text.split())[:args.snippet]
-        print(f"{h.rank:>2}. {h.score:.4f}  {u.source}  [{u.location()}]  ({detail})")
+        print(f"{h.rank:>2}. {h.score:.4f}  {u.source}  [{u.location() or u.modality}]  ({detail})")
         if snippet:
             print(f"    {snippet}")
     return 0

@@ -177,7 +177,7 @@ def main() -> None:
     if not args.skip_throughput:
         tp = throughput(pdfs[: args.throughput_docs], args.ocr_pages, args.seed)
         figures["throughput"] = tp
-        print(f"\n### ingest throughput (model load excluded)")
+        print("\n### ingest throughput (model load excluded)")
         print("| path | pages/s | ratio to text-layer |")
         print("|---|---|---|")
         print(f"| text layer + MiniLM | {tp['text-layer pages/s']:.1f} | 1.00 |")

@@ -43,7 +43,9 @@ import numpy as np
 from tqdm import tqdm
 
 from retrieval import index as vindex
-from retrieval.index import MultiVectorIndex, VectorIndex
+from retrieval import late_interaction
+from retrieval.index import VectorIndex
+from retrieval.late_interaction import MultiVectorIndex
 
 # ---------------------------------------------------------------- helpers
 
@@ -278,8 +280,8 @@ def bench_multivector(args) -> None:
         gc.collect()
 
     print(f"\n### Multi-vector late interaction ({args.mv_tokens} tokens per page, dim {args.mv_dim}, "
-          f"{args.mv_query_tokens} query tokens, {args.mv_topics} topics; token_k={vindex.DEFAULT_TOKEN_K}, "
-          f"n_candidates={vindex.DEFAULT_N_CANDIDATES}, token IVF nprobe={vindex.DEFAULT_TOKEN_NPROBE})\n")
+          f"{args.mv_query_tokens} query tokens, {args.mv_topics} topics; token_k={late_interaction.DEFAULT_TOKEN_K}, "
+          f"n_candidates={late_interaction.DEFAULT_N_CANDIDATES}, token IVF nprobe={late_interaction.DEFAULT_TOKEN_NPROBE})\n")
     print("| pages | token vectors | token index | build s | brute-force p50 ms | two-stage p50 ms | speed-up "
           "| identical top-10 | brute top-1 = source page |")
     print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")

@@ -80,7 +80,8 @@ class Retriever:
             return True
 
     def _load_dense(self, version: int) -> None:
-        from retrieval.index import MultiVectorIndex, VectorIndex
+        from retrieval.index import VectorIndex
+        from retrieval.late_interaction import MultiVectorIndex
 
         self.multi = False
         self.dense = None

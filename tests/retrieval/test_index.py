@@ -9,7 +9,8 @@ import pytest
 
 from retrieval import index as vindex
 from retrieval.errors import IndexOpenError
-from retrieval.index import MultiVectorIndex, VectorIndex, maxsim_scores
+from retrieval.index import VectorIndex
+from retrieval.late_interaction import MultiVectorIndex, maxsim_scores
 
 DIM = 32
 
