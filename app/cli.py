@@ -18,6 +18,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 
+def _quiet_model_loading() -> None:
+    """Our own progress bars say what is happening; transformers' per-load weight bars are noise here."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
 def _default_index() -> str:
     from retrieval.retriever import DEFAULT_INDEX
 
@@ -122,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _quiet_model_loading()
     from retrieval.errors import RetrievalError
 
     try:
