@@ -44,7 +44,9 @@ class Retriever:
         self._ocr = None
         self.fusion = fusion
         self.weights = weights or {}
-        self._lock = threading.Lock()
+        # Searches and reloads take turns: a reload swaps units, BM25 and FAISS together, and a search must
+        # never see half of one version and half of the next. (The models use every core anyway.)
+        self._lock = threading.RLock()
         self.version = -1
         self.refresh()
 
@@ -135,10 +137,15 @@ class Retriever:
             raise ValueError(f"k must be >= 1, got {k}")
         if isinstance(filters, dict):
             filters = Filters.from_dict(filters)
-        self.refresh()
+        with self._lock:
+            self.refresh()
+            return self._search(query, k, filters, mode, dynamic, n_candidates)
+
+    def _search(self, query, k: int, filters: Filters | None, mode: str, dynamic: bool,
+                n_candidates: int | None) -> list[Hit]:
+        text, image = self._query_parts(query)
         if not self.units:
             return []
-        text, image = self._query_parts(query)
         allowed = self._allowed(filters)
         if allowed is not None and not len(allowed):
             return []

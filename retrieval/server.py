@@ -15,7 +15,6 @@ Binds to 127.0.0.1 unless told otherwise.
 from __future__ import annotations
 
 import io
-import threading
 from pathlib import Path
 
 from fastapi import FastAPI, HTTPException, Query
@@ -49,9 +48,7 @@ def create_app(index_dir: str | Path, retriever=None):
     """A FastAPI app over one index. `retriever` may be injected (tests); else it opens `index_dir`."""
     from retrieval.retriever import Retriever
 
-    r = retriever or Retriever(index_dir)
-    # One search at a time: the models already use every core, and interleaving only thrashes.
-    lock = threading.Lock()
+    r = retriever or Retriever(index_dir)  # it serialises its own searches and reloads
     app = FastAPI(title="VimRAG search", version="1")
 
     @app.post("/search")
@@ -61,8 +58,7 @@ def create_app(index_dir: str | Path, retriever=None):
             if not q.strip():
                 raise HTTPException(422, "every query must have some words")
             try:
-                with lock:
-                    hits = r.search(q, k=req.top_k, filters=req.filters, mode=req.mode)
+                hits = r.search(q, k=req.top_k, filters=req.filters, mode=req.mode)
             except (ValueError, TypeError) as e:
                 raise HTTPException(422, str(e)) from e
             results.append({"score": [h.score for h in hits],
@@ -91,8 +87,7 @@ def create_app(index_dir: str | Path, retriever=None):
             raise HTTPException(404, f"no unit {uid!r} in this index")
         if unit.modality == "text":
             raise HTTPException(404, f"{uid} is a text unit and has no image")
-        with lock:
-            image = unit.load_image(max_pixels=max_pixels)
+        image = unit.load_image(max_pixels=max_pixels)
         buf = io.BytesIO()
         image.save(buf, format="PNG")
         return Response(buf.getvalue(), media_type="image/png")

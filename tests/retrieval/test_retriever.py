@@ -110,3 +110,36 @@ def test_dense_structures_are_cached_and_rebuilt(retriever):
     (retriever.dir / "dense.faiss").write_bytes(b"garbage")
     again = Retriever(retriever.dir)
     assert again.search("revenue by region", k=1)[0].unit.page == 2
+
+
+def test_searches_stay_consistent_while_the_index_grows(tmp_path):
+    """Threads search while another process-like writer adds files; every search sees one whole version."""
+    import threading
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "base.txt").write_text("The base document mentions a lighthouse.")
+    idx = tmp_path / "idx"
+    Indexer(idx, IngestConfig(ocr="none")).index([corpus], progress=False)
+    r = Retriever(idx)
+    errors = []
+
+    def searcher():
+        for _ in range(30):
+            try:
+                hits = r.search("lighthouse keeper", k=3)
+                assert hits and all(h.unit.text for h in hits)
+            except Exception as e:  # noqa: BLE001 - collected and asserted below
+                errors.append(e)
+
+    threads = [threading.Thread(target=searcher) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for i in range(5):
+        (corpus / f"new{i}.txt").write_text(f"Lighthouse keeper log number {i}.")
+        Indexer(idx, IngestConfig(ocr="none")).index([corpus], progress=False)
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert r.search("lighthouse keeper log number 4", k=1)[0].unit.name == "new4.txt"
+    assert len(r.units) == 6
