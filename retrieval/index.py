@@ -156,7 +156,7 @@ def _top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 # ---------------------------------------------------------------- atomic files
 
 
-def _atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
+def atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
     """Write `path` through a temp file in the same folder: fsync, then os.replace, then fsync the folder.
 
     If `write` raises (or the process dies) the old file stays as it was and the temp file is removed.
@@ -480,7 +480,7 @@ class VectorIndex:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the index to `path` atomically (temp file in the same folder, fsync, os.replace)."""
-        _atomic_write(path, lambda f: _write_container(f, self._meta(), {}, self._index))
+        atomic_write(path, lambda f: _write_container(f, self._meta(), {}, self._index))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "VectorIndex":

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from retrieval.errors import IndexOpenError
-from retrieval.index import (VectorIndex, _as_ids, _as_matrix, _atomic_write, _check_k, _check_unique,
+from retrieval.index import (VectorIndex, _as_ids, _as_matrix, atomic_write, _check_k, _check_unique,
                              _contains, _faiss, _read_container, _sorted_unique, _top_k, _write_container)
 
 # Multi-vector defaults, tuned with the same benchmark (128-d tokens, 20k pages x 128 tokens): the
@@ -313,7 +313,7 @@ class MultiVectorIndex:
         meta = {"type": "MultiVectorIndex", "token_index": self._tokens._meta(), "token_k": self.token_k,
                 "n_candidates": self.n_candidates, "n_docs": self.ntotal}
         arrays = {"doc_ids": self._doc_ids, "offsets": self._offsets}
-        _atomic_write(path, lambda f: _write_container(f, meta, arrays, self._tokens._index))
+        atomic_write(path, lambda f: _write_container(f, meta, arrays, self._tokens._index))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "MultiVectorIndex":

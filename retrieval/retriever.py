@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +81,7 @@ class Retriever:
             return True
 
     def _load_dense(self, version: int) -> None:
-        from retrieval.index import VectorIndex
+        from retrieval.index import VectorIndex, atomic_write
         from retrieval.late_interaction import MultiVectorIndex
 
         self.multi = False
@@ -120,8 +119,8 @@ class Retriever:
             self.dense = VectorIndex(dim=mat.shape[1])
             self.dense.build(ids, mat)
         self.dense.save(index_path)
-        _atomic_write(meta_path, json.dumps({"version": version, "kind": getattr(self.dense, "kind", "multi"),
-                                             "n_vectors": int(len(ids))}))
+        meta = {"version": version, "kind": getattr(self.dense, "kind", "multi"), "n_vectors": int(len(ids))}
+        atomic_write(meta_path, lambda f: f.write(json.dumps(meta).encode()))
 
     # -------------------------------------------------------------------------------- search
     def search(self, query, k: int = 5, filters: Filters | dict | None = None, mode: str = "hybrid",
@@ -259,15 +258,6 @@ def search(query, k: int = 5, filters: Filters | dict | None = None, *, index: s
            mode: str = "hybrid", dynamic: bool = False) -> list[Hit]:
     """Search an index (default: $VIMRAG_INDEX or ./vimrag-index) and return the best `k` hits."""
     return get_retriever(index).search(query, k=k, filters=filters, mode=mode, dynamic=dynamic)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 __all__ = ["Retriever", "search", "get_retriever", "Hit", "Unit", "Filters"]
