@@ -1,0 +1,106 @@
+"""Graph-modulated visual memory: node energy, and the pixel budget it buys each memorized item.
+
+Pure functions over a `MemoryGraph` (VimRAG, DESIGN.md section 4.2, after the official demo):
+
+- intrinsic energy   E(m) = (p/5) * (1 + outdeg(i)) * exp(-lambda * (T - t_i)),   lambda = 0.1
+- back-propagated    Omega(m) = E(m) + gamma * sum_{c in children(i)} mean(Omega of c's items),   gamma = 0.3,
+                     computed from the newest node to the oldest so children are done first
+- allocation         the top-K items by Omega (K = 5) share S_total pixels in proportion to Omega; each
+                     image is capped at a per-image maximum, the frames of one video share their item's
+                     budget (each capped per frame), and sizes snap to the model's patch grid.
+Items outside the top K get 0 pixels and are shown to the model as their text summary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from memory_graph.graph import MemoryGraph
+
+LAMBDA = 0.1
+GAMMA = 0.3
+TOP_K = 5
+S_TOTAL = 2_007_040  # demo constant; the paper uses 5 * 256 * 32 * 32
+MAX_IMAGE_PIXELS = 1_003_520
+MAX_FRAME_PIXELS = 401_408
+MIN_PIXELS = 4 * 28 * 28  # qwen-vl-utils' floor for one image
+
+
+def item_key(node_id: str, index: int) -> tuple[str, int]:
+    """Items are addressed by (node id, position in that node's item list)."""
+    return node_id, index
+
+
+def intrinsic_energy(graph: MemoryGraph, lam: float = LAMBDA) -> dict[tuple[str, int], float]:
+    T = graph.newest_index
+    out = {}
+    for node in graph.nodes.values():
+        deg = graph.out_degree(node.id)
+        decay = math.exp(-lam * (T - node.index))
+        for j, item in enumerate(node.items):
+            out[item_key(node.id, j)] = (item.priority / 5.0) * (1 + deg) * decay
+    return out
+
+
+def energy(graph: MemoryGraph, lam: float = LAMBDA, gamma: float = GAMMA) -> dict[tuple[str, int], float]:
+    """Omega for every memorized item, with children's mean energy propagated to their parents."""
+    base = intrinsic_energy(graph, lam)
+    omega: dict[tuple[str, int], float] = {}
+    node_mean: dict[str, float | None] = {}
+    for node in sorted(graph.nodes.values(), key=lambda n: -n.index):  # newest first: children before parents
+        inherited = 0.0
+        for c in graph.children(node.id):
+            if node_mean.get(c) is not None:
+                inherited += node_mean[c]
+        vals = []
+        for j, _ in enumerate(node.items):
+            k = item_key(node.id, j)
+            omega[k] = base[k] + gamma * inherited
+            vals.append(omega[k])
+        node_mean[node.id] = sum(vals) / len(vals) if vals else None
+    return omega
+
+
+@dataclass
+class Allocation:
+    node_id: str
+    item_index: int
+    omega: float
+    pixels: int  # the item's whole budget (shared by its frames for a video); 0 = text summary only
+    frames: int = 1
+
+
+def allocate(graph: MemoryGraph, k: int = TOP_K, s_total: int = S_TOTAL, max_image: int = MAX_IMAGE_PIXELS,
+             max_frame: int = MAX_FRAME_PIXELS, lam: float = LAMBDA, gamma: float = GAMMA,
+             useful_only: bool = True) -> list[Allocation]:
+    """Every item with its Omega and pixel budget, best first. Text items never get pixels."""
+    omega = energy(graph, lam, gamma)
+    rows = []
+    for node, j, item in ((n, j, it) for n in graph.nodes.values() for j, it in enumerate(n.items)):
+        if useful_only and not item.useful:
+            continue
+        rows.append((omega[item_key(node.id, j)], node, j, item))
+    rows.sort(key=lambda r: (-r[0], r[1].index, r[2]))
+    visual = [r for r in rows if r[3].modality != "text"][:k]
+    total = sum(r[0] for r in visual) or 1.0
+    budget = {}
+    for om, node, j, item in visual:
+        share = int(s_total * om / total)
+        if item.modality == "video":
+            n_frames = max(1, len(item.key_timestamps))
+            share = min(share, n_frames * max_frame)
+        else:
+            share = min(share, max_image)
+        budget[(node.id, j)] = share
+    return [Allocation(node.id, j, om, budget.get((node.id, j), 0),
+                       max(1, len(item.key_timestamps)) if item.modality == "video" else 1)
+            for om, node, j, item in rows]
+
+
+def fit_to_budget(width: int, height: int, pixels: int, patch: int = 28) -> tuple[int, int]:
+    """(h, w) of an image resized to about `pixels`, on the patch grid, via qwen-vl-utils' smart_resize."""
+    from qwen_vl_utils import smart_resize
+
+    pixels = max(MIN_PIXELS, pixels)
+    return smart_resize(height, width, factor=patch, min_pixels=min(MIN_PIXELS, pixels), max_pixels=pixels)
