@@ -84,19 +84,12 @@ class Retriever:
         from retrieval.index import VectorIndex, atomic_write
         from retrieval.late_interaction import MultiVectorIndex
 
-        self.multi = False
         self.dense = None
-        owner_ids, owner_units = [], []
-        for vids, uids, arrs in self.store.iter_vectors():
-            owner_ids.append(vids)
-            owner_units.append(uids)
-            self.multi = arrs[0].ndim == 2
-        if not owner_ids:
-            self._vec_ids = np.zeros(0, np.int64)
-            self._vec_unit = np.zeros(0, np.int64)
+        # Ids and owners only: the vector blobs are read just when the FAISS file must be rebuilt.
+        self._vec_ids, owners, self.multi = self.store.vector_owners()  # (n_vec,) sorted vector row ids
+        self._vec_unit = np.array([self._pos[int(u)] for u in owners], dtype=np.int64)  # (n_vec,) unit positions
+        if not len(self._vec_ids):
             return
-        self._vec_ids = np.concatenate(owner_ids)  # (n_vec,) sorted vector row ids
-        self._vec_unit = np.array([self._pos[int(u)] for u in np.concatenate(owner_units)], dtype=np.int64)
         meta_path, index_path = self.dir / DENSE_META, self.dir / DENSE_FILE
         cls = MultiVectorIndex if self.multi else VectorIndex
         try:

@@ -195,6 +195,13 @@ class Store:
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         return ids, [Unit.from_dict(json.loads(r[1])) for r in rows]
 
+    def vector_owners(self) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(vector ids (n,), their unit ids (n,), whether they are multi-vector), in id order, without the blobs."""
+        rows = self.conn.execute("SELECT id, unit_id, n_tokens FROM vectors ORDER BY id").fetchall()
+        vids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        uids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+        return vids, uids, bool(rows) and rows[0][2] > 0
+
     def iter_vectors(self, batch: int = 50_000) -> Iterator[tuple[np.ndarray, np.ndarray, list[np.ndarray]]]:
         """Yield (vector ids (b,), unit ids (b,), arrays) in id order, `batch` rows at a time."""
         last = -1
