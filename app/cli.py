@@ -3,6 +3,7 @@
     vimrag index PATH... --index DIR      add PDFs, images, videos and text under PATH to an index
     vimrag search "QUERY" --index DIR     print the best hits with file, page / time span and score
     vimrag serve-search --index DIR       the VRAG/VimRAG-compatible HTTP search API on 127.0.0.1
+    vimrag ask "QUESTION" --index DIR     answer with the agent, printing its steps and a cited answer
 
 Every subcommand takes --help. Errors print one line saying what to do and exit non-zero.
 """
@@ -127,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     pv.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
     pv.add_argument("--port", type=int, default=8002)
     pv.set_defaults(func=cmd_serve_search)
+
+    from app.ask import add_parser as add_ask
+
+    add_ask(sub, _default_index())
     return p
 
 

@@ -32,6 +32,7 @@ class Item:
     summary: str = ""
     key_timestamps: list[float] = field(default_factory=list)  # seconds, video items only
     crop_box: list[float] | None = None  # [x1, y1, x2, y2] in raw pixels of the source image, for crops
+    source: str = ""  # human citation of the evidence ("report.pdf p.3", "talk.mp4 [00:12-00:58]")
 
     def __post_init__(self) -> None:
         if not 1 <= int(self.priority) <= 5:

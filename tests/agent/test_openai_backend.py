@@ -1,0 +1,400 @@
+"""OpenAIPolicy against a real local fake OpenAI-compatible server (http.server in a thread, 127.0.0.1).
+
+The server replays a script of canned replies (SSE streams, JSON bodies, error statuses, stalls, hang-ups)
+and records every request, so the tests check both what the backend sends (auth, model, data-URL images,
+no internal keys) and how it reads, retries and fails.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from PIL import Image
+
+from agent.backends.base import PolicyConfig, PolicyError, load_policy
+from agent.backends.openai_compat import OpenAIPolicy
+
+# --- the fake server ------------------------------------------------------------------------------------
+
+
+def delta(content) -> str:
+    chunk = {"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}]}
+    return f"data: {json.dumps(chunk)}\n\n"
+
+
+def sse(*events: str, stall_s: float = 0.0, done: bool = True):
+    """An SSE reply: raw event strings, then optionally a stall (to break the stream mid-answer), then [DONE]."""
+
+    def reply(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.end_headers()
+        for event in events:
+            h.wfile.write(event.encode())
+            h.wfile.flush()
+        time.sleep(stall_s)
+        if done:
+            finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+            h.wfile.write(f"data: {json.dumps(finish)}\n\ndata: [DONE]\n\n".encode())
+
+    return reply
+
+
+def body(status: int, payload, headers: dict | None = None, delay_s: float = 0.0):
+    """A plain reply: one body (JSON unless a str) with a status; optional delay before the headers."""
+
+    def reply(h: BaseHTTPRequestHandler) -> None:
+        time.sleep(delay_s)
+        data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            h.send_header(key, value)
+        h.end_headers()
+        h.wfile.write(data)
+
+    return reply
+
+
+def hang_up(h: BaseHTTPRequestHandler) -> None:
+    """Close the connection without a response (the client sees a protocol error)."""
+
+
+def answer(text: str) -> dict:
+    return {"id": "x", "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+
+
+class FakeServer:
+    def __init__(self):
+        self.requests: list[dict] = []  # {"method", "path", "headers", "json"}
+        self.replies: list = []  # consumed in order for POSTs; the last one repeats
+        self.models: list[str] = ["served-model", "other-model"]
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep pytest output clean
+                pass
+
+            def _record(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                server.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
+                                        "json": json.loads(raw) if raw else None})
+
+            def do_GET(self):
+                self._record()
+                if self.path == "/v1/models":
+                    body(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in server.models]})(self)
+                else:
+                    body(404, {"detail": "Not Found"})(self)
+
+            def do_POST(self):
+                self._record()
+                reply = server.replies.pop(0) if len(server.replies) > 1 else server.replies[0]
+                reply(self)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.handle_error = lambda request, address: None  # a client that timed out leaves a broken pipe
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def posts(self) -> list[dict]:
+        return [r for r in self.requests if r["method"] == "POST"]
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def fake_server():
+    server = FakeServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def server(fake_server):
+    fake_server.requests.clear()
+    fake_server.replies[:] = [sse(delta("ok"))]
+    fake_server.models[:] = ["served-model", "other-model"]
+    return fake_server
+
+
+@pytest.fixture
+def make_policy(server):
+    """Build a policy on the fake server; sleeps are recorded, not slept, so retries cost no time."""
+    made, sleeps = [], []
+
+    def make(**settings) -> OpenAIPolicy:
+        config = {"backend": "openai", "base_url": server.url, "model": "test-vlm", "api_key": "sk-test",
+                  "timeout_s": 2.0, "retries": 2, **settings}
+        image_format = config.pop("image_format", "png")
+        policy = OpenAIPolicy(PolicyConfig(**config), image_format=image_format, backoff_s=0.01,
+                              sleep=sleeps.append)
+        made.append(policy)
+        return policy
+
+    make.sleeps = sleeps
+    yield make
+    for policy in made:
+        policy.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def has_key(obj, key: str) -> bool:
+    if isinstance(obj, dict):
+        return key in obj or any(has_key(v, key) for v in obj.values())
+    if isinstance(obj, list):
+        return any(has_key(v, key) for v in obj)
+    return False
+
+
+def decode_data_url(url: str) -> Image.Image:
+    header, encoded = url.split(",", 1)
+    assert header.endswith(";base64")
+    return Image.open(io.BytesIO(base64.b64decode(encoded)))
+
+
+QUESTION = "What does Picture 1 show?"
+
+
+def vision_messages() -> list[dict]:
+    page = Image.new("RGB", (64, 40), (255, 255, 255))
+    crop = Image.new("RGBA", (30, 18), (10, 20, 30, 255))
+    return [
+        {"role": "system", "content": "You are a careful research agent."},
+        {"role": "user", "content": [
+            {"type": "text", "text": QUESTION},
+            {"type": "image", "image": page, "ref": "Picture 1"},
+            {"type": "text", "text": "Picture 2 (crop):", "ref": "Picture 2"},  # a caption may carry a ref too
+            {"type": "image", "image": crop, "ref": "Picture 2"},
+        ]},
+    ]
+
+
+# --- what is sent, what is read -------------------------------------------------------------------------
+
+
+def test_streaming_answer_and_request_shape(server, make_policy):
+    server.replies[:] = [sse(delta("Hel"), ": keep-alive\n\n", delta(None), delta("lo"), "\n", delta(" world"))]
+    policy = make_policy(temperature=0.3, max_new_tokens=77, seed=5)
+    messages = vision_messages()
+
+    assert list(policy.stream(messages)) == ["Hel", "lo", " world"]
+    assert policy.generate(messages) == "Hello world"
+
+    request = server.posts()[0]
+    assert request["path"] == "/v1/chat/completions"
+    assert request["headers"]["Authorization"] == "Bearer sk-test"
+    sent = request["json"]
+    assert (sent["model"], sent["temperature"], sent["max_tokens"], sent["seed"], sent["stream"]) == (
+        "test-vlm", 0.3, 77, 5, True)
+    assert not has_key(sent, "ref")
+    assert sent["messages"][0] == {"role": "system", "content": "You are a careful research agent."}
+    parts = sent["messages"][1]["content"]
+    assert [p["type"] for p in parts] == ["text", "image_url", "text", "image_url"]
+    assert parts[0] == {"type": "text", "text": QUESTION}
+    assert parts[2] == {"type": "text", "text": "Picture 2 (crop):"}
+    for part, size in ((parts[1], (64, 40)), (parts[3], (30, 18))):
+        assert part["image_url"]["url"].startswith("data:image/png;base64,")
+        image = decode_data_url(part["image_url"]["url"])
+        assert (image.format, image.size) == ("PNG", size)  # sent as the agent sized it
+    # the caller's messages are not rewritten
+    assert messages[1]["content"][1]["ref"] == "Picture 1"
+    assert isinstance(messages[1]["content"][1]["image"], Image.Image)
+
+
+@pytest.mark.parametrize("reply", [
+    body(200, answer("Paris")),  # a server that ignores stream=True
+    body(200, delta("Par") + delta("is") + "data: [DONE]\n\n"),  # SSE text under a JSON content type
+], ids=["json-body", "sse-as-json"])
+def test_non_streaming_server(server, make_policy, reply):
+    server.replies[:] = [reply]
+    assert make_policy().generate([{"role": "user", "content": "Capital of France?"}]) == "Paris"
+
+
+def test_api_key_from_env_then_empty(server, make_policy, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    make_policy(api_key="").generate([{"role": "user", "content": "hi"}])
+    monkeypatch.delenv("OPENAI_API_KEY")
+    make_policy(api_key="").generate([{"role": "user", "content": "hi"}])
+    assert [r["headers"]["Authorization"] for r in server.posts()] == ["Bearer sk-env", "Bearer EMPTY"]
+
+
+def test_over_budget_image_is_downscaled_keeping_aspect(server, make_policy, caplog):
+    messages = [{"role": "user", "content": [{"type": "image", "image": Image.new("RGB", (100, 50)), "ref": "P"}]}]
+    with caplog.at_level(logging.DEBUG, logger="agent.backends.openai_compat"):
+        make_policy(max_pixels=1000).generate(messages)
+    image = decode_data_url(server.posts()[0]["json"]["messages"][0]["content"][0]["image_url"]["url"])
+    assert image.size == (44, 22)  # sqrt(1000 / 5000) scale, floored: under the budget, aspect 2:1
+    assert "max_pixels=1000" in caplog.text
+
+
+def test_jpeg_option(server, make_policy):
+    messages = [{"role": "user", "content": [{"type": "image", "image": Image.new("RGBA", (40, 20)), "ref": "P"}]}]
+    make_policy(image_format="jpeg").generate(messages)
+    url = server.posts()[0]["json"]["messages"][0]["content"][0]["image_url"]["url"]
+    assert url.startswith("data:image/jpeg;base64,")
+    assert decode_data_url(url).format == "JPEG"
+
+
+def test_default_model_from_models_endpoint(server, make_policy):
+    policy = make_policy(model="")
+    assert policy.describe() == f"openai-compatible endpoint {server.url}, model served-model"
+    policy.generate([{"role": "user", "content": "hi"}])
+    policy.generate([{"role": "user", "content": "hi"}])
+    assert [p["json"]["model"] for p in server.posts()] == ["served-model", "served-model"]
+    assert sum(r["path"] == "/v1/models" for r in server.requests) == 1  # queried once
+
+
+def test_no_served_models_is_a_clear_error(server, make_policy):
+    server.models[:] = []
+    with pytest.raises(PolicyError, match="lists no models.*--model"):
+        make_policy(model="").generate([{"role": "user", "content": "hi"}])
+
+
+def test_describe_and_patch_need_no_request(server, make_policy):
+    policy = make_policy(model="Qwen/Qwen3-VL-8B-Instruct")
+    assert policy.describe() == f"openai-compatible endpoint {server.url}, model Qwen/Qwen3-VL-8B-Instruct"
+    assert policy.patch == 32 and make_policy(model="Qwen/Qwen2.5-VL-7B-Instruct").patch == 28
+    assert server.requests == []
+
+
+def test_load_policy_builds_it_and_close_is_idempotent(server):
+    policy = load_policy("openai", base_url=server.url, model="m")
+    assert isinstance(policy, OpenAIPolicy)
+    assert policy.generate([{"role": "user", "content": "hi"}]) == "ok"
+    policy.close()
+    policy.close()
+
+
+# --- retries --------------------------------------------------------------------------------------------
+
+
+def test_retry_after_one_500_then_success(server, make_policy):
+    server.replies[:] = [body(500, {"error": {"message": "engine hiccup"}}), sse(delta("fine"))]
+    policy = make_policy()
+    assert policy.generate([{"role": "user", "content": "hi"}]) == "fine"
+    assert len(server.posts()) == 2
+    assert make_policy.sleeps == [0.01]
+
+
+def test_retry_after_dropped_connection(server, make_policy):
+    server.replies[:] = [hang_up, sse(delta("fine"))]
+    assert make_policy().generate([{"role": "user", "content": "hi"}]) == "fine"
+    assert len(server.posts()) == 2
+
+
+def test_5xx_retries_exhausted(server, make_policy):
+    server.replies[:] = [body(503, {"object": "error", "message": "overloaded", "code": 503})]
+    with pytest.raises(PolicyError, match=r"HTTP 503: overloaded\) after 3 attempt"):
+        make_policy(retries=2).generate([{"role": "user", "content": "hi"}])
+    assert len(server.posts()) == 3
+    assert make_policy.sleeps == [0.01, 0.02]  # exponential backoff
+
+
+def test_429_respects_retry_after(server, make_policy):
+    server.replies[:] = [body(429, {"error": {"message": "slow down"}}, {"Retry-After": "1"}), sse(delta("ok"))]
+    assert make_policy().generate([{"role": "user", "content": "hi"}]) == "ok"
+    assert len(server.posts()) == 2
+    assert make_policy.sleeps == [1.0]
+
+
+def test_429_with_long_retry_after_is_reported_not_slept(server, make_policy):
+    server.replies[:] = [body(429, {"error": {"message": "quota exceeded"}}, {"Retry-After": "3600"})]
+    with pytest.raises(PolicyError, match="quota exceeded.*retry after 3600 s"):
+        make_policy().generate([{"role": "user", "content": "hi"}])
+    assert len(server.posts()) == 1 and make_policy.sleeps == []
+
+
+def test_no_retry_once_text_was_yielded(server, make_policy):
+    server.replies[:] = [sse(delta("Hel"), stall_s=1.0, done=False), sse(delta("Hello again"))]
+    chunks = []
+    with pytest.raises(PolicyError, match="mid-answer after 3 characters.*no text is repeated"):
+        for chunk in make_policy(timeout_s=0.3, retries=2).stream([{"role": "user", "content": "hi"}]):
+            chunks.append(chunk)
+    assert chunks == ["Hel"]
+    assert len(server.posts()) == 1
+
+
+# --- errors ---------------------------------------------------------------------------------------------
+
+
+def test_unreachable_endpoint_fails_fast_naming_the_url(make_policy):
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    policy = make_policy(base_url=url, timeout_s=1.0, retries=1)
+    start = time.monotonic()
+    with pytest.raises(PolicyError) as error:
+        policy.generate([{"role": "user", "content": "hi"}])
+    assert time.monotonic() - start < 3.0
+    message = str(error.value)
+    assert f"cannot reach the OpenAI-compatible endpoint at {url}: connection refused" in message
+    assert "vllm serve" in message and "--base-url" in message
+    assert "unresolved" in make_policy(base_url=url, model="", retries=0).describe()  # describe never raises
+
+
+def test_404_names_base_url_model_and_server_message(server, make_policy):
+    server.replies[:] = [body(404, {"object": "error", "message": "The model `nope` does not exist.", "code": 404})]
+    with pytest.raises(PolicyError) as error:
+        make_policy(model="nope").generate([{"role": "user", "content": "hi"}])
+    message = str(error.value)
+    assert "The model `nope` does not exist." in message
+    assert "--base-url" in message and "--model" in message
+    assert "served-model, other-model" in message  # what the server does serve
+    assert len(server.posts()) == 1  # a 4xx is not retried
+
+
+def test_400_surfaces_the_server_message(server, make_policy):
+    said = "This model's maximum context length is 32768 tokens. However, you requested 40000 tokens."
+    server.replies[:] = [body(400, {"object": "error", "message": said, "code": 400})]
+    with pytest.raises(PolicyError) as error:
+        make_policy().generate([{"role": "user", "content": "hi"}])
+    assert said in str(error.value) and "--max-model-len" in str(error.value)
+    assert len(server.posts()) == 1
+
+
+def test_401_points_at_the_key(server, make_policy):
+    server.replies[:] = [body(401, {"error": "Unauthorized"})]
+    with pytest.raises(PolicyError, match=r"refused the API key \(HTTP 401: Unauthorized\).*OPENAI_API_KEY"):
+        make_policy().generate([{"role": "user", "content": "hi"}])
+    assert len(server.posts()) == 1
+
+
+def test_slow_server_times_out(server, make_policy):
+    server.replies[:] = [body(200, answer("late"), delay_s=1.0)]
+    start = time.monotonic()
+    with pytest.raises(PolicyError, match=r"did not answer: timeout \(no data for 0.3 s\).*timeout_s"):
+        make_policy(timeout_s=0.3, retries=0).generate([{"role": "user", "content": "hi"}])
+    assert time.monotonic() - start < 0.9
+
+
+@pytest.mark.parametrize("reply, match", [
+    (body(200, {"unexpected": True}), "malformed response .*no choices"),
+    (body(200, "<html>proxy login</html>"), "malformed response .*not JSON"),
+    (sse("data: {not json\n\n"), "malformed response .*not JSON"),
+    (sse(delta("par"), 'data: {"error": {"message": "CUDA out of memory", "code": 500}}\n\n'),
+     "failed mid-stream: CUDA out of memory"),
+], ids=["no-choices", "html", "bad-sse", "error-event"])
+def test_malformed_and_error_responses(server, make_policy, reply, match):
+    server.replies[:] = [reply]
+    with pytest.raises(PolicyError, match=match):
+        make_policy().generate([{"role": "user", "content": "hi"}])
+    assert len(server.posts()) == 1
