@@ -398,3 +398,27 @@ def test_malformed_and_error_responses(server, make_policy, reply, match):
     with pytest.raises(PolicyError, match=match):
         make_policy().generate([{"role": "user", "content": "hi"}])
     assert len(server.posts()) == 1
+
+
+def test_agent_loop_over_the_endpoint_sends_the_rebuilt_context(server, make_policy, mixed_index):
+    """The vimrag loop through the fake endpoint: tool calls come back, images go out as data URLs."""
+    from agent.actions import format_call
+    from agent.loop import Agent
+    from agent.state import AgentConfig
+    from retrieval.retriever import Retriever
+
+    calls = [format_call("add_search_node", {"id": "s1", "query": "revenue by region", "parent_ids": ["root"]}),
+             format_call("summarize_and_memorize", {"summarize": "page 2 has the table", "memorize": []}),
+             format_call("add_answer_node", {"answer": "Europe", "parent_ids": ["s1"]})]
+    server.replies[:] = [sse(delta(c[:20]), delta(c[20:])) for c in calls]
+    trace = Agent(Retriever(mixed_index), make_policy(), AgentConfig()).ask("Which region had the most revenue?")
+    assert trace.status == "answered" and trace.answer == "Europe"
+    bodies = [r["json"] for r in server.requests if r["path"].endswith("/chat/completions")]
+    assert len(bodies) == 3
+    first_user = bodies[0]["messages"][1]["content"]
+    assert any("Action graph" in p.get("text", "") for p in first_user)
+    # the second request shows the search results as images, each a PNG data URL of the size recorded
+    urls = [p["image_url"]["url"] for p in bodies[1]["messages"][1]["content"] if p["type"] == "image_url"]
+    assert urls and all(u.startswith("data:image/png;base64,") for u in urls)
+    sizes = [decode_data_url(u).size for u in urls]
+    assert sum(w * h for w, h in sizes) == trace.steps[1].image_pixels
