@@ -32,26 +32,30 @@ closing tag) is read to the end of the output.
 
 Left out on purpose: protocol sequencing (memorize after a search, answer last) is the loop's business;
 this module judges one call against the current `Context`.
+
+The tool schemas live in agent/tool_schemas.py and the JSON repair in agent/lenient_json.py; this module
+re-exports TOOLS, PROTOCOLS, tool_specs and MAX_DEPTH from them.
 """
 
 from __future__ import annotations
 
-import ast
 import copy
 import difflib
 import json
 import math
 import re
-import warnings as _warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-PROTOCOLS = ("vimrag", "react", "vrag")
+from agent import lenient_json
+from agent.lenient_json import MAX_DEPTH
+from agent.tool_schemas import PROTOCOLS, SCALE_RANGE, TOOLS, protocol_tools, tool_specs
+
+__all__ = ["parse", "validate", "format_call", "format_vrag", "tool_specs", "Context", "Action", "Rejection",
+           "REASONS", "TOOLS", "PROTOCOLS", "MAX_CHARS", "MAX_DEPTH", "MAX_ABS", "SCALE_RANGE"]
+
 MAX_CHARS = 20_000  # output past this is not read: no real call is this long, and it bounds parse time
-MAX_DEPTH = 32  # bracket nesting allowed in a call; real calls nest 4 deep
 MAX_ABS = 1e9  # |numbers| above this are garbage, and would overflow pixel arithmetic downstream
-_AST_MAX = 4_000  # ast.literal_eval only sees short texts: its parser is recursive
-SCALE_RANGE = (0.25, 4.0)
 
 # Rejection.reason codes (for traces, format rewards and tests); the observation carries the words
 REASONS = ("empty_output", "no_tool_call", "bad_json", "not_a_call", "unknown_tool", "missing_argument",
@@ -106,107 +110,6 @@ class Rejection:
         return cls(**d)
 
 
-# ---- tool schemas (JSON Schema; "x-" keys are ours and are stripped from tool_specs) ---------------------
-def _tool(description: str, props: dict, required: list[str], aliases: dict | None = None) -> dict:
-    return {"description": description, "aliases": aliases or {},
-            "parameters": {"type": "object", "properties": props, "required": required}}
-
-
-def _text(desc: str, nonempty: bool = True) -> dict:
-    return {"type": "string", "description": desc, **({"minLength": 1} if nonempty else {})}
-
-
-def _ref(desc: str, ref: str) -> dict:
-    return {"type": "string", "minLength": 1, "description": desc, "x-ref": ref}
-
-
-_BBOX = {"type": "array", "items": {"type": "number"}, "minItems": 4, "maxItems": 4, "x-kind": "bbox",
-         "description": "[x1, y1, x2, y2]: left, top, right, bottom in pixels of the image as you see it"}
-_PARENTS = {"type": "array", "items": _ref("an existing node id", "node"), "minItems": 1,
-            "description": 'ids of the existing nodes this step builds on ("root" is the question)'}
-_NEW_ID = _ref("a new, unused node id for this step", "new_node")
-_IMAGE = _ref('information id of an image you have seen, e.g. "Picture 1"', "image")
-_FACTOR = {"type": "number", "minimum": SCALE_RANGE[0], "maximum": SCALE_RANGE[1],
-           "description": "resolution factor: 2 shows the item at twice the pixels' side, 0.5 at half"}
-_MEMO_ITEM = {"type": "object", "required": ["information_id", "is_useful", "priority_score"], "x-aliases": {
-    "info_id": "information_id", "id": "information_id", "useful": "is_useful", "priority": "priority_score",
-    "score": "priority_score", "key_timestamps": "key_timestamp", "timestamps": "key_timestamp"},
-    "properties": {
-        "information_id": _ref('id of one of the current results, e.g. "Picture 2"', "memorizable"),
-        "is_useful": {"type": "boolean", "description": "whether it helps answer the question"},
-        "priority_score": {"type": "integer", "minimum": 1, "maximum": 5,
-                           "description": "1 (marginal) .. 5 (decisive): decides how many pixels it keeps"},
-        "key_timestamp": {"type": "array", "items": {"type": "number", "minimum": 0},
-                          "description": "videos only: seconds of the key frames to keep"}}}
-_NODE_ALIASES = {"parents": "parent_ids", "parent_id": "parent_ids", "parent": "parent_ids", "node_id": "id"}
-
-TOOLS: dict[str, dict[str, dict]] = {
-    "vimrag": {
-        "add_search_node": _tool(
-            "Open a search step: retrieve evidence for a sub-query. The top results are shown as Picture k / "
-            "Video k / Text k. To search with a region of an image you have seen, give `image` (and `bbox`).",
-            {"id": _NEW_ID, "query": _text("the search query", nonempty=False), "parent_ids": _PARENTS,
-             "image": _IMAGE, "bbox": _BBOX}, ["id", "parent_ids"], _NODE_ALIASES),
-        "summarize_and_memorize": _tool(
-            "Close the current search step: summarize what its results show and memorize the useful ones "
-            "with a priority (memorize may be empty).",
-            {"summarize": _text("what the results show, in a few sentences", nonempty=False),
-             "memorize": {"type": "array", "items": _MEMO_ITEM, "description": "the results worth keeping"}},
-            ["summarize", "memorize"], {"summary": "summarize", "memory": "memorize", "items": "memorize"}),
-        "crop": _tool(
-            "Zoom into a region of an image you have seen; the crop becomes a child node with more pixels.",
-            {"image": _IMAGE, "bbox": _BBOX, "id": _NEW_ID, "parent_ids": _PARENTS}, ["image", "bbox"],
-            _NODE_ALIASES),
-        "scale": _tool(
-            "Show an item you have seen again at another resolution; the result becomes a child node.",
-            {"image": _ref('information id of the item, e.g. "Picture 1"', "info"), "factor": _FACTOR,
-             "id": _NEW_ID, "parent_ids": _PARENTS}, ["image", "factor"], {**_NODE_ALIASES, "scale": "factor"}),
-        "add_answer_node": _tool(
-            "Give the final answer, citing the nodes it rests on. Ends the episode.",
-            {"answer": _text("the final answer"), "parent_ids": _PARENTS}, ["answer", "parent_ids"],
-            _NODE_ALIASES),
-    },
-    "react": {
-        "search": _tool("Search the corpus; the top results are shown.", {"query": _text("the search query")},
-                        ["query"]),
-        "crop": _tool("Zoom into a region of an image you have seen.", {"image": _IMAGE, "bbox": _BBOX},
-                      ["image", "bbox"]),
-        "scale": _tool("Show an item you have seen again at another resolution.",
-                       {"image": _ref('information id of the item, e.g. "Picture 1"', "info"),
-                        "factor": _FACTOR}, ["image", "factor"], {"scale": "factor"}),
-        "answer": _tool("Give the final answer. Ends the episode.", {"answer": _text("the final answer")},
-                        ["answer"]),
-    },
-    "vrag": {  # tag protocol; the schemas serve validation and documentation
-        "search": _tool("<search>query</search>: retrieve the next page image.",
-                        {"query": _text("the search query")}, ["query"]),
-        "crop": _tool("<bbox>[x1, y1, x2, y2]</bbox>: zoom into a region of the latest image.",
-                      {"bbox": _BBOX}, ["bbox"]),
-        "answer": _tool("<answer>text</answer>: the final answer.", {"answer": _text("the final answer")},
-                        ["answer"]),
-    },
-}
-
-
-def _tools(protocol: str) -> dict[str, dict]:
-    if protocol not in TOOLS:
-        raise ValueError(f"unknown protocol {protocol!r}; choose one of {list(PROTOCOLS)}")
-    return TOOLS[protocol]
-
-
-def _public(schema: Any) -> Any:
-    if isinstance(schema, dict):
-        return {k: _public(v) for k, v in schema.items() if not k.startswith("x-")}
-    return schema
-
-
-def tool_specs(protocol: str) -> list[dict]:
-    """OpenAI/Qwen function schemas of the protocol's tools, for the system prompt or the `tools=` field."""
-    return [{"type": "function", "function": {"name": name, "description": t["description"],
-                                              "parameters": _public(t["parameters"])}}
-            for name, t in _tools(protocol).items()]
-
-
 def format_call(name: str, args: dict, think: str = "") -> str:
     """The canonical Qwen tool call text (what scripted and embedded policies emit)."""
     call = json.dumps({"name": name, "arguments": args}, ensure_ascii=False)
@@ -227,152 +130,10 @@ def format_vrag(name: str, args: dict, think: str = "") -> str:
     return (f"<think>{think}</think>\n" if think else "") + f"<{tag}>{body}</{tag}>"
 
 
-# ---- lenient JSON: a repair pass over tokens, then json.loads -------------------------------------------
-class _ParseError(ValueError):
-    pass
-
-
-_TOKEN = re.compile(r"""
-    (?P<ws>\s+|//[^\n]*|/\*.*?(?:\*/|\Z))
-  | (?P<str>"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|'[^'\\]*(?:\\.[^'\\]*)*(?:'|\\?\Z))
-  | (?P<num>[-+]?(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|Infinity|NaN))
-  | (?P<word>[^\W\d]\w*)
-  | (?P<open>[\[{(])
-  | (?P<close>[\]})])
-  | (?P<colon>:)
-  | (?P<comma>,)
-  | (?P<other>.)
-""", re.S | re.X)
-_COLON_AHEAD = re.compile(r"\s*:")
-_BARE_RUN = re.compile(r"(?:[^,}\]\n\"']|(?<=\w)'(?=\w))*")  # an unquoted value runs to the next separator
-_LITERALS = {"true": "true", "false": "false", "null": "null", "none": "null", "undefined": "null",
-             "nan": "NaN", "infinity": "Infinity", "inf": "Infinity"}
-_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|.)", re.S)
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
-_INT = re.compile(r"[-+]?\d+")
-
-
-def _unquote(tok: str) -> str:
-    q, body = tok[0], tok[1:-1]
-    if len(tok) < 2 or not tok.endswith(q) or (len(body) - len(body.rstrip("\\"))) % 2:
-        # a value cut short would run as if complete (a half answer), so this is not repaired
-        raise _ParseError(f"the string starting {_short(tok, 30)} is never closed: the output was cut off or a "
-                          f"quote is missing")
-    if "\\" not in body:
-        return body
-
-    def sub(m: re.Match) -> str:
-        e = m.group(1)
-        return chr(int(e[1:], 16)) if len(e) > 1 else _ESCAPES.get(e, e)
-
-    return _ESCAPE.sub(sub, body)
-
-
-def _num_json(tok: str) -> str:
-    t = tok[1:] if tok.startswith("+") else tok
-    if t.lstrip("-") in ("Infinity", "NaN"):
-        return t
-    if len(t) > 400:  # also keeps int <-> str conversions under Python's digit limit
-        raise _ParseError(f"the number {tok[:20]}... is too long")
-    v = int(t, 16) if "x" in t.lower() else int(t) if _INT.fullmatch(t) else float(t)
-    if isinstance(v, float) and not math.isfinite(v):
-        return "Infinity" if v > 0 else "-Infinity"
-    return repr(v)
-
-
-def _loads(text: str) -> Any:
-    """Repair JSON5-ish text into JSON and load the first value in it. Raises _ParseError."""
-    out: list[str] = []
-    stack: list[str] = []
-    prev = None  # kind of the last emitted token: open | value | colon | comma
-
-    def close_top() -> str:
-        top = stack.pop()
-        if out and out[-1] == ",":
-            out.pop()  # trailing comma
-        if prev == "colon":
-            out.append("null")  # a key whose value never came
-        out.append("}" if top == "{" else "]")
-        return top
-
-    def value(s: str) -> None:
-        nonlocal prev
-        if stack and prev == "value":
-            out.append(",")  # missing comma between two values
-        out.append(s)
-        prev = "value"
-
-    pos, n = 0, len(text)
-    while pos < n:
-        m = _TOKEN.match(text, pos)
-        kind, tok, pos = m.lastgroup, m.group(), m.end()
-        if kind == "ws":
-            continue
-        if kind == "str":
-            value(json.dumps(_unquote(tok)))
-        elif kind == "num":
-            value(_num_json(tok))
-        elif kind == "word":
-            if _COLON_AHEAD.match(text, pos):  # unquoted key
-                value(json.dumps(tok))
-            else:  # a bare value, possibly several words: "Picture 1", "None of the above"
-                run = _BARE_RUN.match(text, m.start()).group().rstrip()
-                pos = m.start() + len(run)
-                value(_LITERALS.get(run.lower()) or json.dumps(run))
-        elif kind == "open":
-            if len(stack) >= MAX_DEPTH:
-                raise _ParseError(f"brackets are nested more than {MAX_DEPTH} levels deep")
-            value("{" if tok == "{" else "[")
-            stack.append(out[-1])
-            prev = "open"
-        elif kind == "close":
-            want = "{" if tok == "}" else "["
-            if want not in stack:
-                continue  # a stray closer
-            while close_top() != want:  # close what the model left open inside
-                prev = "value"
-            prev = "value"
-        elif kind == "colon":
-            out.append(":")
-            prev = "colon"
-        elif kind == "comma":
-            if prev == "value":
-                out.append(",")
-                prev = "comma"
-        else:
-            raise _ParseError(f"unexpected character {tok!r} at position {m.start()}")
-        if not stack and prev == "value":
-            break  # one complete value; whatever follows is not part of it
-    while stack:  # output cut short: close what is still open
-        close_top()
-        prev = "value"
-    if not out:
-        raise _ParseError("no JSON value found")
-    try:
-        return json.loads("".join(out))
-    except (ValueError, RecursionError) as e:  # its positions refer to the repaired text, so drop them
-        raise _ParseError(re.sub(r":? line \d+ column \d+ \(char \d+\)", "", str(e))) from None
-
-
-def _loads_any(text: str) -> Any:
-    try:
-        return _loads(text)
-    except _ParseError as first:
-        if len(text) <= _AST_MAX:
-            try:
-                with _warnings.catch_warnings():  # it warns about odd literals ("1st") on stderr
-                    _warnings.simplefilter("ignore")
-                    return ast.literal_eval(text.strip())
-            except Exception:  # noqa: BLE001 - any failure here just means "not a Python literal either"
-                pass
-        raise first
-
-
 # ---- finding the call in the text ----------------------------------------------------------------------
 _THINK_OPEN = re.compile(r"<think>", re.I)
 _THINK_CLOSE = re.compile(r"</think>", re.I)
 _TC_OPEN = re.compile(r"<tool_call>", re.I)
-_SCAN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|\'[^\'\\]*(?:\\.[^\'\\]*)*\'|[{}\[\]]', re.S)
 _OBJ_START = re.compile(r"\[\s*\{|\{")  # a call object, or a JSON list of them
 _NOISE = re.compile(r"</?tool_call>|```(?:json)?|<\|[^|>]{0,40}\|>", re.I)
 
@@ -392,20 +153,6 @@ def _think_and_start(text: str, first_action: int) -> tuple[str, int]:
     return "", 0
 
 
-def _scan_object(s: str, start: int) -> tuple[int, bool]:
-    """End of the bracketed value opening at `start` (string-aware), and whether it closes at all."""
-    depth = 0
-    for m in _SCAN.finditer(s, start):
-        tok = m.group()
-        if tok in "{[":
-            depth += 1
-        elif tok in "}]":
-            depth -= 1
-            if depth == 0:
-                return m.end(), True
-    return len(s), False
-
-
 def _tagged_spans(text: str, start: int) -> list[tuple[int, str]]:
     """(position, JSON text) of each <tool_call> from `start`; a cut-off call ends at </tool_call> or the next tag."""
     spans, pos = [], start
@@ -421,7 +168,7 @@ def _tagged_spans(text: str, start: int) -> list[tuple[int, str]]:
             spans.append((m.start(), _NOISE.sub("", text[m.end():limit]).strip()))
             pos = m.end()
             continue
-        end, complete = _scan_object(text, b)
+        end, complete = lenient_json.value_end(text, b)
         if not complete:
             close = text.lower().find("</tool_call>", b, limit)
             end = close if close >= 0 else limit
@@ -437,7 +184,7 @@ def _bare_spans(text: str, start: int) -> list[tuple[int, str]]:
         b = text.find("{", pos)
         if b < 0:
             break
-        end, _ = _scan_object(text, b)
+        end, _ = lenient_json.value_end(text, b)
         spans.append((b, text[b:end]))
         pos = end
     return spans
@@ -480,6 +227,7 @@ def _unpack(obj: Any, tools: dict) -> tuple[str | None, Any]:
 _BAD = object()  # a value that failed validation (its problem is already recorded)
 _TYPE_WORDS = {"string": "a string", "number": "a number", "integer": "a whole number",
                "boolean": "true or false", "array": "a list", "object": "an object"}
+_INT = re.compile(r"[-+]?\d+")
 _TIME = re.compile(r"(?:(\d+):)?(\d+):(\d+(?:\.\d*)?)")
 
 
@@ -625,15 +373,15 @@ class _Checker:
             s = v.strip()
             if s[:1] in "[(":
                 try:
-                    v = _loads(s)
-                except _ParseError:
+                    v = lenient_json.loads(s)
+                except lenient_json.ParseError:
                     pass
             elif items["type"] == "number" and re.fullmatch(r"[-+\d.eE:\s,]+", s) and "," in s:
                 v = [p for p in s.split(",")]  # "1, 2, 3, 4"
         elif isinstance(v, str) and v.strip()[:1] == "[":
             try:
-                v = _loads(v)
-            except _ParseError:
+                v = lenient_json.loads(v)
+            except lenient_json.ParseError:
                 pass
         if isinstance(v, tuple):
             v = list(v)
@@ -662,8 +410,8 @@ class _Checker:
     def object(self, v: Any, schema: dict, path: str, aliases: dict | None = None) -> Any:
         if isinstance(v, str):
             try:
-                v = _loads_any(v) if v.strip() else {}
-            except _ParseError as e:
+                v = lenient_json.loads_any(v) if v.strip() else {}
+            except lenient_json.ParseError as e:
                 return self.bad("bad_json", f"`{path or 'arguments'}` is a string that is not a JSON object "
                                             f"({e})", path)
         if not isinstance(v, dict):
@@ -718,7 +466,7 @@ def _fresh_id(ctx: Context | None) -> str:
 
 
 def _check(name: str, args: Any, protocol: str, ctx: Context | None) -> _Checker:
-    spec = _tools(protocol)[name]
+    spec = protocol_tools(protocol)[name]
     chk = _Checker(ctx, name)
     out = chk.object(args, spec["parameters"], "", spec["aliases"])
     chk.args = a = out if isinstance(out, dict) else {}
@@ -744,7 +492,7 @@ def _check(name: str, args: Any, protocol: str, ctx: Context | None) -> _Checker
 
 def validate(name: str, args: Any, protocol: str, ctx: Context | None = None) -> list[str]:
     """Problems with one call (empty when it is valid). Coerces a copy; `args` is left as it is."""
-    tools = _tools(protocol)
+    tools = protocol_tools(protocol)
     if name not in tools:
         return [f"unknown tool {name!r}; available: {', '.join(tools)}"]
     return [m for _, m in _check(name, copy.deepcopy(args), protocol, ctx).problems]
@@ -806,7 +554,7 @@ def _reject(code: str, problems: list[str], protocol: str, ctx: Context | None, 
 # ---- parsing -------------------------------------------------------------------------------------------
 def parse(text: str, protocol: str, ctx: Context | None = None) -> Action | Rejection:
     """Read one model output under `protocol`; validate it against `ctx` when given. Never raises on `text`."""
-    _tools(protocol)  # an unknown protocol is the caller's bug, not the model's
+    protocol_tools(protocol)  # an unknown protocol is the caller's bug, not the model's
     try:
         return _parse(text, protocol, ctx)
     except Exception as e:  # noqa: BLE001 - last line of defence; tests assert it never fires
@@ -850,8 +598,8 @@ def _parse_call(text: str, raw: str, protocol: str, ctx: Context | None, warning
     found, extra, error = None, 0, None
     for pos, span in spans:
         try:
-            obj = _loads_any(span)
-        except _ParseError as e:
+            obj = lenient_json.loads_any(span)
+        except lenient_json.ParseError as e:
             if tagged and found is None:
                 return _reject("bad_json", [f"the JSON of the tool call could not be read: {e}; write valid JSON, "
                                             f"with double-quoted keys and strings"], protocol, ctx, raw)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 
+from agent.tool_schemas import SCALE_RANGE
+
 PAD_SEEN = 28  # VRAG-RL pads crops by 28 px in the model's coordinates
 OBS_MAX_PIXELS = 512 * 28 * 28  # VRAG-RL's per-image ceiling for observations (401,408)
 OBS_MIN_PIXELS = 256 * 28 * 28  # and its floor: crops of small regions are enlarged to at least this
 MIN_PIXELS = 4 * 28 * 28
-SCALE_RANGE = (0.25, 4.0)
 
 
 class ToolError(ValueError):
