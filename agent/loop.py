@@ -25,6 +25,7 @@ from agent.state import AgentConfig, EpisodeState
 from agent.toolbox import Toolbox, count_context, strip_images
 
 log = logging.getLogger(__name__)
+RESIZE_CACHE_MAX = 64  # resized views kept per episode (a few hundred MB at most)
 
 
 class Agent:
@@ -50,7 +51,7 @@ class Agent:
         proto = make_protocol(cfg.protocol, tools)
         st = self.state = EpisodeState(question=question.strip(), config=cfg)
         trace = Trace(question=st.question, protocol=cfg.protocol, backend=self.policy.describe(),
-                      config={"agent": cfg.to_dict(), "policy": getattr(self.policy, "config_dict", lambda: {})()})
+                      config={"agent": cfg.to_dict(), "policy": _policy_config(self.policy)})
         t_start = time.perf_counter()
         model_total = 0.0
 
@@ -115,6 +116,8 @@ class Agent:
                 rec.retrieval_s = tools.retrieval_s - r0
                 rec.agent_s = max(0.0, time.perf_counter() - t0 - rec.model_s - rec.retrieval_s)
                 trace.steps.append(rec)
+                while len(st.resize_cache) > RESIZE_CACHE_MAX:  # oldest views first; a long episode stays bounded
+                    st.resize_cache.pop(next(iter(st.resize_cache)))
             if st.done:
                 trace.status = "answered"
         finally:
@@ -129,6 +132,11 @@ class Agent:
                              "agent_s": round(max(0.0, total - model_total - tools.retrieval_s), 4),
                              "total_s": round(total, 4)}
         yield Finished(st.step, trace=trace)
+
+
+def _policy_config(policy: Policy) -> dict[str, Any]:
+    cfg = getattr(policy, "config", None)
+    return cfg.to_dict() if hasattr(cfg, "to_dict") else {}
 
 
 def run(question: str, retriever, policy: Policy, **config: Any) -> Trace:

@@ -150,3 +150,43 @@ def test_vanilla_one_call_with_top_k_pages(retriever):
 def test_empty_question_is_refused(retriever):
     with pytest.raises(ValueError, match="empty"):
         list(Agent(retriever, ScriptedPolicy(script=["x"])).stream("  "))
+
+
+def test_unreachable_backend_ends_the_episode_with_its_message(retriever):
+    from agent.backends.base import Policy, PolicyError
+
+    class Down(Policy):
+        def stream(self, messages, view=None):
+            raise PolicyError("cannot reach the OpenAI-compatible endpoint at http://127.0.0.1:9/v1")
+            yield  # pragma: no cover
+
+    events = list(Agent(retriever, Down()).stream("anything?"))
+    err = [e for e in events if isinstance(e, ErrorEvent)]
+    trace = events[-1].trace
+    assert len(err) == 1 and "127.0.0.1:9" in err[0].message
+    assert trace.status == "error" and "cannot reach" in trace.error and trace.answer is None
+
+
+def test_a_vanished_file_becomes_an_observation_not_a_crash(tmp_path):
+    from retrieval.units import Hit, Unit
+
+    gone = Unit(uid="u1", source=str(tmp_path / "deleted.png"), root=str(tmp_path), modality="image",
+                content_hash="x", text="a poster that was deleted after indexing", width=800, height=600)
+
+    class OneHit:
+        ocr = None
+
+        def search(self, query, k=3, filters=None, mode="hybrid"):
+            return [Hit(gone, 1.0, rank=1)]
+
+    script = [format_call("add_search_node", {"id": "s1", "query": "poster", "parent_ids": ["root"]}),
+              format_call("crop", {"image": "Picture 1", "bbox": [10, 10, 100, 100]}),
+              format_call("add_answer_node", {"answer": "Not answerable", "parent_ids": ["s1"]})]
+    policy = ScriptedPolicy(script=script)
+    events = list(Agent(OneHit(), policy).stream("What does the poster say?"))
+    trace = events[-1].trace
+    shown = " ".join(p.get("text", "") for p in policy.calls[1][1]["content"] if p["type"] == "text")
+    assert "could not be loaded" in shown and "deleted.png" in shown
+    errors = [e for e in events if isinstance(e, ErrorEvent)]
+    assert len(errors) == 1 and "crop" in errors[0].message
+    assert trace.status == "answered"
