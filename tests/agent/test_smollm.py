@@ -147,3 +147,21 @@ def test_answer_supported():
     assert S.answer_supported("4.2 million euros", evidence)
     assert not S.answer_supported("7.9 million dollars", evidence)
     assert not S.answer_supported("Not answerable", evidence)
+
+
+def test_embedded_default_answers_from_the_zoomed_footnote(lm, mixed_index):
+    """Acceptance 1 in miniature: the embedded policy with the real SmolLM2 zooms into the poster's small
+    print, answers from it, cites the region, and its trace reloads into the identical graph."""
+    import json
+
+    from agent.backends.embedded import EmbeddedPolicy
+    from agent.events import Trace
+    from agent.loop import Agent
+    from retrieval.retriever import Retriever
+
+    trace = Agent(Retriever(mixed_index), EmbeddedPolicy(lm=lm)).ask(
+        "How many customers can join the Heron drone pilot?")
+    assert trace.status == "answered" and "12" in trace.answer
+    assert any(c["bbox"] and c["file"].endswith("logimat_poster.png") for c in trace.citations)
+    again = Trace.from_dict(json.loads(json.dumps(trace.to_dict())))
+    assert again.memory_graph().to_dict() == trace.graph
