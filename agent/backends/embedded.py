@@ -99,6 +99,7 @@ class EmbeddedPolicy(Policy):
         self._lm = KeywordLM() if (lm is None and self.config.model == "keyword") else lm
         self._ocr = ocr
         self._boxes: dict[str, Any] = {}  # uid/crop -> OCR result, so a page is read once per session
+        self._rewrites: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def describe(self) -> str:
@@ -207,8 +208,12 @@ class EmbeddedPolicy(Policy):
 
     # -- pieces --------------------------------------------------------------------------------------------
     def rewrite(self, question: str) -> str:
-        q = self.lm.rewrite_query(question)
-        return q.strip() or fallback_query(question)
+        if question not in self._rewrites:  # asked again when choosing a second query: run the LM once
+            q = self.lm.rewrite_query(question).strip()
+            self._rewrites[question] = q or fallback_query(question)
+            while len(self._rewrites) > 256:
+                self._rewrites.pop(next(iter(self._rewrites)))
+        return self._rewrites[question]
 
     def answer(self, st, evidence: list) -> str:
         texts = [ev.text for ev in evidence if ev is not None and ev.text.strip()][:4]
