@@ -180,8 +180,7 @@ class VimragProtocol(Protocol):
             # validate before the node exists, so a bad box leaves the graph untouched
             ev, box = self.tools.crop(st, src.info_id, a["bbox"], node_id)
             node = g.add_node(node_id, "crop", parents, f"crop {src.info_id} {list(a['bbox'])}")
-            event: Event = Cropped(st.step, node_id=node.id, info_id=ev.info_id, source_info_id=src.info_id,
-                                   bbox_seen=list(a["bbox"]), bbox_raw=box, citation=ev.citation())
+            event: Event = _cropped(st, node.id, ev, src.info_id, a["bbox"], box)
         else:
             ev = self.tools.scale(st, src.info_id, float(a["factor"]), node_id)
             node = g.add_node(node_id, "scale", parents, f"scale {src.info_id} x{a['factor']}")
@@ -190,6 +189,11 @@ class VimragProtocol(Protocol):
                            factor=float(a["factor"]), pixels=top, citation=ev.citation())
         st.pending, st.pending_node = [ev.info_id], node.id
         return [event]
+
+
+def _cropped(st: EpisodeState, node_id: str, ev, source_id: str, bbox_seen, bbox_raw) -> Cropped:
+    return Cropped(st.step, node_id=node_id, info_id=ev.info_id, source_info_id=source_id,
+                   bbox_seen=list(bbox_seen), bbox_raw=list(bbox_raw), citation=ev.citation())
 
 
 def _fresh_id(graph, prefix: str) -> str:
@@ -215,6 +219,11 @@ class LinearProtocol(Protocol):
     def reject(self, st: EpisodeState, message: str, raw: str) -> list[Event]:
         self.observe(st, raw, [{"type": "text", "text": f"Observation: {message}"}])
         return [ErrorEvent(st.step, message=message, raw=raw[:2000])]
+
+    def answer(self, st: EpisodeState, answer: str) -> list[Event]:
+        node = st.graph.add_node(_fresh_id(st.graph, "answer"), "answer", [_last_node(st)])
+        node.summary = answer
+        return self.finish(st, answer, node.id)
 
     def _search_node(self, st: EpisodeState, query: str) -> str:
         node = st.graph.add_node(_fresh_id(st.graph, "search"), "search", [_last_node(st)], query)
@@ -248,9 +257,7 @@ class ReactProtocol(LinearProtocol):
             if action.name in ("crop", "scale"):
                 return self._derive(action, st)
             if action.name == "answer":
-                node = st.graph.add_node(_fresh_id(st.graph, "answer"), "answer", [_last_node(st)])
-                node.summary = a["answer"]
-                return self.finish(st, a["answer"], node.id)
+                return self.answer(st, a["answer"])
         except (GraphError, ToolError) as e:
             return self.reject(st, str(e), action.raw)
         return self.reject(st, f"tool {action.name!r} is not available in this protocol", action.raw)
@@ -260,8 +267,7 @@ class ReactProtocol(LinearProtocol):
         node_id = _fresh_id(st.graph, tool)
         if tool == "crop":
             ev, box = self.tools.crop(st, a["image"], a["bbox"], node_id)
-            event: Event = Cropped(st.step, node_id=node_id, info_id=ev.info_id, source_info_id=a["image"],
-                                   bbox_seen=list(a["bbox"]), bbox_raw=box, citation=ev.citation())
+            event: Event = _cropped(st, node_id, ev, a["image"], a["bbox"], box)
         else:
             ev = self.tools.scale(st, a["image"], float(a["factor"]), node_id)
             event = Scaled(st.step, node_id=node_id, info_id=ev.info_id, source_info_id=a["image"],
@@ -281,7 +287,7 @@ class VragProtocol(LinearProtocol):
             if action.name == "search":
                 node_id = self._search_node(st, a["query"])
                 hits = self.tools.search(st, node_id, a["query"])
-                seen = {i for _, it in st.graph.items() for i in [it.info_id]}
+                seen = {it.info_id for _, it in st.graph.items()}
                 fresh = [e.info_id for e in hits if e.info_id not in seen][:1]  # one new page per search
                 self._remember(st, node_id, fresh)
                 if fresh and st.evidence.get(fresh[0]).kind == "image":
@@ -296,15 +302,12 @@ class VragProtocol(LinearProtocol):
                 ev, box = self.tools.crop(st, st.last_image, a["bbox"], node_id)
                 st.graph.add_node(node_id, "crop", [_last_node(st)], f"crop {st.last_image}")
                 self._remember(st, node_id, [ev.info_id])
-                event = Cropped(st.step, node_id=node_id, info_id=ev.info_id, source_info_id=st.last_image,
-                                bbox_seen=list(a["bbox"]), bbox_raw=box, citation=ev.citation())
+                event = _cropped(st, node_id, ev, st.last_image, a["bbox"], box)
                 st.last_image = ev.info_id
                 self.observe(st, action.raw, self.tools.show(st, [ev.info_id], VRAG_MAX_PIXELS))
                 return [event]
             if action.name == "answer":
-                node = st.graph.add_node(_fresh_id(st.graph, "answer"), "answer", [_last_node(st)])
-                node.summary = a["answer"]
-                return self.finish(st, a["answer"], node.id)
+                return self.answer(st, a["answer"])
         except (GraphError, ToolError) as e:
             return self.reject(st, str(e), action.raw)
         return self.reject(st, f"action {action.name!r} is not available in this protocol", action.raw)
