@@ -20,7 +20,7 @@ from agent.actions import Rejection
 from agent.backends.base import Policy, PolicyError
 from agent.events import (ErrorEvent, Event, Finished, LimitReached, ModelOutput, StepRecord, StepStarted,
                           ToolCall, Trace)
-from agent.protocols import make_protocol
+from agent.protocols import citations, make_protocol
 from agent.state import AgentConfig, EpisodeState
 from agent.toolbox import Toolbox, count_context, strip_images
 
@@ -125,8 +125,6 @@ class Agent:
             trace.answer = st.answer
             trace.graph = st.graph.to_dict()
             trace.evidence = st.evidence.to_dict()
-            from agent.protocols import citations
-
             trace.citations = citations(st) if st.done else []
             trace.timings = {"model_s": round(model_total, 4), "retrieval_s": round(tools.retrieval_s, 4),
                              "agent_s": round(max(0.0, total - model_total - tools.retrieval_s), 4),

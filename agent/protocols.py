@@ -173,7 +173,7 @@ class VimragProtocol(Protocol):
 
     def _derive(self, tool: str, a: dict, st: EpisodeState) -> list[Event]:
         g = st.graph
-        src = self.tools._image_evidence(st, a["image"])
+        src = self.tools.image_evidence(st, a["image"])
         parents = a.get("parent_ids") or [src.node_id if src.node_id in g.nodes else "root"]
         node_id = a.get("id") or _fresh_id(g, tool)
         if tool == "crop":
@@ -322,7 +322,6 @@ class VanillaProtocol(Protocol):
             node = st.graph.add_node("search1", "search", ["root"], st.question)
             ids = [e.info_id for e in self.tools.search(st, node.id, st.question, k=st.config.vanilla_k)]
             st.pending, st.pending_node = ids, node.id
-            self._ids = ids
             for i in ids:
                 ev = st.evidence.get(i)
                 node.items.append(Item(info_id=i, unit_uid=ev.unit.uid, modality=ev.unit.modality, priority=3,

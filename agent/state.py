@@ -6,9 +6,10 @@ ignore it; the embedded controller and the scripted test policy use it to choose
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agent.backends.base import strict_from_dict
 from agent.evidence import EvidenceStore
 from agent.tools import OBS_MAX_PIXELS
 from memory_graph.energy import GAMMA, LAMBDA, MAX_FRAME_PIXELS, MAX_IMAGE_PIXELS, S_TOTAL, TOP_K
@@ -47,11 +48,7 @@ class AgentConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "AgentConfig":
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"unknown agent settings {unknown}; known ones are {sorted(names)}")
-        return cls(**d)
+        return strict_from_dict(cls, d, "agent")
 
 
 @dataclass

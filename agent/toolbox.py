@@ -33,7 +33,7 @@ class Toolbox:
             raise ToolError("no index is loaded, so search cannot run; build one with `vimrag index DIR`")
         q: Any = query
         if image_id:
-            src = self._image_evidence(st, image_id)
+            src = self.image_evidence(st, image_id)
             img = st.evidence.raw_image(src)
             if bbox:
                 x1, y1, x2, y2 = map_bbox(bbox, self._seen(st, src), img.size)
@@ -60,7 +60,7 @@ class Toolbox:
         return found
 
     # -- crop and scale -----------------------------------------------------------------------------------
-    def _image_evidence(self, st: EpisodeState, info_id: str) -> Evidence:
+    def image_evidence(self, st: EpisodeState, info_id: str) -> Evidence:
         ev = st.evidence.get(info_id)
         if ev is None:
             known = ", ".join(st.evidence.by_id) or "none yet"
@@ -79,7 +79,7 @@ class Toolbox:
         return target_size(w, h, st.config.obs_pixels, patch=self.patch)
 
     def crop(self, st: EpisodeState, info_id: str, bbox: list[float], node_id: str) -> tuple[Evidence, list[int]]:
-        src = self._image_evidence(st, info_id)
+        src = self.image_evidence(st, info_id)
         raw = st.evidence.raw_size(src)
         box = map_bbox(bbox, self._seen(st, src), raw)
         full_box = compose_box(src.crop_box, box)
@@ -89,7 +89,7 @@ class Toolbox:
         return ev, full_box
 
     def scale(self, st: EpisodeState, info_id: str, factor: float, node_id: str) -> Evidence:
-        src = self._image_evidence(st, info_id)
+        src = self.image_evidence(st, info_id)
         scaled_budget(st.config.obs_pixels, factor, st.config.max_image_pixels)  # validates the range
         return st.evidence.derive(src, node_id, scale=float(factor))
 

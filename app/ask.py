@@ -74,14 +74,16 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"backend: {policy.describe()}\nprotocol: {cfg.protocol}\n", file=out)
     trace = None
-    for ev in agent.stream(args.question):
-        if isinstance(ev, Finished):
-            trace = ev.trace
-        elif not args.json:
-            line = format_event(ev, args.show_model)
-            if line:
-                print(line, file=out, flush=True)
-    policy.close()
+    try:
+        for ev in agent.stream(args.question):
+            if isinstance(ev, Finished):
+                trace = ev.trace
+            elif not args.json:
+                line = format_event(ev, args.show_model)
+                if line:
+                    print(line, file=out, flush=True)
+    finally:
+        policy.close()
     if args.trace:
         Path(args.trace).write_text(json.dumps(trace.to_dict(), indent=1, ensure_ascii=False))
     if args.graph:

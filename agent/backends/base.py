@@ -19,6 +19,15 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterator
 
 
+def strict_from_dict(cls, d: dict[str, Any], what: str):
+    """Build config dataclass `cls` from `d`, refusing unknown keys by name (a typo must not pass silently)."""
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(d) - names)
+    if unknown:
+        raise ValueError(f"unknown {what} settings {unknown}; known ones are {sorted(names)}")
+    return cls(**d)
+
+
 class PolicyError(RuntimeError):
     """A backend could not produce an answer (unreachable endpoint, bad model path...). Says how to fix it."""
 
@@ -46,11 +55,7 @@ class PolicyConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PolicyConfig":
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"unknown policy settings {unknown}; known ones are {sorted(names)}")
-        return cls(**d)
+        return strict_from_dict(cls, d, "policy")
 
 
 class Policy:
