@@ -4,6 +4,7 @@
     vimrag search "QUERY" --index DIR     print the best hits with file, page / time span and score
     vimrag serve-search --index DIR       the VRAG/VimRAG-compatible HTTP search API on 127.0.0.1
     vimrag ask "QUESTION" --index DIR     answer with the agent, printing its steps and a cited answer
+    vimrag demo                           the web demo on http://127.0.0.1:7860 (bundled corpus)
 
 Every subcommand takes --help. Errors print one line saying what to do and exit non-zero.
 """
@@ -132,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     from app.ask import add_parser as add_ask
 
     add_ask(sub, _default_index())
+    from app.web import add_parser as add_demo
+
+    add_demo(sub)
     return p
 
 

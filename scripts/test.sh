@@ -3,11 +3,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
-# Tesseract is optional (OCR falls back to RapidOCR); install it when we can, so its path is tested too.
-if ! command -v tesseract >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr >/dev/null) \
-    || echo "test: could not install tesseract-ocr; its tests will be skipped"
+# Debian packages the tests use: chromium for the real-browser UI test (playwright drives it; it cannot
+# download its own browser here), tesseract-ocr for the optional OCR engine (RapidOCR is the fallback).
+want_apt=()
+command -v chromium >/dev/null 2>&1 || want_apt+=(chromium)
+command -v tesseract >/dev/null 2>&1 || want_apt+=(tesseract-ocr)
+if [ ${#want_apt[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "test: installing ${want_apt[*]} from Debian"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${want_apt[@]}" >/dev/null) \
+    || echo "test: could not install ${want_apt[*]}; the tests that need them will be skipped"
 fi
+# Where chromium is installed, the browser test must run, not skip.
+command -v chromium >/dev/null 2>&1 && export VIMRAG_REQUIRE_BROWSER=${VIMRAG_REQUIRE_BROWSER:-1}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False TOKENIZERS_PARALLELISM=false
 set +e
 .venv/bin/python -m pytest "$@"

@@ -1,0 +1,404 @@
+"""The Gradio web demo: ask about a corpus and watch the agent search, crop, zoom and remember.
+
+    vimrag demo                         # bundled corpus, embedded default, http://127.0.0.1:7860
+    vimrag demo --workdir DIR --port 7861 --backend openai --base-url http://127.0.0.1:8000/v1 --model M
+
+Panels: the chat (one message per agent step, then the cited answer), the evidence gallery (crop boxes
+drawn on their sources, video frames with their timestamps), the memory graph (node energies and the
+pixels each item gets), the corpus (upload and index, with a progress bar), and the settings (backend,
+protocol, budgets). Every question runs through the queue with a concurrency limit; Stop cancels it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from app.workspace import SCOPE_ALL, SCOPE_BUNDLED, SCOPE_UPLOADS, Workspace, load_questions
+
+EMBEDDED_NOTE = (
+    "You are running the **embedded offline default**: a deterministic controller that makes the same tool "
+    "calls a VLM would (search, memorize, crop, answer) with SmolLM2-135M for reading answers out of text "
+    "and OCR. It does not see pixels, so it is a demonstration of the machinery, not of a VLM's judgement. "
+    "To use a real model, open **Settings** and choose *OpenAI-compatible endpoint* (e.g. "
+    "`vllm serve Qwen/Qwen2.5-VL-7B-Instruct`, then URL `http://127.0.0.1:8000/v1`) or a local "
+    "*transformers* Qwen2.5-VL / Qwen3-VL path.")
+CSS = """
+#graph img { object-fit: contain; }
+#backend-line { font-size: 0.92em; }
+footer { display: none !important; }
+"""
+PROTOCOLS = ["vimrag", "vrag", "react", "vanilla"]
+BACKENDS = {"embedded (offline default)": "embedded", "OpenAI-compatible endpoint": "openai",
+            "local transformers model": "transformers"}
+REDRAW_EVERY_S = 0.12  # the fastest the page is updated while a model streams text
+
+
+def default_settings(backend: str = "embedded", model: str = "", base_url: str = "http://127.0.0.1:8000/v1",
+                     api_key: str = "") -> dict[str, Any]:
+    from agent.state import AgentConfig
+
+    a = AgentConfig()
+    return {"policy": {"backend": backend, "model": model, "base_url": base_url, "api_key": api_key},
+            "agent": {"protocol": a.protocol, "max_steps": a.max_steps, "s_total": a.s_total, "top_k": a.top_k}}
+
+
+def describe_backend(settings: dict[str, Any]) -> str:
+    p = settings["policy"]
+    a = settings["agent"]
+    if p["backend"] == "embedded":
+        what = "embedded offline default (SmolLM2-135M + deterministic controller)"
+    elif p["backend"] == "openai":
+        what = f"OpenAI-compatible endpoint `{p['base_url']}`, model `{p['model'] or '(first served)'}`"
+    else:
+        what = f"local transformers model `{p['model']}`"
+    return (f"**Backend:** {what} · **protocol:** {a['protocol']} · max {a['max_steps']} steps · "
+            f"top-k {a['top_k']} · budget {a['s_total']:,} px")
+
+
+class DemoApp:
+    """The Blocks app and its handlers; handlers are plain methods so tests can call them directly."""
+
+    def __init__(self, ws: Workspace, settings: dict[str, Any] | None = None, concurrency: int = 2,
+                 questions: list[dict[str, Any]] | None = None) -> None:
+        self.ws = ws
+        self.settings0 = settings or default_settings()
+        self.concurrency = concurrency
+        self.questions = load_questions() if questions is None else questions
+        self._model_locks: dict[int, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+
+    # -- asking -----------------------------------------------------------------------------------
+    def ask(self, question: str, history: list | None, settings: dict[str, Any], scope: str):
+        """Generator: (chat, gallery, graph, trace file, status) after each event worth showing."""
+        import gradio as gr
+
+        from agent.backends.base import PolicyConfig, PolicyError
+        from agent.loop import Agent
+        from agent.state import AgentConfig
+        from app.views import ChatView, graph_picture, trace_json
+
+        question = (question or "").strip()
+        history = list(history or [])
+        if not question:
+            gr.Warning("Type a question first, or click one of the examples.")
+            yield history, gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return
+        view = ChatView(question, history)
+        try:
+            pcfg = PolicyConfig.from_dict(settings["policy"])
+            cfg = AgentConfig.from_dict({**settings["agent"], "docs": self.ws.docs_for(scope)})
+            policy = self.ws.policy(pcfg)
+        except (PolicyError, ValueError, ImportError, OSError) as e:
+            view._note("Cannot start", f"{e}\n\nFix the settings or the corpus and ask again.")
+            yield view.messages, gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return
+        run = self.ws.new_run()
+        agent = Agent(self.ws.retriever, policy, cfg)
+        pics: dict[tuple, list] = {}
+        gallery, graph = [], None
+        last = 0.0
+        lock = self._model_lock(policy) if pcfg.backend == "transformers" else None
+        if lock is not None:
+            lock.acquire()
+        try:
+            for ev in agent.stream(question):
+                changed = view.apply(ev)
+                now = time.perf_counter()
+                if ev.kind == "model_output" and not ev.done and now - last < REDRAW_EVERY_S:
+                    continue
+                if changed or ev.kind == "step_started":
+                    gallery = self._gallery(agent.state, run, pics)
+                    graph = str(run / f"graph_{ev.step:03d}.png")
+                    graph_picture(agent.state).save(graph)
+                last = now
+                if ev.kind == "finished":
+                    path = run / "trace.json"
+                    path.write_text(trace_json(ev.trace), encoding="utf-8")
+                    status = (f"{ev.trace.status.capitalize()} in {ev.trace.timings.get('total_s', 0):.1f} s, "
+                              f"{len(ev.trace.steps)} steps. Export the trace with the button.")
+                    yield view.messages, gallery, graph, gr.update(value=str(path), interactive=True), status
+                    return
+                yield view.messages, gallery, graph, gr.skip(), f"Step {ev.step} · {ev.kind.replace('_', ' ')}"
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _model_lock(self, policy) -> threading.Lock:
+        """A local model answers one episode at a time (endpoints queue on their own)."""
+        with self._locks_lock:
+            return self._model_locks.setdefault(id(policy), threading.Lock())
+
+    @staticmethod
+    def _gallery(state, run: Path, cache: dict[tuple, list]) -> list[tuple[str, str]]:
+        """Gallery entries as files under the run folder; a picture is drawn again only when it changed."""
+        from app.views import evidence_entries, evidence_picture
+
+        out = []
+        for key, ev, item in evidence_entries(state):
+            if key not in cache:
+                entries = []
+                for j, (img, cap) in enumerate(evidence_picture(state, ev, item)):
+                    path = run / f"ev_{len(cache):03d}_{j}.jpg"
+                    img.save(path, quality=88)
+                    entries.append((str(path), cap))
+                cache[key] = entries
+            out += cache[key]
+        return out
+
+    @staticmethod
+    def stop(history: list | None):
+        """Stop button: the running answer is cancelled; pending steps are closed and a note added."""
+        import gradio as gr
+
+        msgs = list(history or [])
+        for m in msgs:
+            md = m.get("metadata") if isinstance(m, dict) else getattr(m, "metadata", None)
+            if md and md.get("status") == "pending":
+                md["status"] = "done"
+        msgs.append(gr.ChatMessage(role="assistant", content="Stopped. Ask again, or ask something else.",
+                                   metadata={"title": "Stopped", "status": "done"}))
+        return msgs, "Stopped."
+
+    # -- settings -----------------------------------------------------------------------------------
+    def apply_settings(self, backend_label: str, base_url: str, model: str, api_key: str, model_path: str,
+                       protocol: str, max_steps: float, s_total: float, top_k: float, settings: dict[str, Any]):
+        """Validate and apply the settings form; on a problem keep the old settings and say what is wrong."""
+        import gradio as gr
+
+        from agent.backends.base import PolicyConfig, PolicyError
+        from agent.state import AgentConfig
+
+        backend = BACKENDS.get(backend_label, backend_label)
+        policy = {"backend": backend, "model": "", "base_url": "http://127.0.0.1:8000/v1", "api_key": ""}
+        if backend == "openai":
+            if not (base_url or "").strip().startswith(("http://", "https://")):
+                gr.Warning(f"The endpoint URL {base_url!r} must start with http:// or https:// "
+                           "(e.g. http://127.0.0.1:8000/v1). Settings unchanged.")
+                return settings, describe_backend(settings), self._note_for(settings)
+            policy.update(base_url=base_url.strip(), model=(model or "").strip(), api_key=api_key or "")
+        elif backend == "transformers":
+            if not (model_path or "").strip():
+                gr.Warning("Give a local model folder (or a cached Hugging Face id) for the transformers "
+                           "backend. Settings unchanged.")
+                return settings, describe_backend(settings), self._note_for(settings)
+            policy["model"] = model_path.strip()
+        new = {"policy": policy, "agent": {"protocol": protocol, "max_steps": int(max_steps),
+                                           "s_total": int(s_total), "top_k": int(top_k)}}
+        try:
+            AgentConfig.from_dict(new["agent"])
+            self.ws.policy(PolicyConfig.from_dict(policy))  # loads the model now, so errors show here
+        except (PolicyError, ValueError, ImportError, OSError) as e:
+            gr.Warning(f"Settings not applied: {e}")
+            return settings, describe_backend(settings), self._note_for(settings)
+        gr.Info("Settings applied.")
+        return new, describe_backend(new), self._note_for(new)
+
+    @staticmethod
+    def _note_for(settings: dict[str, Any]):
+        import gradio as gr
+
+        return gr.update(visible=settings["policy"]["backend"] == "embedded")
+
+    # -- corpus -------------------------------------------------------------------------------------
+    def upload(self, files: list | None, progress=None):
+        """Index uploaded files; returns (summary markdown, files table, cleared upload box)."""
+        import gradio as gr
+
+        paths = [f if isinstance(f, str) else getattr(f, "name", str(f)) for f in (files or [])]
+        if not paths:
+            gr.Warning("Choose files to upload first.")
+            return "Nothing uploaded.", self.files_table(), None
+        summary, problems = self.ws.add_uploads(paths, progress=True)
+        lines = []
+        if summary is not None:
+            lines.append(f"Indexed {summary.units_indexed} units from {summary.files_indexed} files "
+                         f"({summary.unchanged} already indexed) in {summary.seconds:.1f} s; the index holds "
+                         f"{summary.total_units} units.")
+        if problems:
+            lines.append("**Not indexed:**\n" + "\n".join(f"- {p}" for p in problems))
+            gr.Warning("Some files were not indexed: " + "; ".join(problems)[:400])
+        return "\n\n".join(lines), self.files_table(), None
+
+    def reindex_bundled(self, progress=None):
+        import gradio as gr
+
+        try:
+            s = self.ws.index_bundled(progress=True)
+        except (OSError, ValueError) as e:
+            gr.Warning(str(e))
+            return str(e), self.files_table()
+        return s.format().replace("\n", "  \n"), self.files_table()
+
+    def files_table(self):
+        rows = self.ws.files()
+        return [[r["file"], r["corpus"], r["kind"], r["units"], r["status"], r["reason"]] for r in rows]
+
+    # -- the page -----------------------------------------------------------------------------------
+    def build(self):
+        import gradio as gr
+
+        s0 = self.settings0
+        p0, a0 = s0["policy"], s0["agent"]
+        qs = [q["question"] for q in self.questions]
+        with gr.Blocks(title="VimRAG: multimodal deep research") as demo:
+            settings = gr.State(s0)
+            gr.Markdown("# VimRAG\nAsk about PDFs, images and videos. The agent searches, crops and zooms into "
+                        "evidence, keeps a graph of what it learned, and answers with citations.")
+            backend_line = gr.Markdown(describe_backend(s0), elem_id="backend-line")
+            embedded_note = gr.Markdown(EMBEDDED_NOTE, visible=p0["backend"] == "embedded",
+                                        elem_id="embedded-note")
+            with gr.Row():
+                with gr.Column(scale=5):
+                    chat = gr.Chatbot(label="Agent", height=620, elem_id="chat", group_consecutive_messages=False,
+                                      placeholder="Ask a question, or click an example below.")
+                    with gr.Row():
+                        question = gr.Textbox(placeholder="Ask about the corpus…", show_label=False, scale=6,
+                                              elem_id="question", max_lines=4)
+                        ask_btn = gr.Button("Ask", variant="primary", scale=1, elem_id="ask")
+                        stop_btn = gr.Button("Stop", variant="stop", scale=1, elem_id="stop")
+                    examples = gr.Dataset(components=[gr.Textbox(visible=False)], samples=[[q] for q in qs],
+                                          label="Example questions", type="index", elem_id="examples",
+                                          samples_per_page=12)
+                    status = gr.Markdown("", elem_id="status")
+                with gr.Column(scale=4):
+                    gallery = gr.Gallery(label="Evidence: retrieved and memorized (★), crops boxed in red",
+                                         columns=4, height=300, elem_id="evidence", object_fit="contain",
+                                         interactive=False)
+                    graph = gr.Image(label="Memory graph: node energy and the pixels each item keeps",
+                                     type="filepath", elem_id="graph", interactive=False, height=420)
+                    trace_file = gr.DownloadButton("Export trace (JSON)", value=None, interactive=False,
+                                                   elem_id="export")
+            with gr.Accordion("Corpus", open=False):
+                scope = gr.Radio([SCOPE_ALL, SCOPE_BUNDLED, SCOPE_UPLOADS], value=SCOPE_ALL, label="Search in",
+                                 elem_id="scope")
+                with gr.Row():
+                    files = gr.File(label=f"Upload PDFs, images, videos or text (at most {self.ws.max_upload_mb} "
+                                          "MB each)", file_count="multiple", elem_id="upload",
+                                    file_types=[".pdf", "image", "video", ".txt", ".md", ".markdown", ".rst"])
+                    with gr.Column():
+                        upload_btn = gr.Button("Add to the index", variant="primary", elem_id="upload-btn")
+                        bundled_btn = gr.Button("Re-index the bundled corpus", elem_id="bundled-btn")
+                index_summary = gr.Markdown("", elem_id="index-summary")
+                table = gr.Dataframe(self.files_table(), headers=["file", "corpus", "kind", "units", "status",
+                                                                  "reason"], interactive=False,
+                                     elem_id="files", wrap=True)
+            with gr.Accordion("Settings", open=False):
+                with gr.Row():
+                    backend = gr.Radio(list(BACKENDS), label="Backend", elem_id="backend",
+                                       value=next(k for k, v in BACKENDS.items() if v == p0["backend"]))
+                    protocol = gr.Dropdown(PROTOCOLS, value=a0["protocol"], label="Protocol", elem_id="protocol")
+                with gr.Row():
+                    base_url = gr.Textbox(p0["base_url"], label="Endpoint URL (OpenAI-compatible)")
+                    model = gr.Textbox(p0["model"] if p0["backend"] == "openai" else "", label="Model name")
+                    api_key = gr.Textbox(p0["api_key"], label="API key", type="password")
+                model_path = gr.Textbox(p0["model"] if p0["backend"] == "transformers" else "",
+                                        label="Local transformers model (folder or cached HF id)")
+                with gr.Row():
+                    max_steps = gr.Slider(1, 40, value=a0["max_steps"], step=1, label="Max steps")
+                    s_total = gr.Number(a0["s_total"], label="Pixel budget of the visual memory", precision=0,
+                                        minimum=200_704)
+                    top_k = gr.Slider(1, 10, value=a0["top_k"], step=1, label="Results per search (top-k)")
+                apply_btn = gr.Button("Apply settings", elem_id="apply")
+
+            outs = [chat, gallery, graph, trace_file, status]
+            ask_evt = gr.on([ask_btn.click, question.submit], self.ask, [question, chat, settings, scope], outs,
+                            concurrency_limit=self.concurrency, concurrency_id="agent", api_name="ask")
+            ask_evt.then(lambda: "", None, question, api_visibility="private")
+            ex_evt = examples.click(lambda i: qs[i], examples, question, api_visibility="private").then(
+                self.ask, [question, chat, settings, scope], outs, concurrency_limit=self.concurrency,
+                concurrency_id="agent", api_visibility="private")
+            stop_btn.click(self.stop, chat, [chat, status], cancels=[ask_evt, ex_evt], queue=False,
+                           api_name="stop")
+            apply_btn.click(self.apply_settings, [backend, base_url, model, api_key, model_path, protocol,
+                                                  max_steps, s_total, top_k, settings],
+                            [settings, backend_line, embedded_note], api_name="apply_settings")
+
+            def _upload(fs, progress=gr.Progress(track_tqdm=True)):
+                return self.upload(fs, progress)
+
+            def _bundled(progress=gr.Progress(track_tqdm=True)):
+                return self.reindex_bundled(progress)
+
+            upload_btn.click(_upload, files, [index_summary, table, files], concurrency_limit=1,
+                             concurrency_id="index", api_name="upload")
+            bundled_btn.click(_bundled, None, [index_summary, table], concurrency_limit=1, concurrency_id="index",
+                              api_name="index_bundled")
+            demo.load(self.files_table, None, table, api_name="files")
+        demo.queue(max_size=64, default_concurrency_limit=self.concurrency)
+        return demo
+
+    def launch(self, host: str = "127.0.0.1", port: int = 7860, **kw):
+        import gradio as gr
+
+        demo = self.build()
+        demo.launch(server_name=host, server_port=port, allowed_paths=self.ws.served_roots(),
+                    max_file_size=f"{self.ws.max_upload_mb}mb", show_error=True, css=CSS,
+                    theme=gr.themes.Soft(), footer_links=[], **kw)
+        return demo
+
+
+def prepare_env(ws: Workspace) -> None:
+    """Offline, no telemetry, and Gradio's file cache inside the workdir (so only it and the corpus are served)."""
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("GRADIO_TEMP_DIR", str(ws.cache))
+
+
+def add_parser(sub) -> None:
+    pd = sub.add_parser("demo", help="the web demo (Gradio) on 127.0.0.1:7860",
+                        description="Serve the web demo. The bundled corpus is indexed into WORKDIR/index at "
+                                    "start (only new or changed files), so the first question works offline.")
+    pd.add_argument("--workdir", default=os.environ.get("VIMRAG_DEMO_DIR", "vimrag-demo"),
+                    help="index, uploads, run outputs (default ./vimrag-demo)")
+    pd.add_argument("--corpus", default=None, help="the bundled corpus folder (default assets/corpus)")
+    pd.add_argument("--no-bundled", action="store_true", help="do not index the bundled corpus at start")
+    pd.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
+    pd.add_argument("--port", type=int, default=7860)
+    pd.add_argument("--concurrency", type=int, default=2, help="questions answered at once (others queue)")
+    pd.add_argument("--max-upload-mb", type=int, default=50)
+    pd.add_argument("--backend", default="embedded", choices=["embedded", "openai", "transformers"])
+    pd.add_argument("--model", default="", help="model name (openai) or path/id (transformers)")
+    pd.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
+    pd.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", ""))
+    pd.add_argument("--no-warmup", action="store_true", help="do not load the model before serving")
+    pd.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from app.workspace import BUNDLED
+
+    ws = Workspace(Path(args.workdir), corpus=Path(args.corpus) if args.corpus else BUNDLED,
+                   max_upload_mb=args.max_upload_mb)
+    prepare_env(ws)
+    if not args.no_bundled:
+        print(f"indexing the bundled corpus {ws.corpus} into {ws.index_dir}")
+        print(ws.index_bundled(progress=True).format())
+    settings = default_settings(args.backend, args.model, args.base_url, args.api_key)
+    app = DemoApp(ws, settings, concurrency=args.concurrency)
+    if not args.no_warmup:
+        warm_up(app, settings)
+    print(f"serving on http://{args.host}:{args.port}  (Ctrl-C to stop)")
+    try:
+        app.launch(args.host, args.port)
+    finally:
+        ws.close()
+    return 0
+
+
+def warm_up(app: DemoApp, settings: dict[str, Any]) -> None:
+    """Load the model (and the embedded policy's SmolLM2 and OCR) before the first visitor waits for it."""
+    from agent.backends.base import PolicyConfig
+
+    t0 = time.perf_counter()
+    policy = app.ws.policy(PolicyConfig.from_dict(settings["policy"]))
+    if settings["policy"]["backend"] == "embedded":
+        print("loading the embedded SmolLM2 (the first run converts its weights once, about a minute)")
+        _ = policy.lm, policy.ocr
+    app.ws.retriever.refresh()
+    app.ws.retriever.search("warm up", k=1)
+    print(f"model and index ready in {time.perf_counter() - t0:.1f} s")
