@@ -121,7 +121,7 @@ class DemoApp:
                     path.write_text(trace_json(ev.trace), encoding="utf-8")
                     status = (f"{ev.trace.status.capitalize()} in {ev.trace.timings.get('total_s', 0):.1f} s, "
                               f"{len(ev.trace.steps)} steps. Export the trace with the button.")
-                    yield view.messages, gallery, graph, gr.update(value=str(path), interactive=True), status
+                    yield view.messages, gallery, graph, str(path), status
                     return
                 yield view.messages, gallery, graph, gr.skip(), f"Step {ev.step} · {ev.kind.replace('_', ' ')}"
         finally:
@@ -271,8 +271,7 @@ class DemoApp:
                                          interactive=False)
                     graph = gr.Image(label="Memory graph: node energy and the pixels each item keeps",
                                      type="filepath", elem_id="graph", interactive=False, height=420)
-                    trace_file = gr.DownloadButton("Export trace (JSON)", value=None, interactive=False,
-                                                   elem_id="export")
+                    trace_file = gr.DownloadButton("Export trace (JSON)", value=None, elem_id="export")
             with gr.Accordion("Corpus", open=False):
                 scope = gr.Radio([SCOPE_ALL, SCOPE_BUNDLED, SCOPE_UPLOADS], value=SCOPE_ALL, label="Search in",
                                  elem_id="scope")

@@ -1,16 +1,9 @@
 #!/usr/bin/env bash
-# Set up, index the bundled demo corpus (assets/corpus), search it, and ask the agent a question, all with the
-# embedded default models. The Gradio web demo replaces this once it lands.
+# Set up everything (scripts/setup.sh) and serve the web demo on http://127.0.0.1:7860 with the bundled
+# corpus (assets/corpus) indexed and the embedded default models. Extra arguments go to `vimrag demo`,
+# e.g. scripts/demo.sh --port 7861 --backend openai --base-url http://127.0.0.1:8000/v1 --model Qwen2.5-VL-7B
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-idx=${VIMRAG_INDEX:-vimrag-index}
-.venv/bin/vimrag index assets/corpus --index "$idx"
-for q in "revenue in Europe 2025" "how long does the battery last after the upgrade" "pilot application deadline"; do
-  echo; echo "== vimrag search \"$q\""
-  .venv/bin/vimrag search "$q" --index "$idx" -k 3
-done
-echo; echo "== vimrag ask (the first run converts the embedded SmolLM2 weights once, about a minute)"
-.venv/bin/vimrag ask "How many customers can join the Heron drone pilot?" --index "$idx" --graph memory_graph.png
-echo "memory graph drawn to memory_graph.png"
+export HF_HUB_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False TOKENIZERS_PARALLELISM=false
+exec .venv/bin/vimrag demo "$@"

@@ -1,0 +1,60 @@
+"""The web demo in a real browser: Debian's chromium driven by playwright (DESIGN.md section 6).
+
+Skips with the reason when chromium or playwright is missing; scripts/test.sh installs both and sets
+VIMRAG_REQUIRE_BROWSER=1, which turns that skip into a failure, so CI always runs it.
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# Headless, and nothing that phones home: this machine's closed network refuses such connections.
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    missing = []
+    if not Path(CHROMIUM).exists():
+        missing.append("Debian chromium (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing.append("the playwright package (scripts/setup.sh test)")
+    if missing:
+        why = "needs " + " and ".join(missing)
+        if os.environ.get("VIMRAG_REQUIRE_BROWSER") == "1":
+            pytest.fail(why + "; VIMRAG_REQUIRE_BROWSER=1 says this run must test the browser")
+        pytest.skip(why)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()
+
+
+def test_click_an_example_and_watch_the_agent_answer(browser, demo_server, tmp_path):
+    url, _ = demo_server
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(url)
+    page.locator("#examples").get_by_text("How many customers can join the Heron drone pilot?").click()
+    chat = page.locator("#chat")
+    chat.get_by_text("Sources").wait_for(timeout=120_000)
+    text = chat.inner_text()
+    assert "Step 1 · Search: “" in text and "Crop Picture" in text and "Memorize" in text
+    assert "logimat_poster.png region [" in text
+    gallery = page.locator("#evidence img")
+    assert gallery.count() > 0
+    graph = page.locator("#graph img")
+    graph.wait_for(timeout=30_000)
+    assert "graph_" in graph.get_attribute("src")
+    assert page.locator("#backend-line").inner_text().startswith("Backend: embedded")
+    assert page.locator("#embedded-note").is_visible()
+    shot = tmp_path / "answered.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 50_000
+    page.close()

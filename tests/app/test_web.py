@@ -1,0 +1,124 @@
+"""The web demo in-process through gradio_client: a cited answer, uploads, bad input, settings, file serving."""
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.app.conftest import last_answer, titles
+
+gradio_client = pytest.importorskip("gradio_client")
+
+
+@pytest.fixture
+def client(demo_server, tmp_path):
+    url, _ = demo_server
+    return gradio_client.Client(url, verbose=False, download_files=str(tmp_path), analytics_enabled=False)
+
+
+def ask(client, question: str, scope: str = "everything"):
+    """(every streamed output, the final output) of one question."""
+    job = client.submit(question, [], scope, api_name="/ask")
+    job.result(timeout=240)
+    outs = job.outputs()
+    return outs, outs[-1]
+
+
+def test_bundled_question_streams_steps_and_answers_with_citations(client):
+    outs, (chat, gallery, graph, trace, status) = ask(client, "How many customers can join the Heron drone pilot?")
+    answer = last_answer(chat)
+    assert answer.split("**Sources**")[0].strip()  # the keyword LM answers with a sentence, SmolLM2 with "12"
+    assert "limited to 12 customers" in str(chat)  # read from the zoomed footnote
+    assert "**Sources**" in answer and "logimat_poster.png region [" in answer  # the zoomed footnote is cited
+    ts = titles(chat)
+    assert any(t.startswith("Step 1 · Search: “") for t in ts)
+    assert any("Crop Picture" in t for t in ts) and any("Memorize" in t for t in ts)
+    # steps were streamed: an earlier update showed a step still pending, the final one shows all done
+    assert any((m.get("metadata") or {}).get("status") == "pending" for o in outs[:-1] for m in o[0])
+    assert all((m.get("metadata") or {}).get("status") in (None, "done") for m in chat)
+    assert len(outs) >= 5
+    assert gallery and all(Path(g["image"]).is_file() for g in gallery)
+    assert any("★ memorized" in (g.get("caption") or "") for g in gallery)
+    assert graph and Path(graph).stat().st_size > 1000
+    assert trace and Path(trace).read_text().startswith("{") and "Answered" in status
+
+
+def test_upload_is_indexed_and_searchable(client, demo_server, tmp_path):
+    _, app = demo_server
+    note = tmp_path / "okapi notes.md"
+    note.write_text("# Okapi field trial\n\nThe okapi trial counted 417 forest giraffes in Ituri.\n")
+    summary, table, cleared = client.predict([gradio_client.handle_file(str(note))], api_name="/upload")
+    assert "Indexed 1 units from 1 files" in summary, summary
+    assert ["okapi_notes.md", "my uploads"] in [r[:2] for r in table["data"]]
+    assert (app.ws.uploads / "okapi_notes.md").is_file()
+    _, (chat, gallery, *_rest) = ask(client, "How many forest giraffes did the okapi trial count?", "my uploads")
+    assert "417" in last_answer(chat)
+    assert gallery
+
+
+def test_corrupt_upload_gives_a_visible_error_and_keeps_the_index(client, demo_server, tmp_path):
+    _, app = demo_server
+    before = app.ws.retriever.stats()["units"]
+    bad = tmp_path / "broken.pdf"
+    bad.write_bytes(b"%PDF-1.7\n" + b"\x00garbage" * 100)  # a PDF header, then nothing readable
+    fake = tmp_path / "photo.png"
+    fake.write_text("not an image at all")
+    summary, table, _ = client.predict([gradio_client.handle_file(str(bad)), gradio_client.handle_file(str(fake))],
+                                       api_name="/upload")
+    assert "Not indexed" in summary
+    assert "broken.pdf:" in summary and "photo.png: not a readable image" in summary
+    assert not (app.ws.uploads / "broken.pdf").exists() and not (app.ws.uploads / "photo.png").exists()
+    assert "broken.pdf" not in [r[0] for r in table["data"]]
+    assert app.ws.retriever.stats()["units"] == before
+    # the session still works
+    _, (chat, *_r) = ask(client, "How many people does the Tampere factory employ?")
+    assert "85" in last_answer(chat)
+
+
+def test_unreachable_endpoint_is_reported_and_the_session_recovers(client):
+    desc, note = client.predict("OpenAI-compatible endpoint", "http://127.0.0.1:9/v1", "qwen", "", "", "vimrag",
+                                3, 2007040, 3, api_name="/apply_settings")
+    assert "127.0.0.1:9" in desc
+    _, (chat, *_r) = ask(client, "What was the revenue in 2025?")
+    text = last_answer(chat)
+    assert "backend failed" in text and "127.0.0.1:9" in text
+    desc, _ = client.predict("embedded (offline default)", api_name="/apply_settings")
+    assert "embedded" in desc
+    _, (chat, *_r) = ask(client, "How many people does the Tampere factory employ?")
+    assert "85" in last_answer(chat)
+
+
+def test_bad_settings_are_refused_with_a_reason(client):
+    desc, _ = client.predict("OpenAI-compatible endpoint", "ftp://nowhere", api_name="/apply_settings")
+    assert "embedded" in desc  # unchanged
+
+
+def test_empty_question_is_refused_without_breaking_anything(client):
+    job = client.submit("   ", [], api_name="/ask")
+    job.result(timeout=60)
+    _, (chat, *_r) = ask(client, "How many people does the Tampere factory employ?")
+    assert "85" in last_answer(chat)
+
+
+def test_files_outside_the_corpus_and_workdir_are_not_served(demo_server, mixed_corpus):
+    url, app = demo_server
+    secret = app.ws.root.parent / "secret.txt"
+    secret.write_text("do not serve")
+    for path in ("/etc/passwd", str(secret), str(app.ws.root / ".." / "secret.txt")):
+        r = httpx.get(f"{url}/gradio_api/file={path}")
+        assert r.status_code in (403, 404), (path, r.status_code)
+        assert "do not serve" not in r.text
+    r = httpx.get(f"{url}/gradio_api/file={mixed_corpus / 'tampere_factory_notes.md'}")
+    assert r.status_code == 200 and "Tampere" in r.text
+
+
+def test_server_binds_loopback_only(demo_server):
+    url, _ = demo_server
+    assert url.startswith("http://127.0.0.1:")
+
+
+def test_cancel_leaves_the_app_usable(client):
+    job = client.submit("What was Aurora's total revenue in 2025?", [], api_name="/ask")
+    job.cancel()
+    _, (chat, *_r) = ask(client, "How many people does the Tampere factory employ?")
+    assert "85" in last_answer(chat)
