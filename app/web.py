@@ -95,7 +95,7 @@ class DemoApp:
             policy = self.ws.policy(pcfg)
         except (PolicyError, ValueError, ImportError, OSError) as e:
             view._note("Cannot start", f"{e}\n\nFix the settings or the corpus and ask again.")
-            yield view.messages, gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            yield view.messages, gr.skip(), gr.skip(), gr.skip(), "Cannot start: fix the settings or the scope."
             return
         run = self.ws.new_run()
         agent = Agent(self.ws.retriever, policy, cfg)
@@ -245,7 +245,8 @@ class DemoApp:
         s0 = self.settings0
         p0, a0 = s0["policy"], s0["agent"]
         qs = [q["question"] for q in self.questions]
-        with gr.Blocks(title="VimRAG: multimodal deep research") as demo:
+        # delete_cache: every hour, drop cached copies older than 6 h, so a long-running demo stays bounded
+        with gr.Blocks(title="VimRAG: multimodal deep research", delete_cache=(3600, 6 * 3600)) as demo:
             settings = gr.State(s0)
             gr.Markdown("# VimRAG\nAsk about PDFs, images and videos. The agent searches, crops and zooms into "
                         "evidence, keeps a graph of what it learned, and answers with citations.")

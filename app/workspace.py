@@ -7,7 +7,7 @@
                   are deleted beyond `keep_runs`)
       cache/      Gradio's file cache (GRADIO_TEMP_DIR), so everything served sits under the workdir
 
-Only the corpus folders and the workdir are ever served; upload names are reduced to a safe base name, so
+Only the corpus, uploads/, runs/ and cache/ are ever served (never the index); upload names are reduced to a safe base name, so
 no path from a user escapes its folder.
 """
 
@@ -135,8 +135,8 @@ class Workspace:
         return self.root / "cache"
 
     def served_roots(self) -> list[str]:
-        """The only folders the web server may serve files from."""
-        return [str(self.corpus), str(self.root)]
+        """The only folders the web server may serve files from (besides its cache): never the index."""
+        return [str(self.corpus), str(self.uploads), str(self.runs)]
 
     # -- the index --------------------------------------------------------------------------------
     @property

@@ -90,6 +90,9 @@ class KeywordLM:
         return best[:160] if best and relevance(kw, best) > 0 else "Not answerable"
 
 
+OCR_CACHE_MAX = 256  # pictures whose OCR boxes are kept (oldest dropped first)
+
+
 class EmbeddedPolicy(Policy):
     name = "embedded"
     is_vlm = False
@@ -98,7 +101,7 @@ class EmbeddedPolicy(Policy):
         self.config = config or PolicyConfig()
         self._lm = KeywordLM() if (lm is None and self.config.model == "keyword") else lm
         self._ocr = ocr
-        self._boxes: dict[str, Any] = {}  # uid/crop -> OCR result, so a page is read once per session
+        self._boxes: dict[str, Any] = {}  # unit uid -> OCR result: a picture is read once per process
         self._rewrites: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -260,9 +263,15 @@ class EmbeddedPolicy(Policy):
             return None
         img = st.evidence.raw_image(ev)
         key = ev.unit.uid
-        if key not in self._boxes:
-            self._boxes[key] = ocr.read(img)
-        boxes = self._boxes[key].boxes
+        with self._lock:
+            read = self._boxes.get(key)
+        if read is None:
+            read = ocr.read(img)
+            with self._lock:  # the policy is shared by every session of a server: keep the cache bounded
+                self._boxes[key] = read
+                while len(self._boxes) > OCR_CACHE_MAX:
+                    self._boxes.pop(next(iter(self._boxes)))
+        boxes = read.boxes
         from agent.tools import target_size
 
         seen = ev.seen_size or target_size(img.width, img.height, st.config.obs_pixels)

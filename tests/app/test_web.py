@@ -104,7 +104,8 @@ def test_files_outside_the_corpus_and_workdir_are_not_served(demo_server, mixed_
     url, app = demo_server
     secret = app.ws.root.parent / "secret.txt"
     secret.write_text("do not serve")
-    for path in ("/etc/passwd", str(secret), str(app.ws.root / ".." / "secret.txt")):
+    for path in ("/etc/passwd", str(secret), str(app.ws.root / ".." / "secret.txt"),
+                 str(app.ws.index_dir / "store.sqlite")):
         r = httpx.get(f"{url}/gradio_api/file={path}")
         assert r.status_code in (403, 404), (path, r.status_code)
         assert "do not serve" not in r.text
