@@ -85,7 +85,7 @@ class ChatView:
             self.cur.metadata["status"] = "done"
             self.cur.metadata["duration"] = round(time.perf_counter() - self._t0, 2)
 
-    def _note(self, title: str, text: str) -> None:
+    def note(self, title: str, text: str) -> None:
         self._done()
         self.messages.append(gr.ChatMessage(role="assistant", content=text,
                                             metadata={"title": title, "status": "done"}))
@@ -139,9 +139,9 @@ class ChatView:
                 self._render()
                 self._done()
             else:
-                self._note("Error", ev.message)
+                self.note("Error", ev.message)
         elif k == "limit_reached":
-            self._note("Step limit", ev.message)
+            self.note("Step limit", ev.message)
         elif k == "answer":
             self._render()
             self._done()
@@ -159,7 +159,7 @@ class ChatView:
     def stop(self, reason: str = "Stopped. Ask again, or ask something else.") -> list:
         self._render()
         self._done()
-        self._note("Stopped", reason)
+        self.note("Stopped", reason)
         return self.messages
 
 

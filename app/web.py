@@ -12,6 +12,7 @@ protocol, budgets). Every question runs through the queue with a concurrency lim
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import threading
 import time
@@ -35,6 +36,7 @@ footer { display: none !important; }
 PROTOCOLS = ["vimrag", "vrag", "react", "vanilla"]
 BACKENDS = {"embedded (offline default)": "embedded", "OpenAI-compatible endpoint": "openai",
             "local transformers model": "transformers"}
+log = logging.getLogger(__name__)
 REDRAW_EVERY_S = 0.12  # the fastest the page is updated while a model streams text
 
 
@@ -94,7 +96,7 @@ class DemoApp:
             cfg = AgentConfig.from_dict({**settings["agent"], "docs": self.ws.docs_for(scope)})
             policy = self.ws.policy(pcfg)
         except (PolicyError, ValueError, ImportError, OSError) as e:
-            view._note("Cannot start", f"{e}\n\nFix the settings or the corpus and ask again.")
+            view.note("Cannot start", f"{e}\n\nFix the settings or the corpus and ask again.")
             yield view.messages, gr.skip(), gr.skip(), gr.skip(), "Cannot start: fix the settings or the scope."
             return
         run = self.ws.new_run()
@@ -111,9 +113,9 @@ class DemoApp:
                 now = time.perf_counter()
                 if ev.kind == "model_output" and not ev.done and now - last < REDRAW_EVERY_S:
                     continue
-                if changed or ev.kind == "step_started":
+                if changed or graph is None:
                     gallery = self._gallery(agent.state, run, pics)
-                    graph = str(run / f"graph_{ev.step:03d}.png")
+                    graph = str(run / f"graph_{len(list(run.glob('graph_*.png'))):03d}.png")  # new name per redraw
                     graph_picture(agent.state).save(graph)
                 last = now
                 if ev.kind == "finished":
@@ -124,6 +126,11 @@ class DemoApp:
                     yield view.messages, gallery, graph, str(path), status
                     return
                 yield view.messages, gallery, graph, gr.skip(), f"Step {ev.step} · {ev.kind.replace('_', ' ')}"
+        except Exception as e:  # noqa: BLE001 - a bug or a broken file must not take the session down
+            log.exception("the episode failed")
+            view.note("Error", f"The agent stopped on an unexpected error: {type(e).__name__}: {e}. The corpus "
+                               "and the index are unaffected; ask again or change the settings.")
+            yield view.messages, gallery, graph, gr.skip(), "Error: the agent stopped; see the chat."
         finally:
             if lock is not None:
                 lock.release()
@@ -219,6 +226,8 @@ class DemoApp:
             lines.append(f"Indexed {summary.units_indexed} units from {summary.files_indexed} files "
                          f"({summary.unchanged} already indexed) in {summary.seconds:.1f} s; the index holds "
                          f"{summary.total_units} units.")
+        if summary is not None and summary.skipped:
+            lines.append("**Skipped:**\n" + "\n".join(f"- {Path(p).name}: {why}" for p, why in summary.skipped))
         if problems:
             lines.append("**Not indexed:**\n" + "\n".join(f"- {p}" for p in problems))
             gr.Warning("Some files were not indexed: " + "; ".join(problems)[:400])

@@ -125,3 +125,25 @@ def test_good_uploads_pass(tmp_path, mixed_corpus):
     assert check_upload(mixed_corpus / "aurora_annual_report_2025.pdf", 2**24) == "pdf"
     (tmp_path / "n.md").write_text("Grüße, café")
     assert check_upload(tmp_path / "n.md", 2**20) == "text"
+
+
+def test_an_unexpected_failure_becomes_a_chat_message(mixed_index, mixed_corpus, tmp_path, monkeypatch):
+    import shutil
+
+    from agent.backends.base import Policy
+    from app.web import default_settings
+    from app.workspace import Workspace
+
+    class Broken(Policy):
+        def stream(self, messages, view=None):
+            raise RuntimeError("boom in the model")
+            yield ""  # a generator, like every backend
+
+    shutil.copytree(mixed_index, tmp_path / "index")
+    ws = Workspace(tmp_path, corpus=mixed_corpus)
+    monkeypatch.setattr(ws, "policy", lambda cfg: Broken())
+    outs = list(DemoApp(ws, questions=[]).ask("What was revenue in 2025?", [], default_settings(), "everything"))
+    chat, *_rest, status = outs[-1]
+    assert chat[-1].metadata["title"] == "Error" and "boom in the model" in chat[-1].content
+    assert status.startswith("Error")
+    assert all(m.metadata.get("status") != "pending" for m in chat if m.metadata)

@@ -123,3 +123,9 @@ def test_cancel_leaves_the_app_usable(client):
     job.cancel()
     _, (chat, *_r) = ask(client, "How many people does the Tampere factory employ?")
     assert "85" in last_answer(chat)
+
+
+def test_a_duplicate_upload_is_reported_as_skipped(client, mixed_corpus):
+    summary, _, _ = client.predict([gradio_client.handle_file(str(mixed_corpus / "logimat_poster.png"))],
+                                   api_name="/upload")
+    assert "**Skipped:**" in summary and "duplicate of" in summary and "logimat_poster.png" in summary
