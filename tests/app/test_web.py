@@ -5,7 +5,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.app.conftest import last_answer, titles
+from tests.app.demo_fixtures import demo_server, last_answer, titles  # noqa: F401 (demo_server is a fixture)
 
 gradio_client = pytest.importorskip("gradio_client")
 

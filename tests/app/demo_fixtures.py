@@ -1,4 +1,6 @@
-"""An in-process demo app on a free loopback port, over the generated mixed corpus (already indexed once)."""
+"""Fixtures and helpers for the web demo tests: an in-process demo app on a free loopback port, over the
+generated mixed corpus (already indexed once). Not named conftest.py: --doctest-modules would import it as a
+second module called `conftest` beside tests/conftest.py."""
 
 import os
 import shutil
