@@ -274,7 +274,16 @@ def split_sentences(texts: list[str], max_chars: int = 320) -> list[str]:
     """Sentences and table/chart lines of page texts: wrapped lines are joined, short label lines kept apart."""
     out: list[str] = []
     for text in texts:
-        for para in re.split(r"\n\s*\n", (text or "").replace("\r\n", "\n").replace("\r", "\n")):
+        text = (text or "").replace("\r\n", "\n").replace("\r", "\n")
+        # a video clip's text is "[mm:ss] line\nline ..." per keyframe: each keyframe's lines belong together
+        text = re.sub(r"\n(?=\[\d\d:\d\d\])", "\n\n", text)
+        for para in re.split(r"\n\s*\n", text):
+            if re.match(r"\[\d\d:\d\d\]", para):
+                # one keyframe: its title and body as one sentence, without the time marker, whose digits
+                # a small LM would otherwise offer as the answer to "how many" / "how long"
+                body = re.sub(r"^\[\d\d:\d\d\]\s*", "", para)
+                out.append(". ".join(ln.strip().rstrip(".") for ln in body.split("\n") if ln.strip()))
+                continue
             buf = ""
             for ln in (ln.strip() for ln in para.split("\n")):
                 if not ln:

@@ -165,3 +165,13 @@ def test_embedded_default_answers_from_the_zoomed_footnote(lm, mixed_index):
     assert any(c["bbox"] and c["file"].endswith("logimat_poster.png") for c in trace.citations)
     again = Trace.from_dict(json.loads(json.dumps(trace.to_dict())))
     assert again.memory_graph().to_dict() == trace.graph
+
+
+def test_video_keyframe_text_is_one_sentence_per_keyframe_without_its_time_marker():
+    from agent.backends.smollm import split_sentences
+
+    text = "[00:01] Falcon X2 launch\nPicks 600 items per hour\n[00:13] Battery upgrade\nRuntime extended to 14 hours"
+    assert split_sentences([text]) == ["Falcon X2 launch. Picks 600 items per hour",
+                                       "Battery upgrade. Runtime extended to 14 hours"]
+    # page text keeps its own splitting
+    assert split_sentences(["Revenue grew. Costs fell."]) == ["Revenue grew.", "Costs fell."]
