@@ -282,7 +282,7 @@ class DemoApp:
                     graph = gr.Image(label="Memory graph: node energy and the pixels each item keeps",
                                      type="filepath", elem_id="graph", interactive=False, height=420)
                     trace_file = gr.DownloadButton("Export trace (JSON)", value=None, elem_id="export")
-            with gr.Accordion("Corpus", open=False):
+            with gr.Accordion("Corpus", open=False, elem_id="corpus"):
                 scope = gr.Radio([SCOPE_ALL, SCOPE_BUNDLED, SCOPE_UPLOADS], value=SCOPE_ALL, label="Search in",
                                  elem_id="scope")
                 with gr.Row():
@@ -296,16 +296,17 @@ class DemoApp:
                 table = gr.Dataframe(self.files_table(), headers=["file", "corpus", "kind", "units", "status",
                                                                   "reason"], interactive=False,
                                      elem_id="files", wrap=True)
-            with gr.Accordion("Settings", open=False):
+            with gr.Accordion("Settings", open=False, elem_id="settings"):
                 with gr.Row():
                     backend = gr.Radio(list(BACKENDS), label="Backend", elem_id="backend",
                                        value=next(k for k, v in BACKENDS.items() if v == p0["backend"]))
                     protocol = gr.Dropdown(PROTOCOLS, value=a0["protocol"], label="Protocol", elem_id="protocol")
-                with gr.Row():
-                    base_url = gr.Textbox(p0["base_url"], label="Endpoint URL (OpenAI-compatible)")
+                with gr.Row(visible=p0["backend"] == "openai") as endpoint_row:
+                    base_url = gr.Textbox(p0["base_url"], label="Endpoint URL (OpenAI-compatible)", elem_id="base-url")
                     model = gr.Textbox(p0["model"] if p0["backend"] == "openai" else "", label="Model name")
                     api_key = gr.Textbox(p0["api_key"], label="API key", type="password")
                 model_path = gr.Textbox(p0["model"] if p0["backend"] == "transformers" else "",
+                                        visible=p0["backend"] == "transformers",
                                         label="Local transformers model (folder or cached HF id)")
                 with gr.Row():
                     max_steps = gr.Slider(1, 40, value=a0["max_steps"], step=1, label="Max steps")
@@ -323,6 +324,9 @@ class DemoApp:
                 concurrency_id="agent", api_visibility="private")
             stop_btn.click(self.stop, chat, [chat, status], cancels=[ask_evt, ex_evt], queue=False,
                            api_name="stop")
+            backend.change(lambda b: (gr.update(visible=BACKENDS[b] == "openai"),
+                                      gr.update(visible=BACKENDS[b] == "transformers")),
+                           backend, [endpoint_row, model_path], api_visibility="private", queue=False)
             apply_btn.click(self.apply_settings, [backend, base_url, model, api_key, model_path, protocol,
                                                   max_steps, s_total, top_k, settings],
                             [settings, backend_line, embedded_note], api_name="apply_settings")

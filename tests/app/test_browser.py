@@ -60,3 +60,29 @@ def test_click_an_example_and_watch_the_agent_answer(browser, demo_server, tmp_p
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 50_000
     page.close()
+
+
+def test_switch_to_an_unreachable_endpoint_see_the_error_and_switch_back(browser, demo_server):
+    url, _ = demo_server
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(url)
+    page.locator("#settings").get_by_text("Settings", exact=True).first.click()
+    endpoint = page.locator("#base-url").locator("input, textarea")
+    assert not endpoint.is_visible()  # only the chosen backend's fields show
+    page.locator("#backend").get_by_text("OpenAI-compatible endpoint").click()
+    endpoint.wait_for()
+    endpoint.fill("http://127.0.0.1:9/v1")
+    page.locator("#apply").click()
+    page.locator("#backend-line").get_by_text("127.0.0.1:9").wait_for(timeout=30_000)
+    assert not page.locator("#embedded-note").is_visible()
+    page.locator("#question textarea").fill("What was revenue in 2025?")
+    page.locator("#ask").click()
+    page.locator("#chat").get_by_text("The model backend failed").wait_for(timeout=60_000)
+    page.locator("#backend").get_by_text("embedded (offline default)").click()
+    page.locator("#apply").click()
+    page.locator("#backend-line").get_by_text("embedded offline default").wait_for(timeout=30_000)
+    page.locator("#question textarea").fill("How many people does the Tampere factory employ?")
+    page.locator("#ask").click()
+    page.locator("#chat").get_by_text("tampere_factory_notes.md").last.wait_for(timeout=60_000)
+    assert "85" in page.locator("#chat").inner_text().split("The model backend failed")[-1]
+    page.close()
