@@ -5,6 +5,7 @@
     vimrag serve-search --index DIR       the VRAG/VimRAG-compatible HTTP search API on 127.0.0.1
     vimrag ask "QUESTION" --index DIR     answer with the agent, printing its steps and a cited answer
     vimrag demo                           the web demo on http://127.0.0.1:7860 (bundled corpus)
+    vimrag eval --dataset NAME            evaluate the agent on a benchmark; `vimrag eval compare RUN...`
 
 Every subcommand takes --help. Errors print one line saying what to do and exit non-zero.
 """
@@ -136,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     from app.web import add_parser as add_demo
 
     add_demo(sub)
+    from app.evaluate import add_parser as add_eval
+
+    add_eval(sub)
     return p
 
 
@@ -146,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return args.func(args)
-    except (RetrievalError, ValueError, FileNotFoundError, ImportError) as e:
+    except (RetrievalError, ValueError, FileNotFoundError, ImportError, RuntimeError) as e:
         print(f"vimrag {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

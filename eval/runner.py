@@ -1,0 +1,318 @@
+"""Run an agent over a dataset: one prediction row and one trace per question, resumable, then the report.
+
+    vimrag eval --dataset mmlongbench-doc-smoke --protocol vimrag --backend embedded
+    vimrag eval --dataset jsonl:qs.jsonl --corpus docs/ --backend openai --model M --concurrency 8
+    vimrag eval compare runs/eval/A runs/eval/B
+
+A run folder holds `config.json` (the resolved config), `predictions.jsonl` (one row per question, schema
+in `eval/report.py`), `traces/ID.json`, and, at the end, `metrics.json`, `report.md` and `plots/`.
+Rows are appended and flushed one by one; a stopped or crashed run continues where it stopped when run
+again with the same settings (a half-written last line is dropped and that question runs again), so no
+question is answered twice. The settings that decide the answers (dataset, protocol, policy, agent,
+scope, seed) must match the folder's config.json; anything else may change between attempts.
+
+Retrieval metrics rank the units an episode retrieved, in the order its searches returned them (first
+occurrence), against the gold evidence; `memorized_hit` asks whether the evidence the agent kept (vimrag:
+memorized items; other protocols: everything in context) contains a gold page or unit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eval.datasets import Dataset, EvalItem, load_dataset
+from eval.retrieval_metrics import mrr, ndcg_at_k, recall_at_k
+
+# Settings that change the answers: a resumed run must use the same ones.
+ANSWER_KEYS = ("dataset", "protocol", "policy", "agent", "scope", "seed", "corpus", "page_base")
+
+
+@dataclass
+class RunConfig:
+    dataset: str
+    protocol: str = "vimrag"
+    policy: dict[str, Any] = field(default_factory=lambda: {"backend": "embedded"})  # PolicyConfig fields
+    agent: dict[str, Any] = field(default_factory=dict)  # AgentConfig overrides: max_steps, top_k, s_total ...
+    corpus: str | None = None  # the documents, for datasets that do not carry their own
+    index: str | None = None  # default: the dataset's own index folder
+    scope: str = "auto"  # doc: search only the question's document; corpus: everything; auto: doc if known
+    limit: int = 0  # only the first N questions (0: all)
+    seed: int = 0
+    concurrency: int = 1  # questions in flight (useful for endpoint backends)
+    out: str = ""  # the run folder (default runs/eval/DATASET-PROTOCOL-BACKEND)
+    judge: dict[str, Any] | None = None  # {"base_url", "model", "api_key"}: an LLM judge scores answers too
+    page_base: int = 1  # vidoseek/slidevqa: whether reference pages count from 1 or 0
+
+    def run_dir(self) -> Path:
+        if self.out:
+            return Path(self.out)
+        name = re.sub(r"[^\w.-]+", "_", Path(self.dataset.split(":")[-1]).stem if ":" in self.dataset
+                      else self.dataset)
+        return Path("runs") / "eval" / f"{name}-{self.protocol}-{self.policy.get('backend', 'embedded')}"
+
+
+class RunError(ValueError):
+    """The run cannot start (settings differ from the folder's, missing index or data); says how to fix it."""
+
+
+# -- one question -----------------------------------------------------------------------------------
+def retrieved_units(trace) -> list[dict[str, Any]]:
+    """Units an episode retrieved, in the order its searches returned them, without crops/zooms or repeats."""
+    seen, out = set(), []
+    for ev in trace.evidence.values():
+        u = ev["unit"]
+        if ev.get("parent") or u["uid"] in seen:
+            continue
+        seen.add(u["uid"])
+        out.append(u)
+    return out
+
+
+def kept_units(trace, memorized_only: bool) -> list[dict[str, Any]]:
+    kept = {it["info_id"] for n in trace.graph.get("nodes", []) for it in n["items"] if it.get("useful", True)}
+    return [ev["unit"] for i, ev in trace.evidence.items() if not memorized_only or i in kept]
+
+
+def retrieval_scores(item: EvalItem, trace, protocol: str) -> dict[str, Any]:
+    none = {"recall@1": None, "recall@5": None, "ndcg@5": None, "mrr": None, "memorized_hit": None,
+            "retrieved_hit": None}
+    if not item.evidence or not item.evidence_ok or trace is None:
+        return none
+    gold = {g.key() for g in item.evidence}
+    ranked = []
+    for u in retrieved_units(trace):
+        hit = next((g.key() for g in item.evidence if g.matches(u)), None)
+        ranked.append(hit if hit is not None else ("unit", u["uid"]))
+    ranked = list(dict.fromkeys(ranked))  # a gold page found twice (two clips, two chunks) counts once
+
+    def any_gold(units) -> bool:
+        return any(g.matches(u) for u in units for g in item.evidence)
+
+    return {"recall@1": recall_at_k(ranked, gold, 1), "recall@5": recall_at_k(ranked, gold, 5),
+            "ndcg@5": ndcg_at_k(ranked, gold, 5), "mrr": mrr(ranked, gold),
+            "memorized_hit": any_gold(kept_units(trace, memorized_only=protocol == "vimrag")),
+            "retrieved_hit": any_gold(retrieved_units(trace))}
+
+
+def cost_of(trace, wall_s: float) -> dict[str, Any]:
+    per_step = [s.visual_tokens for s in trace.steps] if trace else []
+    t = trace.timings if trace else {}
+    return {"steps": len(per_step), "model_calls": len(per_step),
+            "peak_visual_tokens": max(per_step, default=0),
+            "peak_image_pixels": trace.peak_image_pixels if trace else 0,
+            "total_visual_tokens": sum(per_step), "visual_tokens_per_step": per_step,
+            "wall_s": round(wall_s, 3), "model_s": t.get("model_s", 0.0), "retrieval_s": t.get("retrieval_s", 0.0),
+            "agent_s": t.get("agent_s", 0.0)}
+
+
+def make_row(item: EvalItem, ds: Dataset, cfg: RunConfig, trace, wall_s: float, error: str = "") -> dict[str, Any]:
+    from eval.answer_metrics import score_item
+
+    row = {"id": item.id, "dataset": ds.name, "question": item.question, "gold": item.answers,
+           "answer_format": item.answer_format, "evidence_sources": item.evidence_sources,
+           "doc_type": item.doc_type,
+           "gold_pages": [[g.file, g.page] for g in item.evidence if g.page is not None],
+           "pred": trace.answer if trace else None,
+           "status": trace.status if trace else "error", "error": error or (trace.error if trace else ""),
+           "protocol": cfg.protocol, "backend": cfg.policy.get("backend", "embedded"),
+           "trace": f"traces/{safe_id(item.id)}.json" if trace else None}
+    row.update(score_item(row))
+    row["retrieval"] = retrieval_scores(item, trace, cfg.protocol)
+    row["cost"] = cost_of(trace, wall_s)
+    return row
+
+
+def safe_id(item_id: str) -> str:
+    """A file name for an item id.
+
+    >>> safe_id("mmlongbench-0001"), safe_id("../x/y z")
+    ('mmlongbench-0001', '.._x_y_z')
+    """
+    return re.sub(r"[^\w.-]+", "_", item_id)[:150]
+
+
+# -- the run ----------------------------------------------------------------------------------------
+def read_predictions(path: Path, repair: bool = False) -> dict[str, dict[str, Any]]:
+    """Rows already written, by id. A half-written last line (a crash mid-write) is dropped, and with
+    `repair` cut from the file, so appending continues on a clean line."""
+    if not path.exists():
+        return {}
+    data = path.read_bytes()
+    good_end = data.rfind(b"\n") + 1
+    rows = {}
+    for line in data[:good_end].decode("utf-8").splitlines():
+        if line.strip():
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a garbled line (e.g. two writers on one file) is dropped and its question reruns
+            rows[r["id"]] = r
+    if repair and good_end < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(good_end)
+    return rows
+
+
+def check_config(run: Path, cfg: RunConfig) -> None:
+    path = run / "config.json"
+    if not path.exists():
+        return
+    old = json.loads(path.read_text())
+    new = resolved(cfg)
+    diff = [k for k in ANSWER_KEYS if old.get(k) != new.get(k)]
+    if diff:
+        raise RunError(f"{run} holds a run with different {', '.join(diff)} ("
+                       + "; ".join(f"{k}: {old.get(k)!r} there, {new.get(k)!r} now" for k in diff)
+                       + "). Use another --out folder, or delete that one to start over.")
+
+
+def resolved(cfg: RunConfig) -> dict[str, Any]:
+    d = asdict(cfg)
+    d["policy"] = {**d["policy"], "api_key": "***" if d["policy"].get("api_key") else ""}
+    if d.get("judge"):
+        d["judge"] = {**d["judge"], "api_key": "***" if d["judge"].get("api_key") else ""}
+    return d
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        torch.manual_seed(seed)
+    except ImportError:
+        pass
+
+
+def ensure_index(ds: Dataset, index: str | None, progress: bool) -> Path:
+    """The dataset's index: built on first use, brought up to date (new or changed files) afterwards."""
+    from retrieval.ingest import Indexer
+
+    path = Path(index) if index else ds.default_index
+    for c in ds.corpus:
+        if not Path(c).exists():
+            raise RunError(f"the corpus {c} of {ds.name} does not exist")
+    summary = Indexer(path).index([str(c) for c in ds.corpus], progress=progress)
+    if summary.files_indexed and progress:
+        print(summary.format())
+    return path
+
+
+def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
+    """Run (or continue) an evaluation; returns the run folder. `agent_factory(cfg_for_item)` is for tests."""
+    from tqdm.auto import tqdm
+
+    from agent.backends.base import PolicyConfig, load_policy
+    from agent.loop import Agent
+    from agent.state import AgentConfig
+    from retrieval.retriever import Retriever
+
+    ds = load_dataset(cfg.dataset, corpus=cfg.corpus, page_base=cfg.page_base)
+    items = ds.items[: cfg.limit] if cfg.limit else ds.items
+    if cfg.scope not in ("auto", "doc", "corpus"):
+        raise RunError(f"scope {cfg.scope!r} must be auto, doc or corpus")
+    per_doc = cfg.scope == "doc" or (cfg.scope == "auto" and ds.per_doc)
+    run = cfg.run_dir()
+    check_config(run, cfg)
+    (run / "traces").mkdir(parents=True, exist_ok=True)
+    pred_path = run / "predictions.jsonl"
+    done = read_predictions(pred_path, repair=True)
+    todo = [it for it in items if it.id not in done]
+    config = resolved(cfg) | {"index": str(Path(cfg.index) if cfg.index else ds.default_index),
+                              "n_items": len(items), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                              "per_doc_search": per_doc}
+    (run / "config.json").write_text(json.dumps(config, indent=1))
+    judge = None
+    if cfg.judge:
+        from eval.judge import Judge
+
+        judge = Judge(**cfg.judge)
+        judge.check()  # fail before hours of answering, not after
+    if todo:
+        index = ensure_index(ds, cfg.index, progress)
+        seed_everything(cfg.seed)
+        policy = None if agent_factory else load_policy(PolicyConfig.from_dict({**cfg.policy, "seed": cfg.seed}))
+        retriever = None if agent_factory else Retriever(index)
+        lock = threading.Lock()
+        scores = [r["score"] for r in done.values() if r["id"] in {it.id for it in items}]
+        bar = tqdm(total=len(items), initial=len(items) - len(todo), desc=f"{cfg.protocol}/{cfg.policy.get('backend')}",
+                   unit="q", disable=not progress, dynamic_ncols=True)
+
+        def answer(item: EvalItem) -> dict[str, Any]:
+            acfg = AgentConfig.from_dict({**cfg.agent, "protocol": cfg.protocol,
+                                          "docs": [item.doc] if per_doc and item.doc else None})
+            agent = agent_factory(acfg) if agent_factory else Agent(retriever, policy, acfg)
+            t0 = time.perf_counter()
+            trace, error = None, ""
+            try:
+                trace = agent.ask(item.question)
+            except Exception as e:  # noqa: BLE001 - one broken question must not stop a benchmark
+                error = f"{type(e).__name__}: {e}"
+            wall = time.perf_counter() - t0
+            if trace is not None:
+                tmp = run / "traces" / f".{safe_id(item.id)}.json.tmp"
+                tmp.write_text(json.dumps(trace.to_dict(), ensure_ascii=False))
+                os.replace(tmp, run / "traces" / f"{safe_id(item.id)}.json")
+            return make_row(item, ds, cfg, trace, wall, error)
+
+        with open(pred_path, "a", encoding="utf-8") as f:
+            def record(row: dict[str, Any]) -> None:
+                with lock:
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                    scores.append(row["score"])
+                    bar.update(1)
+                    bar.set_postfix(acc=f"{sum(scores) / len(scores):.3f}", refresh=False)
+
+            try:
+                if cfg.concurrency <= 1:
+                    for it in todo:
+                        record(answer(it))
+                else:
+                    with ThreadPoolExecutor(cfg.concurrency) as pool:
+                        for fut in as_completed([pool.submit(answer, it) for it in todo]):
+                            record(fut.result())
+            finally:
+                bar.close()
+                if policy is not None:
+                    policy.close()
+    if judge is not None:
+        judge_run(run, judge, progress)
+    from eval.report import write_report
+
+    write_report(run)
+    return run
+
+
+def judge_run(run: Path, judge, progress: bool) -> dict[str, int]:
+    """Score every row with the LLM judge (rows judged before keep their verdict) and rewrite the file."""
+    from eval.judge import judge_rows
+
+    path = run / "predictions.jsonl"
+    rows = list(read_predictions(path).values())
+    todo = [r for r in rows if r["scores"].get("judge") is None]
+    counts = judge_rows(todo, judge, progress=progress)
+    for r in rows:  # without the benchmark's own scoring, the judge's verdict is the primary score
+        if not r.get("answer_format") and r["scores"].get("judge") is not None:
+            r["score"] = r["scores"]["judge"]
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    os.replace(tmp, path)
+    (run / "judge.json").write_text(json.dumps(counts))
+    return counts

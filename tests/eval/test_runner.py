@@ -1,0 +1,179 @@
+"""The eval runner end to end on a generated corpus with a scripted policy: outputs, resume, config checks."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agent.actions import format_call
+from agent.backends.scripted import ScriptedPolicy
+from agent.loop import Agent
+from eval.datasets import DatasetError, load_dataset
+from eval.runner import RunConfig, RunError, read_predictions, run_eval
+from retrieval.retriever import Retriever
+
+QUESTIONS = [
+    {"id": "staff", "question": "How many people does the Tampere factory employ?", "answer": ["85"],
+     "evidence": [{"file": "tampere_factory_notes.md"}]},
+    {"id": "revenue", "question": "What was total revenue in 2025?", "answer": ["48.6 million dollars"],
+     "evidence": [{"file": "aurora_annual_report_2025.pdf", "page": 1}]},
+    {"id": "battery", "question": "How long is the runtime after the battery upgrade?", "answer": ["14 hours"],
+     "evidence": [{"file": "product_update.mp4", "time": [10, 20]}]},
+    {"id": "pilot", "question": "How many customers can join the pilot?", "answer": ["12"],
+     "evidence": [{"file": "logimat_poster.png"}]},
+]
+# what the scripted agent answers: right for three, wrong for the pilot question
+ANSWERS = {"staff": "85", "revenue": "48.6 million dollars", "battery": "14 hours", "pilot": "7"}
+
+
+@pytest.fixture
+def setup(mixed_corpus, mixed_index, tmp_path):
+    qs = tmp_path / "qs.jsonl"
+    qs.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    index = tmp_path / "idx"
+    shutil.copytree(mixed_index, index)
+    return qs, index, mixed_corpus
+
+
+def factory(index: Path, crash_after: int | None = None):
+    """Agents with a fresh scripted policy per question: search the question, keep the top hit, answer."""
+    retriever = Retriever(index)
+    by_question = {q["question"]: ANSWERS[q["id"]] for q in QUESTIONS}
+    calls = {"n": 0}
+
+    def make(acfg):
+        calls["n"] += 1
+        if crash_after is not None and calls["n"] > crash_after:
+            raise KeyboardInterrupt  # the process dies mid-run
+        script = [
+            lambda m, v: format_call("add_search_node", {"id": "s1", "query": v.question, "parent_ids": ["root"]}),
+            lambda m, v: format_call("summarize_and_memorize", {"summarize": "top hit", "memorize": [
+                {"information_id": v.pending[0], "is_useful": True, "priority_score": 5}]}),
+            lambda m, v: format_call("add_answer_node", {"answer": by_question[v.question], "parent_ids": ["s1"]}),
+        ]
+        return Agent(retriever, ScriptedPolicy(script=script), acfg)
+
+    return make
+
+
+def config(qs, index, corpus, out, **kw):
+    return RunConfig(dataset=f"jsonl:{qs}", corpus=str(corpus), index=str(index), out=str(out),
+                     policy={"backend": "scripted"}, **kw)
+
+
+def test_end_to_end_writes_every_output(setup, tmp_path):
+    qs, index, corpus = setup
+    run = run_eval(config(qs, index, corpus, tmp_path / "run"), progress=False, agent_factory=factory(index))
+    rows = list(read_predictions(run / "predictions.jsonl").values())
+    assert [r["id"] for r in rows] == ["staff", "revenue", "battery", "pilot"]
+    by_id = {r["id"]: r for r in rows}
+    assert by_id["staff"]["score"] == 1.0 and by_id["pilot"]["score"] == 0.0
+    assert by_id["staff"]["status"] == "answered" and by_id["staff"]["pred"] == "85"
+    # retrieval is scored against the gold file / page / time span
+    assert by_id["staff"]["retrieval"]["recall@5"] == 1.0 and by_id["staff"]["retrieval"]["memorized_hit"] is True
+    c = by_id["revenue"]["cost"]
+    assert c["steps"] == 3 and c["model_calls"] == 3 and len(c["visual_tokens_per_step"]) == 3
+    assert c["peak_visual_tokens"] == max(c["visual_tokens_per_step"]) > 0 and c["wall_s"] > 0
+    for r in rows:
+        trace = json.loads((run / r["trace"]).read_text())
+        assert trace["question"] == r["question"] and trace["answer"] == r["pred"]
+    cfg = json.loads((run / "config.json").read_text())
+    assert cfg["dataset"] == f"jsonl:{qs}" and cfg["seed"] == 0 and cfg["n_items"] == 4
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["n"] == 4 and abs(metrics["accuracy"] - 0.75) < 1e-9
+    assert (run / "report.md").read_text().count("|") > 10
+    pngs = sorted(p.name for p in (run / "plots").glob("*.png"))
+    assert pngs and all((run / "plots" / p).stat().st_size > 1000 for p in pngs)
+
+
+def test_resume_after_a_crash_runs_no_question_twice_and_ends_identical(setup, tmp_path):
+    qs, index, corpus = setup
+    whole = run_eval(config(qs, index, corpus, tmp_path / "whole"), progress=False, agent_factory=factory(index))
+    crashed = tmp_path / "crashed"
+    with pytest.raises(KeyboardInterrupt):
+        run_eval(config(qs, index, corpus, crashed), progress=False, agent_factory=factory(index, crash_after=2))
+    pred = crashed / "predictions.jsonl"
+    assert len(read_predictions(pred)) == 2
+    with open(pred, "a") as f:
+        f.write('{"id": "battery", "quest')  # killed in the middle of writing a row
+    asked = factory(index)
+    run_eval(config(qs, index, corpus, crashed), progress=False, agent_factory=asked)
+    lines = [json.loads(line) for line in pred.read_text().splitlines()]
+    assert sorted(r["id"] for r in lines) == sorted(q["id"] for q in QUESTIONS)  # no duplicates, none lost
+    m1 = json.loads((whole / "metrics.json").read_text())
+    m2 = json.loads((crashed / "metrics.json").read_text())
+    for key in ("n", "accuracy"):
+        assert m1[key] == m2[key]
+    assert m1.get("retrieval") == m2.get("retrieval")
+    # a third call has nothing left to answer
+    run_eval(config(qs, index, corpus, crashed), progress=False, agent_factory=factory(index, crash_after=0))
+
+
+def test_a_resumed_run_must_keep_the_answer_settings(setup, tmp_path):
+    qs, index, corpus = setup
+    out = tmp_path / "run"
+    run_eval(config(qs, index, corpus, out, limit=1), progress=False, agent_factory=factory(index))
+    with pytest.raises(RunError, match="different protocol"):
+        run_eval(config(qs, index, corpus, out, protocol="react"), progress=False, agent_factory=factory(index))
+    # a larger limit extends the same run
+    run_eval(config(qs, index, corpus, out, limit=3), progress=False, agent_factory=factory(index))
+    assert len(read_predictions(out / "predictions.jsonl")) == 3
+
+
+def test_a_failing_question_is_recorded_not_fatal(setup, tmp_path):
+    qs, index, corpus = setup
+
+    def broken(acfg):
+        raise_on = {"revenue"}
+
+        class A:
+            def ask(self, q):
+                if "revenue" in q and raise_on:
+                    raise RuntimeError("tool exploded")
+                return factory(index)(acfg).ask(q)
+        return A()
+
+    run = run_eval(config(qs, index, corpus, tmp_path / "run"), progress=False, agent_factory=broken)
+    rows = read_predictions(run / "predictions.jsonl")
+    assert rows["revenue"]["status"] == "error" and "tool exploded" in rows["revenue"]["error"]
+    assert rows["revenue"]["score"] == 0.0 and rows["staff"]["score"] == 1.0
+
+
+def test_dataset_errors_say_what_to_do(tmp_path):
+    with pytest.raises(DatasetError, match="unknown dataset"):
+        load_dataset("mmlongbench")
+    with pytest.raises(DatasetError, match="does not exist"):
+        load_dataset(f"jsonl:{tmp_path / 'nope.jsonl'}")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q", "answer": ["a"]}\n{"question": \n')
+    with pytest.raises(DatasetError, match="bad.jsonl:2"):
+        load_dataset(f"jsonl:{bad}", corpus=tmp_path)
+    no_answer = tmp_path / "na.jsonl"
+    no_answer.write_text('{"question": "q"}\n')
+    with pytest.raises(DatasetError, match="missing field"):
+        load_dataset(f"jsonl:{no_answer}", corpus=tmp_path)
+    with pytest.raises(DatasetError, match="--corpus"):
+        load_dataset(f"vidoseek:{no_answer}")
+
+
+def test_vrag_format_and_page_base(tmp_path):
+    f = tmp_path / "vidoseek.json"
+    f.write_text(json.dumps({"examples": [{"uid": "u1", "query": "q?", "reference_answer": "42", "meta_info": {
+        "file_name": "docs/a.pdf", "reference_page": [0, 3], "source_type": "Chart", "query_type": "Multi-Hop"}}]}))
+    ds = load_dataset(f"vidoseek:{f}", corpus=tmp_path, page_base=0)
+    it = ds.items[0]
+    assert (it.id, it.question, it.answers) == ("u1", "q?", ["42"])
+    assert [(g.file, g.page) for g in it.evidence] == [("a.pdf", 1), ("a.pdf", 4)]
+    assert it.evidence_sources == ["Chart"] and it.doc_type == "Multi-Hop"
+
+
+def test_mmlongbench_registry(shared_data):
+    ds = load_dataset("mmlongbench-doc-smoke")
+    assert len(ds.items) == 160 and ds.per_doc
+    full = load_dataset("mmlongbench-doc")
+    assert len(full.items) == 543
+    na = [it for it in full.items if it.answer_format == "None"]
+    assert len(na) == 122 and all(it.answers == ["Not answerable"] for it in na)
+    assert sum(not it.evidence for it in na) == 117  # 5 unanswerable items still name the page asked about
+    assert sum(not it.evidence_ok for it in full.items) == 6
