@@ -177,3 +177,37 @@ def test_mmlongbench_registry(shared_data):
     assert len(na) == 122 and all(it.answers == ["Not answerable"] for it in na)
     assert sum(not it.evidence for it in na) == 117  # 5 unanswerable items still name the page asked about
     assert sum(not it.evidence_ok for it in full.items) == 6
+
+
+def test_the_llm_judge_scores_a_run_and_reports_how_many_it_judged(setup, tmp_path):
+    from tests.eval.test_judge import FakeOpenAI
+
+    def judge(prompt: str) -> str:
+        if "Predicted answer:" not in prompt:
+            return "yes"  # the reachability check
+        gold = prompt.split("Reference answer:", 1)[1].split("\n", 1)[0]
+        pred = prompt.split("Predicted answer:", 1)[1].split("\n", 1)[0]
+        return "yes" if pred.strip() and pred.strip() in gold else "no"
+
+    qs, index, corpus = setup
+    with FakeOpenAI(judge) as server:
+        run = run_eval(config(qs, index, corpus, tmp_path / "run", judge={"base_url": server.url, "model": "j"}),
+                       progress=False, agent_factory=factory(index))
+    rows = read_predictions(run / "predictions.jsonl")
+    assert {k: r["scores"]["judge"] for k, r in rows.items()} == {"staff": 1.0, "revenue": 1.0, "battery": 1.0,
+                                                                 "pilot": 0.0}
+    assert json.loads((run / "judge.json").read_text())["judged"] == 4
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["judge"]["n_judged"] == 4 and metrics["judge"]["mean"] == 0.75
+
+
+def test_a_missing_judge_endpoint_fails_before_answering(setup, tmp_path):
+    from eval.judge import JudgeError
+
+    qs, index, corpus = setup
+    asked = []
+    with pytest.raises(JudgeError, match="127.0.0.1:9"):
+        run_eval(config(qs, index, corpus, tmp_path / "run", judge={"base_url": "http://127.0.0.1:9/v1",
+                                                                    "model": "j"}),
+                 progress=False, agent_factory=lambda acfg: asked.append(1))
+    assert not asked
