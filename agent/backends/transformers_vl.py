@@ -111,32 +111,50 @@ class TransformersPolicy(Policy):
             raise PolicyError(f"model {self.source!r} is a {model_config.model_type!r} model; the transformers "
                               f"backend runs {list(QWEN_VL_TYPES)} checkpoints. Serve other models with vLLM "
                               "and use backend='openai'")
-        vision = model_config.vision_config
-        self.patch = int(vision.patch_size) * int(vision.spatial_merge_size)  # 28 Qwen2.5-VL, 32 Qwen3-VL
-        if config.max_pixels < self.patch * self.patch:
-            raise PolicyError(f"max_pixels={config.max_pixels} is below one {self.patch}x{self.patch} patch; "
-                              f"raise it to at least {self.patch * self.patch}")
-
         try:
-            self.processor = AutoProcessor.from_pretrained(self.source, local_files_only=local_only)
+            processor = AutoProcessor.from_pretrained(self.source, local_files_only=local_only)
         except Exception as exc:
             raise _load_error(self.source, "processor", exc) from exc
-        image_proc = self.processor.image_processor
-        proc_grid = int(image_proc.patch_size) * int(image_proc.merge_size)
-        if proc_grid != self.patch:
-            raise PolicyError(f"model {self.source!r} is inconsistent: its vision config snaps images to "
-                              f"{self.patch} px but its image processor to {proc_grid} px; fix "
-                              "patch_size/merge_size in the processor config to match config.json")
-        self._pixel_patch = int(image_proc.patch_size)
-
+        self._check_grid(model_config, processor)
         try:
             model = AutoModelForImageTextToText.from_pretrained(
                 self.source, dtype=self.dtype, local_files_only=local_only)
         except Exception as exc:
             raise _load_error(self.source, "weights", exc) from exc
         self.model = model.to(self.device).eval()
+        self.processor = processor
         self._torch = torch
         self.last_inputs_info: dict[str, Any] = {}
+
+    @classmethod
+    def from_model(cls, model, processor, config: PolicyConfig | None = None) -> "TransformersPolicy":
+        """Wrap a model already in memory (e.g. one being trained); it is used as is, on its own device."""
+        import torch
+
+        self = cls.__new__(cls)
+        self.config = config or PolicyConfig(backend="transformers")
+        self.source = getattr(model, "name_or_path", "") or "in-memory model"
+        self.device = str(next(model.parameters()).device)
+        self.dtype = next(model.parameters()).dtype
+        self._check_grid(model.config, processor)
+        self.model, self.processor, self._torch = model, processor, torch
+        self.last_inputs_info = {}
+        return self
+
+    def _check_grid(self, model_config, processor) -> None:
+        """Set `patch` from the vision config and check the processor snaps images to the same grid."""
+        vision = model_config.vision_config
+        self.patch = int(vision.patch_size) * int(vision.spatial_merge_size)  # 28 Qwen2.5-VL, 32 Qwen3-VL
+        if self.config.max_pixels < self.patch * self.patch:
+            raise PolicyError(f"max_pixels={self.config.max_pixels} is below one {self.patch}x{self.patch} patch; "
+                              f"raise it to at least {self.patch * self.patch}")
+        image_proc = processor.image_processor
+        proc_grid = int(image_proc.patch_size) * int(image_proc.merge_size)
+        if proc_grid != self.patch:
+            raise PolicyError(f"model {self.source!r} is inconsistent: its vision config snaps images to "
+                              f"{self.patch} px but its image processor to {proc_grid} px; fix "
+                              "patch_size/merge_size in the processor config to match config.json")
+        self._pixel_patch = int(image_proc.patch_size)
 
     # ---------------------------------------------------------------- inputs
 

@@ -1,0 +1,169 @@
+"""Policies that sample with a model being trained and record every call as a training segment.
+
+    policy = VLPolicy(model, processor, temperature=1.0)      # any Qwen2.5-VL / Qwen3-VL
+    policy = TextPolicy(model, tokenizer)                     # a causal LM, for text-only work
+    trace = Agent(retriever, policy, cfg).ask(question)       # the real agent loop
+    policy.segments                                           # one Segment per model call, in step order
+
+A Segment keeps the exact model inputs (token ids, and for VLMs the pixel tensors and grid), the sampled
+token ids and their log-probabilities at sampling time. Only the sampled tokens are ever trained on: the
+prompt, which holds every observation (search results, crops, memory), is context. Log-probabilities are
+taken from `log_softmax(logits / temperature)`, the distribution the tokens were actually drawn from; the
+trainer computes new ones the same way (`sequence_logprobs`), so importance ratios compare like with like.
+Sampling uses the plain tempered distribution (top_k=0, top_p=1) so those log-probs are exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+
+from agent.backends.base import Policy, PolicyConfig, PolicyError
+
+
+@dataclass
+class Segment:
+    """One model call: what it saw and what it generated."""
+
+    step: int
+    inputs: dict[str, torch.Tensor]  # input_ids (1, P), attention_mask (1, P), [pixel_values, image_grid_thw]
+    gen_ids: torch.Tensor  # (N,) sampled tokens, end-of-turn included
+    old_logp: torch.Tensor  # (N,) their log-probs at sampling time
+    text: str = ""
+    node_id: str = ""  # the graph node the step created (filled from the trace)
+    tool: str = ""  # the tool it called ("" for a malformed reply)
+    gold_hit: bool | None = None  # retrieval steps: whether the results held gold evidence
+    mask: float = 0.0  # GGPO mu_t (1: the step is left out of the update)
+
+    @property
+    def n_prompt(self) -> int:
+        return int(self.inputs["input_ids"].shape[1])
+
+
+def sequence_logprobs(model, inputs: dict[str, torch.Tensor], gen_ids: torch.Tensor,
+                      temperature: float = 1.0) -> torch.Tensor:
+    """Log-probs (N,) of `gen_ids` after the prompt in `inputs`, under `model` (with grad if enabled)."""
+    device = next(model.parameters()).device
+    prompt = inputs["input_ids"].to(device)  # (1, P)
+    gen = gen_ids.to(device).view(1, -1)  # (1, N)
+    ids = torch.cat([prompt, gen], dim=1)  # (1, P+N)
+    kwargs = {k: v.to(device) for k, v in inputs.items() if k not in ("input_ids", "attention_mask")}
+    out = model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs)
+    n, p = gen.shape[1], prompt.shape[1]
+    logits = out.logits[0, p - 1:p - 1 + n].float() / temperature  # (N, V): position t predicts token t+1
+    return torch.log_softmax(logits, dim=-1).gather(1, gen[0].unsqueeze(1)).squeeze(1)  # (N,)
+
+
+class _Sampler(Policy):
+    """Shared sampling and recording; subclasses turn agent messages into model inputs (`encode`)."""
+
+    def __init__(self, model, tokenizer, temperature: float = 1.0, max_new_tokens: int = 256) -> None:
+        if temperature <= 0:
+            raise PolicyError("a trainable policy samples: temperature must be > 0 (1.0 is the usual choice)")
+        self.model, self.tokenizer = model, tokenizer
+        self.temperature, self.max_new_tokens = float(temperature), int(max_new_tokens)
+        self.segments: list[Segment] = []
+        self._step = 0
+        eos = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
+        self.stop_ids = sorted(i for i in eos if isinstance(i, int) and i >= 0)
+        if not self.stop_ids:
+            raise PolicyError("the tokenizer has neither an eos token nor <|im_end|>; generation could not stop")
+
+    def encode(self, messages: list[dict]) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Start a new trajectory: forget the recorded segments."""
+        self.segments, self._step = [], 0
+
+    @torch.no_grad()
+    def sample(self, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(gen_ids (N,), logp (N,)) for one prompt, sampled from the tempered distribution."""
+        device = next(self.model.parameters()).device
+        batch = {k: v.to(device) for k, v in inputs.items()}
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.stop_ids[0]
+        out = self.model.generate(**batch, do_sample=True, temperature=self.temperature, top_k=0, top_p=1.0,
+                                  max_new_tokens=self.max_new_tokens, eos_token_id=self.stop_ids,
+                                  pad_token_id=pad)  # (1, P+N)
+        gen = out[0, batch["input_ids"].shape[1]:]  # (N,)
+        # generate pads after the first stop token when it stops early in a batch; keep up to it
+        stops = [i for i, t in enumerate(gen.tolist()) if t in self.stop_ids]
+        gen = gen[: stops[0] + 1] if stops else gen  # (N,)
+        logp = sequence_logprobs(self.model, inputs, gen, self.temperature)  # (N,)
+        return gen.cpu(), logp.cpu()
+
+    def stream(self, messages: list[dict], view: Any = None) -> Iterator[str]:
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            inputs = {k: v.cpu() for k, v in self.encode(messages).items()}
+            gen, logp = self.sample(inputs)
+        finally:
+            self.model.train(was_training)
+        self._step += 1
+        text = self.tokenizer.decode(gen, skip_special_tokens=True)
+        self.segments.append(Segment(self._step, inputs, gen, logp, text))
+        yield text
+
+
+class VLPolicy(_Sampler):
+    """A Qwen2.5-VL / Qwen3-VL model in memory, inputs built exactly as the transformers backend builds them."""
+
+    def __init__(self, model, processor, temperature: float = 1.0, max_new_tokens: int = 256,
+                 max_pixels: int = 1_003_520) -> None:
+        from agent.backends.transformers_vl import TransformersPolicy
+
+        super().__init__(model, processor.tokenizer, temperature, max_new_tokens)
+        self._backend = TransformersPolicy.from_model(model, processor, PolicyConfig(
+            backend="transformers", max_pixels=max_pixels, max_new_tokens=max_new_tokens))
+        self.patch = self._backend.patch
+        self.name = "trainable-vl"
+
+    def encode(self, messages: list[dict]) -> dict[str, torch.Tensor]:
+        return dict(self._backend.prepare(messages))
+
+    def describe(self) -> str:
+        return f"trainable VL policy ({type(self.model).__name__}, T={self.temperature})"
+
+
+class TextPolicy(_Sampler):
+    """A causal LM: image parts become their reference in brackets ("[Picture 1]"), for text-only tasks."""
+
+    is_vlm = False
+    name = "trainable-text"
+
+    def encode(self, messages: list[dict]) -> dict[str, torch.Tensor]:
+        chat = []
+        for m in messages:
+            c = m.get("content", "")
+            if not isinstance(c, str):
+                c = "".join(p["text"] if p.get("type") == "text" else f"[{p.get('ref', 'image')}]" for p in c)
+            chat.append({"role": m["role"], "content": c})
+        ids = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt",
+                                                 return_dict=True)
+        return {"input_ids": ids["input_ids"], "attention_mask": ids["attention_mask"]}  # (1, P) each
+
+    def describe(self) -> str:
+        return f"trainable text policy ({type(self.model).__name__}, T={self.temperature})"
+
+
+@dataclass
+class SegmentBatch:
+    """Segments of several trajectories with their per-segment advantage and weight, for one update."""
+
+    segments: list[Segment] = field(default_factory=list)
+    advantages: list[float] = field(default_factory=list)
+    weights: list[float] = field(default_factory=list)
+
+    def add(self, segs: list[Segment], advantage: float, weights: list[float]) -> None:
+        self.segments += segs
+        self.advantages += [advantage] * len(segs)
+        self.weights += weights
+
+    def __len__(self) -> int:
+        return len(self.segments)
+
+    def n_tokens(self) -> int:
+        return sum(int(s.gen_ids.numel()) for s in self.segments)
