@@ -6,6 +6,7 @@
     vimrag ask "QUESTION" --index DIR     answer with the agent, printing its steps and a cited answer
     vimrag demo                           the web demo on http://127.0.0.1:7860 (bundled corpus)
     vimrag eval --dataset NAME            evaluate the agent on a benchmark; `vimrag eval compare RUN...`
+    vimrag train --config CFG.yaml        GGPO / GRPO / GSPO fine-tuning (also under accelerate launch)
 
 Every subcommand takes --help. Errors print one line saying what to do and exit non-zero.
 """
@@ -140,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     from app.evaluate import add_parser as add_eval
 
     add_eval(sub)
+    from app.train import add_parser as add_train
+
+    add_train(sub)
     return p
 
 

@@ -230,3 +230,19 @@ def build_tiny_causal_lm(path: str | Path, seed: int = 0, texts: list[str] | Non
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.save_pretrained(path)
     return path
+
+
+def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Write a tiny random model folder (for CPU smoke runs of training)")
+    ap.add_argument("--kind", default="qwen2_5_vl", choices=["qwen2_5_vl", "qwen3_vl", "causal_lm"])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    build = {"qwen2_5_vl": build_tiny_qwen2_5_vl, "qwen3_vl": build_tiny_qwen3_vl, "causal_lm": build_tiny_causal_lm}
+    print(build[a.kind](a.out, seed=a.seed))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Set up (scripts/setup.sh test) and run the test suite on CPU, offline. Extra arguments go to pytest.
+# Set up (scripts/setup.sh test,train) and run the test suite on CPU, offline. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh test
+bash scripts/setup.sh test,train
 # Debian packages the tests use: chromium for the real-browser UI test (playwright drives it; it cannot
 # download its own browser here), tesseract-ocr for the optional OCR engine (RapidOCR is the fallback).
 want_apt=()

@@ -1,0 +1,412 @@
+"""GGPO / GRPO / GSPO training on Hugging Face accelerate, from one CPU to many GPUs.
+
+    vimrag train --config rl/configs/tiny_cpu.yaml                         # a few updates of a tiny model
+    vimrag train --config rl/configs/qwen2_5_vl_7b.yaml lr=5e-7 group_size=8
+    accelerate launch --config_file rl/configs/accelerate/ddp.yaml -m app.cli train --config ...
+
+One update: take the next `questions_per_update` questions (split across processes), sample
+`group_size` trajectories each through the real agent loop (rl/rollout.py), score them, normalise
+rewards within each group, mask steps by the graph (GGPO), and take one optimizer step on the clipped
+surrogate over every step segment's generated tokens (rl/ggpo.py). Observation tokens are context only.
+
+Loss normalisation (`length_norm`): "token_mean" averages over every generated token of the update on
+all processes (each token weighs the same); "seq_mean" averages within each segment, then over
+segments. Segments are forwarded one at a time (memory stays flat with long multimodal prompts) and
+their losses are scaled so the summed gradient equals that of the whole batch at once; every process
+runs the same number of micro-steps (padded with zero-weight segments) so DDP, FSDP and DeepSpeed stay
+in step, and the gradient of a 2-process run equals a 1-process run on the doubled batch.
+
+Checkpoints (`save_every`) hold the model (or LoRA adapter), optimizer, scheduler, RNG states and the
+data position; training resumes from the newest one in `output_dir` and continues exactly.
+Metrics go to `output_dir/metrics.jsonl`, to TensorBoard (`tensorboard` installed) and to wandb
+(installed, and listed in `log_with`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+@dataclass
+class TrainConfig:
+    model: str = ""  # a local folder or HF id: Qwen2.5-VL / Qwen3-VL, or a causal LM (text-only work)
+    dataset: str = ""  # an eval dataset name (eval/datasets.py), e.g. jsonl:PATH
+    corpus: str | None = None
+    index: str | None = None
+    protocol: str = "vimrag"
+    system_prompt: str | None = None  # replaces the protocol's system prompt (short prompts for tiny models)
+    method: str = "ggpo"  # ggpo | grpo | gspo
+    level: str | None = None  # ggpo: token | sequence (default: sequence, the paper's GSPO base)
+    group_size: int = 4
+    questions_per_update: int = 2
+    updates: int = 10
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    warmup_updates: int = 0
+    max_grad_norm: float = 1.0
+    clip_eps: float = 0.2
+    clip_eps_high: float | None = None
+    kl_coef: float = 0.0  # k3 KL to the frozen initial policy (0: no reference model is kept)
+    length_norm: str = "token_mean"
+    temperature: float = 1.0
+    max_new_tokens: int = 256
+    max_steps: int = 6  # agent steps per trajectory
+    top_k: int = 3
+    reward: str = "vimrag"
+    grad_accum: int = 1  # updates whose gradients are summed before one optimizer step
+    mixed_precision: str = "auto"  # auto (bf16 on a GPU that has it, else fp32) | no | bf16 | fp16
+    lora: dict[str, Any] | None = None  # {"r": 16, "alpha": 32, "dropout": 0.05, "target_modules": [...]}
+    save_every: int = 50
+    output_dir: str = "runs/train/default"
+    resume: bool = True
+    seed: int = 0
+    log_with: list[str] = field(default_factory=lambda: ["tensorboard"])
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: list[str] | None = None) -> "TrainConfig":
+        """From YAML, then `key=value` overrides (values parsed as YAML: 1e-6, true, [a, b])."""
+        import yaml
+
+        data: dict[str, Any] = {}
+        if path:
+            p = Path(path)
+            if not p.is_file():
+                raise FileNotFoundError(f"training config {p} does not exist; see rl/configs/ for examples")
+            data = yaml.safe_load(p.read_text()) or {}
+        for ov in overrides or []:
+            key, sep, value = ov.partition("=")
+            if not sep:
+                raise ValueError(f"override {ov!r} must look like key=value (e.g. lr=1e-6)")
+            data[key.strip()] = yaml.safe_load(value)
+        types = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(types))
+        if unknown:
+            raise ValueError(f"unknown training settings {unknown}; known ones are {sorted(types)}")
+        for key, value in data.items():  # YAML reads 5e-7 (no dot) as a string: coerce numbers by the field type
+            kind = types[key].split(" ")[0]
+            if isinstance(value, str) and kind in ("float", "int"):
+                try:
+                    data[key] = float(value) if kind == "float" else int(value)
+                except ValueError:
+                    raise ValueError(f"{key}={value!r} is not a number") from None
+        cfg = cls(**data)
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        from rl.ggpo import method_level
+        from rl.rewards import REWARDS
+
+        if not self.model:
+            raise ValueError("set `model` (a local folder or HF id) in the training config")
+        if not self.dataset:
+            raise ValueError("set `dataset` (e.g. jsonl:questions.jsonl with corpus: DIR)")
+        method_level(self.method, self.level)
+        if self.reward not in REWARDS:
+            raise ValueError(f"unknown reward {self.reward!r}; choose one of {sorted(REWARDS)}")
+        if self.group_size < 2:
+            raise ValueError("group_size must be >= 2: advantages are normalised within a group")
+        if self.length_norm not in ("token_mean", "seq_mean"):
+            raise ValueError("length_norm must be token_mean or seq_mean")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# -- model loading ------------------------------------------------------------------------------------
+def load_model(cfg: TrainConfig):
+    """(model, processor_or_tokenizer, is_vl) from a folder or id; LoRA applied when configured."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, \
+        AutoTokenizer
+
+    local = Path(cfg.model).exists()
+    mcfg = AutoConfig.from_pretrained(cfg.model, local_files_only=local)
+    is_vl = hasattr(mcfg, "vision_config")
+    if is_vl:
+        model = AutoModelForImageTextToText.from_pretrained(cfg.model, local_files_only=local)
+        proc = AutoProcessor.from_pretrained(cfg.model, local_files_only=local)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(cfg.model, local_files_only=local)
+        proc = AutoTokenizer.from_pretrained(cfg.model, local_files_only=local)
+    if cfg.lora:
+        try:
+            from peft import LoraConfig, get_peft_model
+        except ImportError as e:
+            raise ImportError("LoRA needs peft: install the training extra with `scripts/setup.sh train`") from e
+        lc = dict(cfg.lora)
+        model = get_peft_model(model, LoraConfig(r=lc.get("r", 16), lora_alpha=lc.get("alpha", 32),
+                                                 lora_dropout=lc.get("dropout", 0.0),
+                                                 target_modules=lc.get("target_modules", ["q_proj", "v_proj"])))
+    return model, proc, is_vl
+
+
+def make_policy(model, proc, is_vl: bool, cfg: TrainConfig):
+    from rl.policy import TextPolicy, VLPolicy
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if is_vl:
+        pol = VLPolicy(base, proc, cfg.temperature, cfg.max_new_tokens)
+    else:
+        pol = TextPolicy(base, proc, cfg.temperature, cfg.max_new_tokens)
+    pol.model = model  # sample with the adapter (if any) active
+    return pol
+
+
+# -- the update -------------------------------------------------------------------------------------
+def segment_loss(model, seg, advantage: float, weight: float, cfg: TrainConfig, scale: float,
+                 ref_logp: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """The clipped surrogate of one segment, scaled so summing over segments gives the batch loss."""
+    from rl.ggpo import method_level, ppo_clip_loss
+    from rl.policy import sequence_logprobs
+
+    logp = sequence_logprobs(model, seg.inputs, seg.gen_ids, cfg.temperature)[None]  # (1, N)
+    old = seg.old_logp.to(logp.device)[None]  # (1, N)
+    ref = ref_logp.to(logp.device)[None] if ref_logp is not None else None  # (1, N)
+    loss, stats = ppo_clip_loss(logp, old, torch.ones_like(logp), torch.tensor([advantage], device=logp.device),
+                                torch.tensor([weight], device=logp.device), ref,
+                                level=method_level(cfg.method, cfg.level), clip_eps=cfg.clip_eps,
+                                clip_eps_high=cfg.clip_eps_high, kl_coef=cfg.kl_coef, length_norm=cfg.length_norm)
+    return loss * scale, stats
+
+
+def loss_scales(n_tokens: list[int], cfg: TrainConfig, total_tokens: int, total_segments: int,
+                world: int) -> list[float]:
+    """Per-segment factors turning single-segment losses into the whole (all-process) batch loss.
+
+    DDP averages gradients over `world` processes, hence the factor `world`.
+
+    >>> cfg = TrainConfig(model="m", dataset="d", method="grpo")
+    >>> loss_scales([2, 6], cfg, total_tokens=16, total_segments=4, world=2)   # token_mean: n_s / N · W
+    [0.25, 0.75]
+    """
+    from rl.ggpo import method_level
+
+    if method_level(cfg.method, cfg.level) == "token" and cfg.length_norm == "token_mean":
+        return [n * world / max(1, total_tokens) for n in n_tokens]
+    return [world / max(1, total_segments) for _ in n_tokens]
+
+
+def compute_gradients(accelerator, model, segments, advantages, weights, cfg: TrainConfig,
+                      ref_model=None) -> dict[str, float]:
+    """Backward over this process's segments (padded to the same count on every process)."""
+    world = accelerator.num_processes
+    counts = torch.tensor([len(segments), sum(int(s.gen_ids.numel()) for s in segments)],
+                          device=accelerator.device)  # (2,)
+    totals = accelerator.reduce(counts.clone(), reduction="sum")  # (2,)
+    most = accelerator.gather(counts[:1].clone()).max().item()
+    scales = loss_scales([int(s.gen_ids.numel()) for s in segments], cfg, int(totals[1]), int(totals[0]), world)
+    plan = list(zip(segments, advantages, weights, scales))
+    while len(plan) < most:  # keep collectives in step: a zero-weight replay of a real segment
+        plan.append((segments[0] if segments else None, 0.0, 0.0, 0.0))
+    stats: dict[str, float] = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0}
+    n = 0
+    for i, (seg, adv, w, sc) in enumerate(plan):
+        if seg is None:
+            continue
+        ref = None
+        if ref_model is not None and cfg.kl_coef > 0:
+            from rl.policy import sequence_logprobs
+
+            with torch.no_grad():
+                ref = sequence_logprobs(ref_model, seg.inputs, seg.gen_ids, cfg.temperature)  # (N,)
+        last = i == len(plan) - 1
+        ctx = accelerator.no_sync(model) if not last and world > 1 else _null()
+        with ctx:
+            loss, st = segment_loss(model, seg, adv, w, cfg, sc, ref)
+            accelerator.backward(loss)
+        stats["loss"] += float(loss.detach())
+        if sc:
+            stats["clip_frac"] += st["clip_frac"]
+            stats["kl"] += st["kl"]
+            n += 1
+    stats["clip_frac"] /= max(1, n)
+    stats["kl"] /= max(1, n)
+    return stats
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+# -- the trainer ------------------------------------------------------------------------------------
+class Trainer:
+    def __init__(self, cfg: TrainConfig, agent_retriever=None) -> None:
+        from accelerate import Accelerator
+        from accelerate.utils import ProjectConfiguration, set_seed
+
+        self.cfg = cfg
+        self.out = Path(cfg.output_dir)
+        mp = cfg.mixed_precision
+        if mp == "auto":
+            mp = "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
+        trackers = [t for t in cfg.log_with if _tracker_available(t)]
+        self.acc = Accelerator(mixed_precision=mp, gradient_accumulation_steps=cfg.grad_accum,
+                               log_with=trackers or None,
+                               project_config=ProjectConfiguration(project_dir=str(self.out),
+                                                                   logging_dir=str(self.out / "logs")))
+        set_seed(cfg.seed)
+        from eval.datasets import load_dataset
+
+        self.ds = load_dataset(cfg.dataset, corpus=cfg.corpus)
+        self.retriever = agent_retriever
+        model, self.proc, self.is_vl = load_model(cfg)
+        self.ref_model = None
+        if cfg.kl_coef > 0:
+            self.ref_model, _, _ = load_model(dataclasses.replace(cfg, lora=None))
+            self.ref_model.eval().requires_grad_(False)
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda u: min(1.0, (u + 1) / cfg.warmup_updates) if cfg.warmup_updates else 1.0)
+        self.model, self.opt, self.sched = self.acc.prepare(model, opt, sched)
+        if self.ref_model is not None:
+            self.ref_model.to(self.acc.device)
+        self.update = 0
+        self.order: list[int] = []
+        self.pos = 0
+        self.epoch = 0
+        if trackers and self.acc.is_main_process:
+            self.acc.init_trackers("vimrag-train", config={k: str(v) for k, v in cfg.to_dict().items()})
+        self.out.mkdir(parents=True, exist_ok=True)
+        if self.acc.is_main_process:
+            (self.out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=1))
+        if cfg.resume:
+            self.try_resume()
+
+    # data order: a seeded permutation per epoch; the position is part of the checkpoint
+    def next_items(self, n: int):
+        items = []
+        while len(items) < n:
+            if self.pos >= len(self.order):
+                rng = random.Random(self.cfg.seed * 1000 + self.epoch)
+                self.order = list(range(len(self.ds.items)))
+                rng.shuffle(self.order)
+                self.pos, self.epoch = 0, self.epoch + 1
+            items.append(self.ds.items[self.order[self.pos]])
+            self.pos += 1
+        return items
+
+    def get_retriever(self):
+        if self.retriever is None:
+            from eval.runner import ensure_index
+            from retrieval.retriever import Retriever
+
+            self.retriever = Retriever(ensure_index(self.ds, self.cfg.index, progress=False))
+        return self.retriever
+
+    def agent_config(self, item):
+        from agent.state import AgentConfig
+
+        d = {"protocol": self.cfg.protocol, "max_steps": self.cfg.max_steps, "top_k": self.cfg.top_k,
+             "docs": [item.doc] if self.ds.per_doc and item.doc else None}
+        if self.cfg.system_prompt:
+            d["system_prompt"] = self.cfg.system_prompt
+        return AgentConfig.from_dict(d)
+
+    def step(self) -> dict[str, float]:
+        """One update: rollouts on this process's share of questions, then one gradient step."""
+        from rl.ggpo import group_advantages, segment_weights
+        from rl.rollout import rollout_group
+
+        cfg, acc = self.cfg, self.acc
+        t0 = time.perf_counter()
+        items = self.next_items(cfg.questions_per_update)
+        mine = items[acc.process_index::acc.num_processes]
+        policy = make_policy(acc.unwrap_model(self.model), self.proc, self.is_vl, cfg)
+        segs, advs, wts, rewards, masked = [], [], [], [], 0
+        for item in mine:
+            trajs = rollout_group(policy, self.get_retriever(), item, self.agent_config(item), cfg.group_size,
+                                  cfg.reward)
+            adv = group_advantages(torch.tensor([t.reward for t in trajs]))  # (G,)
+            for t, a in zip(trajs, adv.tolist()):
+                w = segment_weights(cfg.method, t.masks).tolist()
+                masked += sum(1 for x in w if x == 0.0)
+                segs += t.segments
+                advs += [a] * len(t.segments)
+                wts += w
+                rewards.append(t.reward)
+        t_roll = time.perf_counter() - t0
+        self.model.train()
+        with acc.accumulate(self.model):
+            stats = compute_gradients(acc, self.model, segs, advs, wts, cfg, self.ref_model)
+            if acc.sync_gradients and cfg.max_grad_norm:
+                acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+            self.opt.step()
+            self.sched.step()
+            self.opt.zero_grad()
+        t_upd = time.perf_counter() - t0 - t_roll
+        self.update += 1
+        n_tok = sum(int(s.gen_ids.numel()) for s in segs)
+        r = acc.gather(torch.tensor([sum(rewards), len(rewards), n_tok, len(segs), masked],
+                                    dtype=torch.float64, device=acc.device)).view(-1, 5).sum(0)  # (5,)
+        log = {"update": self.update, "reward": float(r[0] / max(1.0, float(r[1]))), "loss": stats["loss"],
+               "clip_frac": stats["clip_frac"], "kl": stats["kl"], "segments": int(r[3]),
+               "masked_fraction": float(r[4] / max(1.0, float(r[3]))), "tokens": int(r[2]),
+               "rollout_s": round(t_roll, 3), "update_s": round(t_upd, 3),
+               "tokens_per_s": float(r[2]) / max(1e-9, t_roll + t_upd), "lr": self.sched.get_last_lr()[0]}
+        if acc.is_main_process:
+            with open(self.out / "metrics.jsonl", "a") as f:
+                f.write(json.dumps(log) + "\n")
+        acc.log(log, step=self.update)
+        if cfg.save_every and self.update % cfg.save_every == 0:
+            self.save()
+        return log
+
+    def train(self, progress: bool = True) -> list[dict[str, float]]:
+        from tqdm.auto import tqdm
+
+        logs = []
+        bar = tqdm(total=self.cfg.updates, initial=self.update, desc=f"{self.cfg.method} updates",
+                   disable=not (progress and self.acc.is_main_process))
+        while self.update < self.cfg.updates:
+            log = self.step()
+            logs.append(log)
+            bar.update(1)
+            bar.set_postfix(reward=f"{log['reward']:.2f}", loss=f"{log['loss']:.3f}")
+        bar.close()
+        if self.cfg.save_every and self.update % self.cfg.save_every:
+            self.save()
+        self.acc.end_training()
+        return logs
+
+    # -- checkpoints --------------------------------------------------------------------------------
+    def save(self) -> Path:
+        ckpt = self.out / f"checkpoint-{self.update:06d}"
+        self.acc.save_state(str(ckpt))
+        if self.acc.is_main_process:
+            # accelerate's save_state already holds the model, optimizer, scheduler and every RNG state
+            state = {"update": self.update, "pos": self.pos, "epoch": self.epoch, "order": self.order}
+            (ckpt / "trainer_state.json").write_text(json.dumps(state))
+        self.acc.wait_for_everyone()
+        return ckpt
+
+    def try_resume(self) -> bool:
+        ckpts = sorted(self.out.glob("checkpoint-*"))
+        if not ckpts:
+            return False
+        ckpt = ckpts[-1]
+        self.acc.load_state(str(ckpt))
+        state = json.loads((ckpt / "trainer_state.json").read_text())
+        self.update, self.pos, self.epoch, self.order = state["update"], state["pos"], state["epoch"], state["order"]
+        if self.acc.is_main_process:
+            print(f"resumed from {ckpt} at update {self.update}")
+        return True
+
+
+def _tracker_available(name: str) -> bool:
+    import importlib.util
+
+    mod = {"tensorboard": "tensorboard", "wandb": "wandb"}.get(name, name)
+    return importlib.util.find_spec(mod) is not None

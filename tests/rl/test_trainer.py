@@ -1,0 +1,155 @@
+"""The trainer end to end on CPU: rollouts through the agent loop with a tiny random model, updates,
+checkpoint and exact resume, the CLI with the shipped config, and 2-process gradient equivalence."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rl.tiny import build_tiny_causal_lm, build_tiny_qwen2_5_vl
+
+REPO = Path(__file__).resolve().parents[2]
+QUESTIONS = [
+    {"id": "staff", "question": "How many people does the Tampere factory employ?", "answer": ["85"],
+     "evidence": [{"file": "tampere_factory_notes.md"}]},
+    {"id": "revenue", "question": "What was total revenue in 2025?", "answer": ["48.6 million dollars"],
+     "evidence": [{"file": "aurora_annual_report_2025.pdf", "page": 1}]},
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_vl(tmp_path_factory):
+    return build_tiny_qwen2_5_vl(tmp_path_factory.mktemp("vl") / "m")
+
+
+@pytest.fixture
+def task(mixed_corpus, mixed_index, tmp_path):
+    qs = tmp_path / "qs.jsonl"
+    qs.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    idx = tmp_path / "idx"
+    shutil.copytree(mixed_index, idx)
+    return {"dataset": f"jsonl:{qs}", "corpus": str(mixed_corpus), "index": str(idx)}
+
+
+@pytest.fixture
+def parity_reward(monkeypatch):
+    """A random model never answers, so every reward would be 0 and every advantage too: instead the
+    trajectories of each group of two are scored 1 and 0 in turn (deterministic, and the same after a resume)."""
+    import rl.rollout
+
+    calls = iter(range(10_000))
+    monkeypatch.setattr(rl.rollout, "score", lambda trace, item, reward="vimrag", judge=None:
+                        float(next(calls) % 2 == 0))
+
+
+def config(tiny_vl, task, out, **kw):
+    from rl.trainer import TrainConfig
+
+    base = dict(model=str(tiny_vl), **task, group_size=2, questions_per_update=1, updates=1, lr=1e-2,
+                max_new_tokens=12, max_steps=2, save_every=1, output_dir=str(out), log_with=[], seed=3)
+    base.update(kw)
+    cfg = TrainConfig(**base)
+    cfg.validate()
+    return cfg
+
+
+def params(model) -> torch.Tensor:
+    return torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+
+
+def test_rollout_and_one_update_change_the_weights_and_train_only_generated_tokens(tiny_vl, task, tmp_path,
+                                                                                   parity_reward):
+    from rl.trainer import Trainer
+
+    tr = Trainer(config(tiny_vl, task, tmp_path / "run"))
+    before = params(tr.acc.unwrap_model(tr.model))
+    log = tr.step()
+    after = params(tr.acc.unwrap_model(tr.model))
+    assert torch.isfinite(torch.tensor(log["loss"])) and log["segments"] == 4  # 2 trajectories x 2 steps
+    assert not torch.equal(before, after)
+    # trained tokens are the sampled ones only; observations (search results) live in the prompt
+    assert log["tokens"] <= 4 * 12
+    from rl.policy import VLPolicy
+    from rl.rollout import rollout_group
+
+    pol = VLPolicy(tr.acc.unwrap_model(tr.model), tr.proc, max_new_tokens=12)
+    trajs = rollout_group(pol, tr.get_retriever(), tr.ds.items[0], tr.agent_config(tr.ds.items[0]), 2)
+    seg = trajs[0].segments[1]
+    prompt = tr.proc.tokenizer.decode(seg.inputs["input_ids"][0])
+    assert "tampere_factory_notes.md" in prompt or "Picture" in prompt or "Text" in prompt
+    assert seg.gen_ids.numel() <= 12 and seg.old_logp.shape == seg.gen_ids.shape
+    assert all(s.node_id == "" or s.node_id for s in trajs[0].segments)
+
+
+def test_checkpoint_and_resume_continue_exactly(tiny_vl, task, tmp_path, parity_reward):
+    from rl.trainer import Trainer
+
+    whole = Trainer(config(tiny_vl, task, tmp_path / "whole", updates=2))
+    whole.train(progress=False)
+    first = Trainer(config(tiny_vl, task, tmp_path / "split", updates=1))
+    first.train(progress=False)
+    assert (tmp_path / "split" / "checkpoint-000001").is_dir()
+    resumed = Trainer(config(tiny_vl, task, tmp_path / "split", updates=2))
+    assert resumed.update == 1 and resumed.pos == first.pos
+    resumed.train(progress=False)
+    a = params(whole.acc.unwrap_model(whole.model))
+    b = params(resumed.acc.unwrap_model(resumed.model))
+    assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
+    m1 = [json.loads(x) for x in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
+    m2 = [json.loads(x) for x in (tmp_path / "split" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["reward"] for m in m1] == [m["reward"] for m in m2]
+
+
+def test_vimrag_train_runs_the_shipped_config(tiny_vl, mixed_index, tmp_path, capsys):
+    from app.cli import main
+
+    idx = tmp_path / "idx"
+    shutil.copytree(mixed_index, idx)
+    out = tmp_path / "run"
+    code = main(["train", "--config", str(REPO / "rl/configs/tiny_cpu.yaml"), f"model={tiny_vl}",
+                 f"output_dir={out}", f"index={idx}", "-q"])
+    assert code == 0
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in rows] == [1, 2] and all(r["segments"] > 0 for r in rows)
+    assert (out / "checkpoint-000002").is_dir() and json.loads((out / "config.json").read_text())["method"] == "ggpo"
+    assert list((out / "logs").rglob("events.out.tfevents.*"))  # TensorBoard got the metrics
+    assert "resolved config" in capsys.readouterr().out
+
+
+def test_bad_configs_are_refused_by_name(tmp_path):
+    from rl.trainer import TrainConfig
+
+    with pytest.raises(ValueError, match="unknown training settings \\['learning_rate'\\]"):
+        TrainConfig.load(None, ["model=m", "dataset=d", "learning_rate=1"])
+    with pytest.raises(ValueError, match="unknown method"):
+        TrainConfig.load(None, ["model=m", "dataset=d", "method=ppo"])
+    with pytest.raises(ValueError, match="group_size"):
+        TrainConfig.load(None, ["model=m", "dataset=d", "group_size=1"])
+    with pytest.raises(ValueError, match="lr=.fast. is not a number"):
+        TrainConfig.load(None, ["model=m", "dataset=d", "lr=fast"])
+    with pytest.raises(FileNotFoundError, match="rl/configs"):
+        TrainConfig.load(tmp_path / "nope.yaml")
+    cfg = TrainConfig.load(REPO / "rl/configs/qwen2_5_vl_7b_ggpo.yaml", ["lr=5e-7"])
+    assert cfg.lr == 5e-7 and cfg.lora["r"] == 64 and cfg.kl_coef == 0.01
+
+
+def test_two_processes_give_the_gradients_of_one_process_on_the_doubled_batch(tmp_path):
+    model = build_tiny_causal_lm(tmp_path / "lm")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    worker = str(REPO / "tests/rl/dist_worker.py")
+    one = subprocess.run([sys.executable, worker, str(model), str(tmp_path / "g1.pt")], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stderr[-2000:]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                str(29500 + os.getpid() % 1000)]
+    two = subprocess.run(torchrun + [worker, str(model), str(tmp_path / "g2.pt")], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert two.returncode == 0, two.stderr[-2000:]
+    g1, g2 = torch.load(tmp_path / "g1.pt"), torch.load(tmp_path / "g2.pt")
+    assert g1.abs().sum() > 0
+    assert torch.allclose(g1, g2, rtol=1e-4, atol=1e-6), (g1 - g2).abs().max()
