@@ -7,6 +7,7 @@
     vimrag demo                           the web demo on http://127.0.0.1:7860 (bundled corpus)
     vimrag eval --dataset NAME            evaluate the agent on a benchmark; `vimrag eval compare RUN...`
     vimrag train --config CFG.yaml        GGPO / GRPO / GSPO fine-tuning (also under accelerate launch)
+    vimrag sft --traces RUN --model M     SFT cold start on saved traces (loss on action tokens only)
 
 Every subcommand takes --help. Errors print one line saying what to do and exit non-zero.
 """
@@ -141,9 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     from app.evaluate import add_parser as add_eval
 
     add_eval(sub)
-    from app.train import add_parser as add_train
+    from app.train import add_parser as add_train, add_sft_parser
 
     add_train(sub)
+    add_sft_parser(sub)
     return p
 
 

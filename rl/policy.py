@@ -50,6 +50,9 @@ def sequence_logprobs(model, inputs: dict[str, torch.Tensor], gen_ids: torch.Ten
     gen = gen_ids.to(device).view(1, -1)  # (1, N)
     ids = torch.cat([prompt, gen], dim=1)  # (1, P+N)
     kwargs = {k: v.to(device) for k, v in inputs.items() if k not in ("input_ids", "attention_mask")}
+    for k in ("mm_token_type_ids", "token_type_ids"):  # per-token side inputs cover the prompt: extend with 0s
+        if k in kwargs:
+            kwargs[k] = torch.cat([kwargs[k], torch.zeros_like(gen)], dim=1)  # (1, P+N)
     out = model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs)
     n, p = gen.shape[1], prompt.shape[1]
     logits = out.logits[0, p - 1:p - 1 + n].float() / temperature  # (N, V): position t predicts token t+1

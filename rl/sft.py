@@ -1,0 +1,162 @@
+"""SFT cold start: fine-tune a policy on saved agent traces, with the loss on the action tokens only.
+
+    vimrag sft --traces runs/eval/RUN --model Qwen/Qwen2.5-VL-7B-Instruct --output-dir runs/sft/x
+    vimrag sft --traces 'runs/eval/*/traces' --min-score 1 --model ./tiny --epochs 3
+
+Every step of a trace whose reply parsed into an action becomes one example: the exact context the
+model saw (its messages, images re-rendered from the trace's evidence at the recorded size) as the
+prompt, and the reply it gave as the target. Only the target tokens carry loss; the prompt, with every
+observation in it, is context. `--min-score` keeps traces whose prediction row (a `vimrag eval` run's
+predictions.jsonl) scored at least that much, so a stronger model's good runs teach a weaker one.
+The papers start RL this way (VRAG-RL arXiv 2505.22019 section 3; VimRAG arXiv 2602.12735).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+@dataclass
+class Example:
+    messages: list[dict[str, Any]]  # as the model saw them; image parts rebuilt from evidence
+    target: str  # the reply to learn
+    source: str = ""  # trace file and step, for errors
+
+
+def _trace_files(spec: str) -> list[Path]:
+    paths = [Path(p) for p in sorted(glob.glob(spec))] or [Path(spec)]
+    out = []
+    for p in paths:
+        if p.is_dir():
+            out += sorted((p / "traces").glob("*.json")) if (p / "traces").is_dir() else sorted(p.glob("*.json"))
+        elif p.is_file():
+            out.append(p)
+    if not out:
+        raise FileNotFoundError(f"no traces at {spec}; give a `vimrag eval` run folder, its traces/ folder, "
+                                "trace JSON files or a glob")
+    return out
+
+
+def _scores(trace_file: Path) -> dict[str, float]:
+    pred = trace_file.parent.parent / "predictions.jsonl"
+    if not pred.exists():
+        return {}
+    rows = [json.loads(x) for x in pred.read_text().splitlines() if x.strip()]
+    return {Path(r["trace"]).name: r["score"] for r in rows if r.get("trace")}
+
+
+def load_examples(spec: str, min_score: float | None = None, with_images: bool = True) -> list[Example]:
+    """Examples from every parsed step of the selected traces."""
+    from agent.evidence import EvidenceStore
+    from agent.events import Trace
+
+    out = []
+    score_cache: dict[Path, dict[str, float]] = {}
+    for f in _trace_files(spec):
+        if min_score is not None:
+            scores = score_cache.setdefault(f.parent, _scores(f))
+            if scores.get(f.name, -1.0) < min_score:
+                continue
+        trace = Trace.from_dict(json.loads(f.read_text()))
+        store = EvidenceStore.from_dict(trace.evidence) if with_images else None
+        for rec in trace.steps:
+            if rec.action is None or not rec.output.strip():
+                continue  # a malformed reply is nothing to imitate
+            msgs = [_rebuild(m, store, f"{f.name} step {rec.step}") for m in rec.messages]
+            out.append(Example(msgs, rec.output, f"{f.name} step {rec.step}"))
+    return out
+
+
+def _rebuild(message: dict, store, where: str) -> dict:
+    content = message.get("content", "")
+    if isinstance(content, str):
+        return {"role": message["role"], "content": content}
+    parts = []
+    for p in content:
+        if p.get("type") != "image":
+            parts.append(p)
+        elif store is None:
+            parts.append({"type": "text", "text": f"[{p.get('ref', 'image')}]"})
+        else:
+            imgs = store.images_for(p.get("ref", ""))
+            if not imgs:
+                raise FileNotFoundError(f"{where}: cannot re-render {p.get('ref')} (its source file moved?); "
+                                        "train text-only with --no-images or restore the corpus")
+            img = imgs[0][0].convert("RGB").resize((int(p["width"]), int(p["height"])))
+            parts.append({"type": "image", "image": img, "ref": p.get("ref", "")})
+    return {"role": message["role"], "content": parts}
+
+
+def example_loss(policy, model, ex: Example) -> tuple[torch.Tensor, int]:
+    """Mean negative log-likelihood of the target tokens (end of turn included) after the prompt."""
+    from rl.policy import sequence_logprobs
+
+    inputs = policy.encode(ex.messages)
+    tok = policy.tokenizer
+    end = "<|im_end|>" if tok.convert_tokens_to_ids("<|im_end|>") not in (None, tok.unk_token_id) else tok.eos_token
+    target = torch.tensor(tok(ex.target + end, add_special_tokens=False)["input_ids"])  # (N,)
+    logp = sequence_logprobs(model, inputs, target)  # (N,)
+    return -logp.mean(), int(target.numel())
+
+
+def train_sft(model_path: str, trace_spec: str, output_dir: str, epochs: int = 1, lr: float = 1e-5,
+              grad_accum: int = 8, min_score: float | None = None, seed: int = 0, with_images: bool = True,
+              max_examples: int = 0, progress: bool = True, examples: list[Example] | None = None,
+              model=None, proc=None) -> dict[str, Any]:
+    """Fine-tune on trace steps; saves the model (and processor/tokenizer) to `output_dir`."""
+    from accelerate import Accelerator
+    from tqdm.auto import tqdm
+
+    from rl.trainer import TrainConfig, load_model, make_policy
+
+    acc = Accelerator(gradient_accumulation_steps=grad_accum)
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    cfg = TrainConfig(model=model_path, dataset="-")
+    if model is None:
+        model, proc, is_vl = load_model(cfg)
+    else:
+        is_vl = hasattr(model.config, "vision_config")
+    exs = examples if examples is not None else load_examples(trace_spec, min_score, with_images and is_vl)
+    if max_examples:
+        exs = exs[:max_examples]
+    if not exs:
+        raise ValueError(f"no training examples in {trace_spec} (min_score={min_score}); check the traces")
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    model, opt = acc.prepare(model, opt)
+    policy = make_policy(acc.unwrap_model(model), proc, is_vl, cfg)
+    history = []
+    total = epochs * len(exs)
+    bar = tqdm(total=total, desc="sft", disable=not (progress and acc.is_main_process))
+    model.train()
+    for epoch in range(epochs):
+        order = list(range(len(exs)))
+        rng.shuffle(order)
+        run_loss, n = 0.0, 0
+        for i in order[acc.process_index::acc.num_processes]:
+            with acc.accumulate(model):
+                loss, _ = example_loss(policy, model, exs[i])
+                acc.backward(loss)
+                opt.step()
+                opt.zero_grad()
+            run_loss += float(loss.detach())
+            n += 1
+            bar.update(acc.num_processes)
+            bar.set_postfix(loss=f"{run_loss / n:.3f}")
+        history.append({"epoch": epoch + 1, "loss": run_loss / max(1, n)})
+    bar.close()
+    acc.wait_for_everyone()
+    out = Path(output_dir)
+    if acc.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+        acc.unwrap_model(model).save_pretrained(out)
+        proc.save_pretrained(out)
+        (out / "sft_history.json").write_text(json.dumps({"examples": len(exs), "history": history}))
+    return {"examples": len(exs), "history": history, "output_dir": str(out)}
