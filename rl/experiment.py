@@ -1,0 +1,244 @@
+"""CPU experiment: GGPO against GRPO on a synthetic retrieval task, with a tiny causal LM, over several seeds.
+
+    python -m rl.experiment --out runs/rl_experiment                  # 3 seeds x {ggpo, grpo}
+    python -m rl.experiment --out /tmp/rlx --seeds 0 --updates 4      # a quick look
+
+The task: lockers 1..N each have a 4-digit code, written in their own small text file among look-alike
+files. "What is the code of locker 17?" needs the right search (locker 17's file must be retrieved and
+memorized) and the right evidence (the code copied from it). The reward is VimRAG's binary answer reward.
+
+Steps, all on CPU:
+1. write the corpus and questions (train / held-out split) and index them;
+2. build a tiny Qwen2 causal LM with a tokenizer trained on the corpus and the protocol's text;
+3. warm start: run a scripted policy (search "locker K", memorize the hit, answer its code) through the
+   agent on the training questions and SFT the model on those traces, a little, so it knows the format
+   but is not yet reliable;
+4. from that one checkpoint, train with GGPO and with GRPO (same seeds, same budget), token level, and
+   record the mean reward of every update;
+5. write reward-vs-update curves (PNG), a table of the final reward and the updates needed to reach a
+   threshold (markdown), training throughput (generated tokens/s) and the process's peak memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import statistics
+import time
+from pathlib import Path
+
+SYSTEM = ("You answer with one tool call per turn: <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>. "
+          "Tools: add_search_node(id, query, parent_ids); summarize_and_memorize(summarize, memorize); "
+          "add_answer_node(answer, parent_ids).")
+
+
+def make_task(root: Path, n_lockers: int = 24, seed: int = 0) -> tuple[Path, Path, Path]:
+    """(corpus dir, train questions, test questions)."""
+    rng = random.Random(seed)
+    corpus = root / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for k in range(1, n_lockers + 1):
+        code = f"{rng.randint(1000, 9999)}"
+        (corpus / f"locker_{k:02d}.md").write_text(
+            f"# Locker {k}\n\nLocker {k} code {code}. Floor {rng.randint(1, 5)}.\n", encoding="utf-8")
+        rows.append({"id": f"locker-{k:02d}", "question": f"What is the code of locker {k}?", "answer": [code],
+                     "evidence": [{"file": f"locker_{k:02d}.md"}]})
+    rng.shuffle(rows)
+    cut = int(len(rows) * 0.75)
+    train, test = root / "train.jsonl", root / "test.jsonl"
+    train.write_text("".join(json.dumps(r) + "\n" for r in rows[:cut]))
+    test.write_text("".join(json.dumps(r) + "\n" for r in rows[cut:]))
+    return corpus, train, test
+
+
+def scripted_traces(dataset: str, corpus: Path, index: Path, out: Path) -> int:
+    """Traces of the scripted expert on every question of `dataset`; returns how many."""
+    import re
+
+    from agent.actions import format_call
+    from agent.backends.scripted import ScriptedPolicy
+    from agent.loop import Agent
+    from agent.state import AgentConfig
+    from eval.datasets import load_dataset
+    from retrieval.retriever import Retriever
+
+    ds = load_dataset(dataset, corpus=corpus)
+    retriever = Retriever(index)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def locker(q: str) -> str:
+        return re.search(r"locker (\d+)", q).group(1)
+
+    def hit(v) -> str:
+        k = locker(v.question)
+        for i in v.pending:
+            if f"Locker {k} code" in v.evidence.get(i).text:
+                return i
+        return v.pending[0]
+
+    def code(v) -> str:
+        k = locker(v.question)
+        for _, it in v.graph.items():
+            m = re.search(rf"Locker {k} code (\d+)", v.evidence.get(it.info_id).text)
+            if m:
+                return m.group(1)
+        return "unknown"
+
+    for item in ds.items:
+        script = [
+            lambda m, v: format_call("add_search_node", {"id": "s1", "query": f"locker {locker(v.question)}",
+                                                         "parent_ids": ["root"]}),
+            lambda m, v: format_call("summarize_and_memorize", {"summarize": "", "memorize": [
+                {"information_id": hit(v), "is_useful": True, "priority_score": 5}]}),
+            lambda m, v: format_call("add_answer_node", {"answer": code(v), "parent_ids": ["s1"]}),
+        ]
+        cfg = AgentConfig(protocol="vimrag", max_steps=4, top_k=2, system_prompt=SYSTEM)
+        trace = Agent(retriever, ScriptedPolicy(script=script), cfg).ask(item.question)
+        (out / f"{item.id}.json").write_text(json.dumps(trace.to_dict()))
+    return len(ds.items)
+
+
+def corpus_texts(corpus: Path, traces: Path) -> list[str]:
+    """Text for the tokenizer: the corpus and the scripted traces' prompts and replies."""
+    texts = [p.read_text() for p in sorted(corpus.glob("*.md"))]
+    for t in sorted(traces.glob("*.json"))[:8]:
+        d = json.loads(t.read_text())
+        for s in d["steps"]:
+            texts.append(s["output"])
+            texts += [m["content"] if isinstance(m["content"], str) else
+                      " ".join(p.get("text", "") for p in m["content"]) for m in s["messages"]]
+    return texts * 4
+
+
+def run(args) -> dict:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import torch
+
+    from eval.datasets import load_dataset
+    from eval.runner import ensure_index
+    from rl.sft import load_examples, train_sft
+    from rl.tiny import build_tiny_causal_lm
+    from rl.trainer import TrainConfig, Trainer
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    corpus, train_q, _ = make_task(out / "task", args.lockers)
+    dataset = f"jsonl:{train_q}"
+    index = out / "task" / "index"
+    ensure_index(load_dataset(dataset, corpus=corpus), str(index), progress=False)
+    n = scripted_traces(dataset, corpus, index, out / "expert" / "traces")
+    print(f"task: {args.lockers} lockers, {n} training questions; expert traces in {out / 'expert'}")
+    base = build_tiny_causal_lm(out / "tiny_lm", seed=0, texts=corpus_texts(corpus, out / "expert" / "traces"),
+                                vocab_size=args.vocab, hidden=args.hidden, layers=args.layers)
+    exs = load_examples(str(out / "expert" / "traces"), with_images=False)
+    t0 = time.perf_counter()
+    sft = train_sft(str(base), "-", str(out / "sft"), epochs=args.sft_epochs, lr=args.sft_lr, grad_accum=1,
+                    examples=exs, progress=False)
+    print(f"SFT warm start: {sft['examples']} steps x {args.sft_epochs} epochs in {time.perf_counter() - t0:.0f} s, "
+          f"loss {sft['history'][0]['loss']:.3f} -> {sft['history'][-1]['loss']:.3f}")
+    curves: dict[str, list[list[float]]] = {"ggpo": [], "grpo": []}
+    throughput, shares = [], []
+    for seed in args.seeds:
+        for method in ("ggpo", "grpo"):
+            cfg = TrainConfig(model=str(out / "sft"), dataset=dataset, corpus=str(corpus), index=str(index),
+                              system_prompt=SYSTEM, method=method, level="token", group_size=args.group,
+                              questions_per_update=args.questions, updates=args.updates, lr=args.lr,
+                              max_new_tokens=args.max_new_tokens, max_steps=4, top_k=2, reward="vimrag",
+                              save_every=0, output_dir=str(out / f"{method}_seed{seed}"), resume=False,
+                              seed=seed, log_with=[])
+            t0 = time.perf_counter()
+            logs = Trainer(cfg).train(progress=False)
+            curves[method].append([lg["reward"] for lg in logs])
+            throughput += [lg["tokens_per_s"] for lg in logs]
+            shares += [(lg["rollout_s"], lg["update_s"]) for lg in logs]
+            print(f"{method} seed {seed}: reward {logs[0]['reward']:.2f} -> {logs[-1]['reward']:.2f} "
+                  f"({time.perf_counter() - t0:.0f} s)")
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if torch.cuda.is_available():
+        peak_mb = max(peak_mb, torch.cuda.max_memory_allocated() / 2**20)
+    return summarize(curves, args, out, throughput, shares, peak_mb, plt)
+
+
+def updates_to(curve: list[float], threshold: float, window: int = 3) -> int | None:
+    """The first update at which the running mean over `window` updates reaches `threshold`.
+
+    >>> updates_to([0.0, 0.5, 1.0, 1.0], 0.5, window=2), updates_to([0.0, 0.1], 0.5)
+    (3, None)
+    """
+    for i in range(len(curve)):
+        lo = max(0, i - window + 1)
+        if statistics.fmean(curve[lo:i + 1]) >= threshold and i + 1 >= window:
+            return i + 1
+    return None
+
+
+def summarize(curves, args, out: Path, throughput, shares, peak_mb, plt) -> dict:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    colors = {"ggpo": "#2a7de1", "grpo": "#e1662a"}
+    table = []
+    for method, runs in curves.items():
+        for i, c in enumerate(runs):
+            ax.plot(range(1, len(c) + 1), c, color=colors[method], alpha=0.25, lw=1)
+        mean = [statistics.fmean(v) for v in zip(*runs)]
+        ax.plot(range(1, len(mean) + 1), mean, color=colors[method], lw=2.5, label=f"{method} (mean of {len(runs)})")
+        finals = [statistics.fmean(c[-3:]) for c in runs]
+        reach = [updates_to(c, args.threshold) for c in runs]
+        table.append({"method": method, "final": statistics.fmean(finals), "final_sd": statistics.pstdev(finals),
+                      "per_seed": finals, "reach": reach})
+    ax.set_xlabel("update")
+    ax.set_ylabel("mean reward of the update's rollouts")
+    ax.set_title(f"GGPO vs GRPO, tiny causal LM, {len(args.seeds)} seeds (thin lines: single seeds)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "reward_curves.png", dpi=130)
+    lines = [f"| method | final reward (mean of last 3 updates, mean ± sd over seeds) | per seed | updates to reach "
+             f"{args.threshold} (3-update running mean) |", "|---|---|---|---|"]
+    for t in table:
+        lines.append(f"| {t['method']} | {t['final']:.3f} ± {t['final_sd']:.3f} | "
+                     + ", ".join(f"{x:.2f}" for x in t["per_seed"]) + " | "
+                     + ", ".join(str(r) if r is not None else "not reached" for r in t["reach"]) + " |")
+    roll = sum(a for a, _ in shares)
+    upd = sum(b for _, b in shares)
+    summary = {"table": table, "tokens_per_s_mean": statistics.fmean(throughput) if throughput else 0.0,
+               "peak_rss_mb": peak_mb, "rollout_share": roll / max(1e-9, roll + upd),
+               "update_share": upd / max(1e-9, roll + upd), "markdown": "\n".join(lines)}
+    (out / "results.json").write_text(json.dumps(summary, indent=1))
+    (out / "results.md").write_text(summary["markdown"] + "\n")
+    print("\n" + summary["markdown"])
+    print(f"\ntraining throughput: {summary['tokens_per_s_mean']:.1f} generated tokens/s (mean over updates); "
+          f"peak memory: {peak_mb:.0f} MB (process RSS)")
+    print(f"step time: rollout {summary['rollout_share']:.0%}, update {summary['update_share']:.0%}")
+    print(f"curves: {out / 'reward_curves.png'}")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="runs/rl_experiment")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--updates", type=int, default=15)
+    ap.add_argument("--group", type=int, default=4)
+    ap.add_argument("--questions", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=2e-4)
+    ap.add_argument("--lockers", type=int, default=24)
+    ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--vocab", type=int, default=900)
+    ap.add_argument("--sft-epochs", type=int, default=3)
+    ap.add_argument("--sft-lr", type=float, default=3e-3)
+    ap.add_argument("--max-new-tokens", type=int, default=72)
+    ap.add_argument("--threshold", type=float, default=0.5)
+    run(ap.parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
