@@ -29,9 +29,11 @@ import statistics
 import time
 from pathlib import Path
 
-SYSTEM = ("You answer with one tool call per turn: <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>. "
-          "Tools: add_search_node(id, query, parent_ids); summarize_and_memorize(summarize, memorize); "
-          "add_answer_node(answer, parent_ids).")
+# Short system prompts: a tiny model's context should be the task, not instructions it cannot read.
+SYSTEM = {"vimrag": ("You answer with one tool call per turn: <tool_call>{\"name\": ..., \"arguments\": {...}}"
+                     "</tool_call>. Tools: add_search_node(id, query, parent_ids); summarize_and_memorize(summarize, "
+                     "memorize); add_answer_node(answer, parent_ids)."),
+          "vrag": "Search with <search>query</search>, then answer with <answer>code</answer>."}
 
 
 def make_task(root: Path, n_lockers: int = 24, seed: int = 0) -> tuple[Path, Path, Path]:
@@ -54,11 +56,11 @@ def make_task(root: Path, n_lockers: int = 24, seed: int = 0) -> tuple[Path, Pat
     return corpus, train, test
 
 
-def scripted_traces(dataset: str, corpus: Path, index: Path, out: Path) -> int:
+def scripted_traces(dataset: str, corpus: Path, index: Path, out: Path, protocol: str = "vimrag") -> int:
     """Traces of the scripted expert on every question of `dataset`; returns how many."""
     import re
 
-    from agent.actions import format_call
+    from agent.actions import format_call, format_vrag
     from agent.backends.scripted import ScriptedPolicy
     from agent.loop import Agent
     from agent.state import AgentConfig
@@ -87,15 +89,27 @@ def scripted_traces(dataset: str, corpus: Path, index: Path, out: Path) -> int:
                 return m.group(1)
         return "unknown"
 
+    def seen_code(v) -> str:
+        k = locker(v.question)
+        for ev in v.evidence.by_id.values():
+            m = re.search(rf"Locker {k} code (\d+)", ev.text)
+            if m:
+                return m.group(1)
+        return "unknown"
+
     for item in ds.items:
-        script = [
-            lambda m, v: format_call("add_search_node", {"id": "s1", "query": f"locker {locker(v.question)}",
-                                                         "parent_ids": ["root"]}),
-            lambda m, v: format_call("summarize_and_memorize", {"summarize": "", "memorize": [
-                {"information_id": hit(v), "is_useful": True, "priority_score": 5}]}),
-            lambda m, v: format_call("add_answer_node", {"answer": code(v), "parent_ids": ["s1"]}),
-        ]
-        cfg = AgentConfig(protocol="vimrag", max_steps=4, top_k=2, system_prompt=SYSTEM)
+        if protocol == "vrag":
+            script = [lambda m, v: format_vrag("search", {"query": f"locker {locker(v.question)}"}),
+                      lambda m, v: format_vrag("answer", {"answer": seen_code(v)})]
+        else:
+            script = [
+                lambda m, v: format_call("add_search_node", {"id": "s1", "query": f"locker {locker(v.question)}",
+                                                             "parent_ids": ["root"]}),
+                lambda m, v: format_call("summarize_and_memorize", {"summarize": "", "memorize": [
+                    {"information_id": hit(v), "is_useful": True, "priority_score": 5}]}),
+                lambda m, v: format_call("add_answer_node", {"answer": code(v), "parent_ids": ["s1"]}),
+            ]
+        cfg = AgentConfig(protocol=protocol, max_steps=4, top_k=2, system_prompt=SYSTEM[protocol])
         trace = Agent(retriever, ScriptedPolicy(script=script), cfg).ask(item.question)
         (out / f"{item.id}.json").write_text(json.dumps(trace.to_dict()))
     return len(ds.items)
@@ -128,11 +142,11 @@ def run(args) -> dict:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    corpus, train_q, _ = make_task(out / "task", args.lockers)
+    corpus, train_q, test_q = make_task(out / "task", args.lockers)
     dataset = f"jsonl:{train_q}"
     index = out / "task" / "index"
     ensure_index(load_dataset(dataset, corpus=corpus), str(index), progress=False)
-    n = scripted_traces(dataset, corpus, index, out / "expert" / "traces")
+    n = scripted_traces(dataset, corpus, index, out / "expert" / "traces", args.protocol)
     print(f"task: {args.lockers} lockers, {n} training questions; expert traces in {out / 'expert'}")
     base = build_tiny_causal_lm(out / "tiny_lm", seed=0, texts=corpus_texts(corpus, out / "expert" / "traces"),
                                 vocab_size=args.vocab, hidden=args.hidden, layers=args.layers)
@@ -143,18 +157,22 @@ def run(args) -> dict:
     print(f"SFT warm start: {sft['examples']} steps x {args.sft_epochs} epochs in {time.perf_counter() - t0:.0f} s, "
           f"loss {sft['history'][0]['loss']:.3f} -> {sft['history'][-1]['loss']:.3f}")
     curves: dict[str, list[list[float]]] = {"ggpo": [], "grpo": []}
+    heldout: dict[str, list[float]] = {"ggpo": [], "grpo": []}
     throughput, shares = [], []
     for seed in args.seeds:
         for method in ("ggpo", "grpo"):
             cfg = TrainConfig(model=str(out / "sft"), dataset=dataset, corpus=str(corpus), index=str(index),
-                              system_prompt=SYSTEM, method=method, level="token", group_size=args.group,
+                              protocol=args.protocol, system_prompt=SYSTEM[args.protocol], method=method,
+                              level="token", temperature=args.temperature, group_size=args.group,
                               questions_per_update=args.questions, updates=args.updates, lr=args.lr,
                               max_new_tokens=args.max_new_tokens, max_steps=4, top_k=2, reward="vimrag",
                               save_every=0, output_dir=str(out / f"{method}_seed{seed}"), resume=False,
                               seed=seed, log_with=[])
             t0 = time.perf_counter()
-            logs = Trainer(cfg).train(progress=False)
+            trainer = Trainer(cfg)
+            logs = trainer.train(progress=False)
             curves[method].append([lg["reward"] for lg in logs])
+            heldout[method].append(held_out_accuracy(trainer, test_q, corpus, index, args))
             throughput += [lg["tokens_per_s"] for lg in logs]
             shares += [(lg["rollout_s"], lg["update_s"]) for lg in logs]
             print(f"{method} seed {seed}: reward {logs[0]['reward']:.2f} -> {logs[-1]['reward']:.2f} "
@@ -162,7 +180,7 @@ def run(args) -> dict:
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if torch.cuda.is_available():
         peak_mb = max(peak_mb, torch.cuda.max_memory_allocated() / 2**20)
-    return summarize(curves, args, out, throughput, shares, peak_mb, plt)
+    return summarize(curves, heldout, args, out, throughput, shares, peak_mb, plt)
 
 
 def updates_to(curve: list[float], threshold: float, window: int = 3) -> int | None:
@@ -178,7 +196,27 @@ def updates_to(curve: list[float], threshold: float, window: int = 3) -> int | N
     return None
 
 
-def summarize(curves, args, out: Path, throughput, shares, peak_mb, plt) -> dict:
+def held_out_accuracy(trainer, test_q: Path, corpus: Path, index: Path, args, samples: int = 2) -> float:
+    """Share of sampled answers that are right on the lockers never trained on (copying, not recall)."""
+    from agent.loop import Agent
+    from agent.state import AgentConfig
+    from eval.datasets import load_dataset
+    from rl.trainer import make_policy
+
+    ds = load_dataset(f"jsonl:{test_q}", corpus=corpus)
+    policy = make_policy(trainer.acc.unwrap_model(trainer.model), trainer.proc, False, trainer.cfg)
+    cfg = AgentConfig(protocol=args.protocol, max_steps=4, top_k=2, system_prompt=SYSTEM[args.protocol])
+    right = n = 0
+    for item in ds.items:
+        for _ in range(samples):
+            policy.reset()
+            trace = Agent(trainer.get_retriever(), policy, cfg).ask(item.question)
+            right += (trace.answer or "").strip() in item.answers
+            n += 1
+    return right / max(1, n)
+
+
+def summarize(curves, heldout, args, out: Path, throughput, shares, peak_mb, plt) -> dict:
     fig, ax = plt.subplots(figsize=(7, 4))
     colors = {"ggpo": "#2a7de1", "grpo": "#e1662a"}
     table = []
@@ -190,7 +228,8 @@ def summarize(curves, args, out: Path, throughput, shares, peak_mb, plt) -> dict
         finals = [statistics.fmean(c[-3:]) for c in runs]
         reach = [updates_to(c, args.threshold) for c in runs]
         table.append({"method": method, "final": statistics.fmean(finals), "final_sd": statistics.pstdev(finals),
-                      "per_seed": finals, "reach": reach})
+                      "per_seed": finals, "reach": reach, "first": statistics.fmean(c[0] for c in runs),
+                      "held_out": statistics.fmean(heldout[method]) if heldout[method] else None})
     ax.set_xlabel("update")
     ax.set_ylabel("mean reward of the update's rollouts")
     ax.set_title(f"GGPO vs GRPO, tiny causal LM, {len(args.seeds)} seeds (thin lines: single seeds)")
@@ -199,12 +238,14 @@ def summarize(curves, args, out: Path, throughput, shares, peak_mb, plt) -> dict
     ax.legend()
     fig.tight_layout()
     fig.savefig(out / "reward_curves.png", dpi=130)
-    lines = [f"| method | final reward (mean of last 3 updates, mean ± sd over seeds) | per seed | updates to reach "
-             f"{args.threshold} (3-update running mean) |", "|---|---|---|---|"]
+    lines = [f"| method | first update reward | final reward (last 3 updates; mean ± sd over seeds) | per seed | "
+             f"updates to reach {args.threshold} (3-update running mean), per seed | held-out lockers |",
+             "|---|---|---|---|---|---|"]
     for t in table:
-        lines.append(f"| {t['method']} | {t['final']:.3f} ± {t['final_sd']:.3f} | "
+        lines.append(f"| {t['method']} | {t['first']:.3f} | {t['final']:.3f} ± {t['final_sd']:.3f} | "
                      + ", ".join(f"{x:.2f}" for x in t["per_seed"]) + " | "
-                     + ", ".join(str(r) if r is not None else "not reached" for r in t["reach"]) + " |")
+                     + ", ".join(str(r) if r is not None else "not reached" for r in t["reach"]) + " | "
+                     + (f"{t['held_out']:.2f}" if t["held_out"] is not None else "-") + " |")
     roll = sum(a for a, _ in shares)
     upd = sum(b for _, b in shares)
     summary = {"table": table, "tokens_per_s_mean": statistics.fmean(throughput) if throughput else 0.0,
@@ -224,18 +265,21 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="runs/rl_experiment")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--updates", type=int, default=15)
+    ap.add_argument("--updates", type=int, default=25)
     ap.add_argument("--group", type=int, default=4)
     ap.add_argument("--questions", type=int, default=2)
-    ap.add_argument("--lr", type=float, default=2e-4)
+    ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--lockers", type=int, default=24)
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--vocab", type=int, default=900)
-    ap.add_argument("--sft-epochs", type=int, default=3)
-    ap.add_argument("--sft-lr", type=float, default=3e-3)
-    ap.add_argument("--max-new-tokens", type=int, default=72)
-    ap.add_argument("--threshold", type=float, default=0.5)
+    ap.add_argument("--sft-epochs", type=int, default=60)
+    ap.add_argument("--sft-lr", type=float, default=1e-3)
+    ap.add_argument("--max-new-tokens", type=int, default=16)
+    ap.add_argument("--threshold", type=float, default=0.8)
+    ap.add_argument("--protocol", default="vrag", choices=["vrag", "vimrag"],
+                    help="vrag: short tag actions a tiny LM can learn; vimrag: JSON tool calls (too long for it)")
+    ap.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the rollouts")
     run(ap.parse_args(argv))
     return 0
 
