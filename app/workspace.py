@@ -274,14 +274,7 @@ class Workspace:
 
 
 def load_questions(path: Path = QUESTIONS) -> list[dict[str, Any]]:
-    """The demo questions (id, question, answer[], evidence[], needs[])."""
-    if not path.exists():
-        return []
-    rows = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{i}: not valid JSON ({e.msg})") from e
-    return rows
+    """The demo questions (id, question, answer[], evidence[], needs[]); none when the file is absent."""
+    from eval.datasets import read_records
+
+    return read_records(path) if path.exists() else []

@@ -90,7 +90,7 @@ def _need(path: Path, what: str, hint: str) -> Path:
     return path
 
 
-def _read_records(path: Path) -> list[dict[str, Any]]:
+def read_records(path: Path) -> list[dict[str, Any]]:
     """JSON (a list, or {"examples"|"data": [...]}) or JSONL; JSONL errors name the line."""
     text = path.read_text(encoding="utf-8")
     try:
@@ -121,7 +121,7 @@ def _required(row: dict, keys: tuple[str, ...], where: str) -> None:
 def _mmlongbench(path: Path, name: str) -> Dataset:
     _need(path, "MMLongBench-Doc questions", f"the dev data lives in {MMLB} (../shared/data beside the repo)")
     items = []
-    for r in _read_records(path):
+    for r in read_records(path):
         doc = Path(r["doc"]).name
         ok = r.get("evidence_ok", True)
         items.append(EvalItem(
@@ -135,7 +135,7 @@ def _mmlongbench(path: Path, name: str) -> Dataset:
 def _generic(path: Path, corpus: str | Path | None, name: str) -> Dataset:
     _need(path, "question file", "give an existing JSONL file: jsonl:PATH")
     items = []
-    for i, r in enumerate(_read_records(path), 1):
+    for i, r in enumerate(read_records(path), 1):
         _required(r, ("question", "answer"), f"{path} question {i}")
         answers = r["answer"] if isinstance(r["answer"], list) else [r["answer"]]
         ev = []
@@ -163,7 +163,7 @@ def _vrag(path: Path, corpus: str | Path | None, name: str, page_base: int = 1) 
         raise DatasetError(f"{name} needs its documents: pass --corpus DIR (the PDFs or page images)")
     _need(Path(corpus), "corpus", "pass the folder of the benchmark's documents with --corpus DIR")
     items = []
-    for i, r in enumerate(_read_records(path), 1):
+    for i, r in enumerate(read_records(path), 1):
         _required(r, ("query", "reference_answer"), f"{path} question {i}")
         meta = r.get("meta_info") or {}
         file = Path(meta.get("file_name", "")).name
