@@ -303,7 +303,8 @@ class Trainer:
             from eval.runner import ensure_index
             from retrieval.retriever import Retriever
 
-            self.retriever = Retriever(ensure_index(self.ds, self.cfg.index, progress=False))
+            with self.acc.main_process_first():  # one process builds or updates the index, the others read it
+                self.retriever = Retriever(ensure_index(self.ds, self.cfg.index, progress=False))
         return self.retriever
 
     def agent_config(self, item):

@@ -153,3 +153,21 @@ def test_two_processes_give_the_gradients_of_one_process_on_the_doubled_batch(tm
     g1, g2 = torch.load(tmp_path / "g1.pt"), torch.load(tmp_path / "g2.pt")
     assert g1.abs().sum() > 0
     assert torch.allclose(g1, g2, rtol=1e-4, atol=1e-6), (g1 - g2).abs().max()
+
+
+def test_vimrag_train_under_accelerate_launch_with_two_cpu_processes(tiny_vl, mixed_index, tmp_path):
+    """The whole trainer (rollouts split across processes, padded micro-steps, checkpoints) under accelerate."""
+    idx = tmp_path / "idx"
+    shutil.copytree(mixed_index, idx)
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "2", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
+           str(29600 + os.getpid() % 1000), "-m", "app.cli", "train", "--config", str(REPO / "rl/configs/tiny_cpu.yaml"),
+           f"model={tiny_vl}", f"output_dir={out}", f"index={idx}", "questions_per_update=2", "-q"]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in rows] == [1, 2]
+    assert all(r["segments"] >= 8 for r in rows)  # 2 questions x 2 rollouts x up to 2 steps, gathered from both
+    assert (out / "checkpoint-000002").is_dir()
