@@ -36,17 +36,24 @@ SYSTEM = {"vimrag": ("You answer with one tool call per turn: <tool_call>{\"name
           "vrag": "Search with <search>query</search>, then answer with <answer>code</answer>."}
 
 
-def make_task(root: Path, n_lockers: int = 24, seed: int = 0) -> tuple[Path, Path, Path]:
-    """(corpus dir, train questions, test questions)."""
+COLORS = ["red", "blue", "green", "yellow"]
+
+
+def make_task(root: Path, n_lockers: int = 24, seed: int = 0, kind: str = "code") -> tuple[Path, Path, Path]:
+    """(corpus dir, train questions, test questions). kind "code": a 4-digit code per locker (copying four
+    digits); kind "color": one of four colours (copying one word; a guess is right 1 time in 4)."""
     rng = random.Random(seed)
     corpus = root / "corpus"
     corpus.mkdir(parents=True, exist_ok=True)
     rows = []
     for k in range(1, n_lockers + 1):
-        code = f"{rng.randint(1000, 9999)}"
+        if kind == "color":
+            value, fact, question = rng.choice(COLORS), "is painted", f"What color is locker {k}?"
+        else:
+            value, fact, question = f"{rng.randint(1000, 9999)}", "code", f"What is the code of locker {k}?"
         (corpus / f"locker_{k:02d}.md").write_text(
-            f"# Locker {k}\n\nLocker {k} code {code}. Floor {rng.randint(1, 5)}.\n", encoding="utf-8")
-        rows.append({"id": f"locker-{k:02d}", "question": f"What is the code of locker {k}?", "answer": [code],
+            f"# Locker {k}\n\nLocker {k} {fact} {value}. Floor {rng.randint(1, 5)}.\n", encoding="utf-8")
+        rows.append({"id": f"locker-{k:02d}", "question": question, "answer": [value],
                      "evidence": [{"file": f"locker_{k:02d}.md"}]})
     rng.shuffle(rows)
     cut = int(len(rows) * 0.75)
@@ -77,14 +84,14 @@ def scripted_traces(dataset: str, corpus: Path, index: Path, out: Path, protocol
     def hit(v) -> str:
         k = locker(v.question)
         for i in v.pending:
-            if f"Locker {k} code" in v.evidence.get(i).text:
+            if f"Locker {k} " in v.evidence.get(i).text:
                 return i
         return v.pending[0]
 
     def code(v) -> str:
         k = locker(v.question)
         for _, it in v.graph.items():
-            m = re.search(rf"Locker {k} code (\d+)", v.evidence.get(it.info_id).text)
+            m = re.search(rf"Locker {k} (?:code|is painted) (\w+)", v.evidence.get(it.info_id).text)
             if m:
                 return m.group(1)
         return "unknown"
@@ -92,7 +99,7 @@ def scripted_traces(dataset: str, corpus: Path, index: Path, out: Path, protocol
     def seen_code(v) -> str:
         k = locker(v.question)
         for ev in v.evidence.by_id.values():
-            m = re.search(rf"Locker {k} code (\d+)", ev.text)
+            m = re.search(rf"Locker {k} (?:code|is painted) (\w+)", ev.text)
             if m:
                 return m.group(1)
         return "unknown"
@@ -142,7 +149,7 @@ def run(args) -> dict:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    corpus, train_q, test_q = make_task(out / "task", args.lockers)
+    corpus, train_q, test_q = make_task(out / "task", args.lockers, kind=args.task)
     dataset = f"jsonl:{train_q}"
     index = out / "task" / "index"
     ensure_index(load_dataset(dataset, corpus=corpus), str(index), progress=False)
@@ -270,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--questions", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--lockers", type=int, default=24)
+    ap.add_argument("--task", default="code", choices=["code", "color"],
+                    help="what each locker file holds: a 4-digit code, or one of four colours")
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--vocab", type=int, default=900)
