@@ -102,6 +102,7 @@ class DemoApp:
         run = self.ws.new_run()
         agent = Agent(self.ws.retriever, policy, cfg)
         pics: dict[tuple, list] = {}
+        redraws = 0
         gallery, graph = [], None
         last = 0.0
         lock = self._model_lock(policy) if pcfg.backend == "transformers" else None
@@ -115,7 +116,8 @@ class DemoApp:
                     continue
                 if changed or graph is None:
                     gallery = self._gallery(agent.state, run, pics)
-                    graph = str(run / f"graph_{len(list(run.glob('graph_*.png'))):03d}.png")  # new name per redraw
+                    graph = str(run / f"graph_{redraws:03d}.png")  # a new name per redraw: never a stale cache hit
+                    redraws += 1
                     graph_picture(agent.state).save(graph)
                 last = now
                 if ev.kind == "finished":

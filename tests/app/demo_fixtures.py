@@ -30,7 +30,7 @@ def demo_server(mixed_corpus, mixed_index, tmp_path_factory):
     prepare_env(ws)
     app = DemoApp(ws, default_settings("embedded", model="keyword"))
     port = free_port()
-    demo = app.launch("127.0.0.1", port, prevent_thread_lock=True, quiet=True)
+    demo = app.launch(port=port, prevent_thread_lock=True, quiet=True)  # the default host: must be loopback
     try:
         yield f"http://127.0.0.1:{port}", app
     finally:
