@@ -3,20 +3,25 @@
     python -m rl.experiment --out runs/rl_experiment                  # 3 seeds x {ggpo, grpo}
     python -m rl.experiment --out /tmp/rlx --seeds 0 --updates 4      # a quick look
 
-The task: lockers 1..N each have a 4-digit code, written in their own small text file among look-alike
-files. "What is the code of locker 17?" needs the right search (locker 17's file must be retrieved and
-memorized) and the right evidence (the code copied from it). The reward is VimRAG's binary answer reward.
+The task: lockers 1..N each have a value in their own small text file among look-alike files, a 4-digit
+code (`--task code`) or one of four colours (`--task color`). "What is the code of locker 17?" needs the
+right search (locker 17's file must be retrieved) and the right evidence (the value copied from it). The
+reward is VimRAG's binary answer reward.
+
+`--protocol vrag` (the default) is a chain of tag actions; `--protocol vimrag` writes JSON tool calls that
+build a DAG, and with `--detour P` a share P of the expert's traces start with a vague dead-end search.
+Only then do GGPO's success masks have anything to leave out, so that setting is the one that can tell
+GGPO from GRPO; the extra curve it plots is the number of dead-end searches per trajectory.
 
 Steps, all on CPU:
 1. write the corpus and questions (train / held-out split) and index them;
 2. build a tiny Qwen2 causal LM with a tokenizer trained on the corpus and the protocol's text;
-3. warm start: run a scripted policy (search "locker K", memorize the hit, answer its code) through the
-   agent on the training questions and SFT the model on those traces, a little, so it knows the format
-   but is not yet reliable;
+3. warm start: run a scripted expert (search "locker K", answer the value it read) through the agent on
+   the training questions and SFT the model on those traces;
 4. from that one checkpoint, train with GGPO and with GRPO (same seeds, same budget), token level, and
-   record the mean reward of every update;
-5. write reward-vs-update curves (PNG), a table of the final reward and the updates needed to reach a
-   threshold (markdown), training throughput (generated tokens/s) and the process's peak memory.
+   record every update's mean reward, agent steps and dead-end searches;
+5. write the curves (PNG), a table of the final reward, the updates needed to reach a threshold and the
+   held-out accuracy (markdown), training throughput (generated tokens/s) and the process's peak memory.
 """
 
 from __future__ import annotations
@@ -31,8 +36,8 @@ from pathlib import Path
 
 # Short system prompts: a tiny model's context should be the task, not instructions it cannot read.
 SYSTEM = {"vimrag": ("You answer with one tool call per turn: <tool_call>{\"name\": ..., \"arguments\": {...}}"
-                     "</tool_call>. Tools: add_search_node(id, query, parent_ids); summarize_and_memorize(summarize, "
-                     "memorize); add_answer_node(answer, parent_ids)."),
+                     "</tool_call>. Tools: add_search_node(id, query, parent_ids); add_answer_node(answer, "
+                     "parent_ids)."),
           "vrag": "Search with <search>query</search>, then answer with <answer>code</answer>."}
 
 
@@ -63,8 +68,20 @@ def make_task(root: Path, n_lockers: int = 24, seed: int = 0, kind: str = "code"
     return corpus, train, test
 
 
-def scripted_traces(dataset: str, corpus: Path, index: Path, out: Path, protocol: str = "vimrag") -> int:
-    """Traces of the scripted expert on every question of `dataset`; returns how many."""
+DETOUR_QUERY = "locker colors"  # a vague first search: it returns some lockers, rarely the one asked about
+
+
+def scripted_traces(dataset: str, corpus: Path, index: Path, out: Path, protocol: str = "vimrag",
+                    detour: float = 0.0, max_steps: int = 4, seed: int = 0) -> int:
+    """Traces of the scripted expert on every question of `dataset`; returns how many.
+
+    vrag: `<search>locker K</search>`, then `<answer>` with the value read from the results.
+    vimrag: add_search_node(s1, "locker K", parents [root]), then add_answer_node(value, parents [s1]),
+    answering from the fresh results (no memorize step: a tiny LM cannot copy information ids).
+    With probability `detour` (vimrag only) the expert first makes a vague search (DETOUR_QUERY, node s1,
+    a dead end: nothing hangs off it) and then the right one (s2), which the answer cites. Such a
+    trajectory succeeds, so GRPO reinforces its dead end; GGPO's success mask leaves it out.
+    """
     import re
 
     from agent.actions import format_call, format_vrag
@@ -74,29 +91,17 @@ def scripted_traces(dataset: str, corpus: Path, index: Path, out: Path, protocol
     from eval.datasets import load_dataset
     from retrieval.retriever import Retriever
 
+    if detour and protocol != "vimrag":
+        raise ValueError("--detour needs --protocol vimrag: linear protocols chain every node, so no dead ends")
     ds = load_dataset(dataset, corpus=corpus)
     retriever = Retriever(index)
     out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
 
     def locker(q: str) -> str:
         return re.search(r"locker (\d+)", q).group(1)
 
-    def hit(v) -> str:
-        k = locker(v.question)
-        for i in v.pending:
-            if f"Locker {k} " in v.evidence.get(i).text:
-                return i
-        return v.pending[0]
-
-    def code(v) -> str:
-        k = locker(v.question)
-        for _, it in v.graph.items():
-            m = re.search(rf"Locker {k} (?:code|is painted) (\w+)", v.evidence.get(it.info_id).text)
-            if m:
-                return m.group(1)
-        return "unknown"
-
-    def seen_code(v) -> str:
+    def seen_value(v) -> str:
         k = locker(v.question)
         for ev in v.evidence.by_id.values():
             m = re.search(rf"Locker {k} (?:code|is painted) (\w+)", ev.text)
@@ -105,18 +110,18 @@ def scripted_traces(dataset: str, corpus: Path, index: Path, out: Path, protocol
         return "unknown"
 
     for item in ds.items:
+        k = locker(item.question)
         if protocol == "vrag":
-            script = [lambda m, v: format_vrag("search", {"query": f"locker {locker(v.question)}"}),
-                      lambda m, v: format_vrag("answer", {"answer": seen_code(v)})]
+            script = [format_vrag("search", {"query": f"locker {k}"}),
+                      lambda m, v: format_vrag("answer", {"answer": seen_value(v)})]
         else:
-            script = [
-                lambda m, v: format_call("add_search_node", {"id": "s1", "query": f"locker {locker(v.question)}",
-                                                             "parent_ids": ["root"]}),
-                lambda m, v: format_call("summarize_and_memorize", {"summarize": "", "memorize": [
-                    {"information_id": hit(v), "is_useful": True, "priority_score": 5}]}),
-                lambda m, v: format_call("add_answer_node", {"answer": code(v), "parent_ids": ["s1"]}),
-            ]
-        cfg = AgentConfig(protocol=protocol, max_steps=4, top_k=2, system_prompt=SYSTEM[protocol])
+            right = "s2" if rng.random() < detour else "s1"
+            script = [format_call("add_search_node", {"id": "s1", "query": DETOUR_QUERY, "parent_ids": ["root"]})] \
+                if right == "s2" else []
+            script += [format_call("add_search_node", {"id": right, "query": f"locker {k}", "parent_ids": ["root"]}),
+                       lambda m, v, right=right: format_call("add_answer_node", {"answer": seen_value(v),
+                                                                                 "parent_ids": [right]})]
+        cfg = AgentConfig(protocol=protocol, max_steps=max_steps, top_k=2, system_prompt=SYSTEM[protocol])
         trace = Agent(retriever, ScriptedPolicy(script=script), cfg).ask(item.question)
         (out / f"{item.id}.json").write_text(json.dumps(trace.to_dict()))
     return len(ds.items)
@@ -153,17 +158,25 @@ def run(args) -> dict:
     dataset = f"jsonl:{train_q}"
     index = out / "task" / "index"
     ensure_index(load_dataset(dataset, corpus=corpus), str(index), progress=False)
-    n = scripted_traces(dataset, corpus, index, out / "expert" / "traces", args.protocol)
-    print(f"task: {args.lockers} lockers, {n} training questions; expert traces in {out / 'expert'}")
-    base = build_tiny_causal_lm(out / "tiny_lm", seed=0, texts=corpus_texts(corpus, out / "expert" / "traces"),
-                                vocab_size=args.vocab, hidden=args.hidden, layers=args.layers)
-    exs = load_examples(str(out / "expert" / "traces"), with_images=False)
-    t0 = time.perf_counter()
-    sft = train_sft(str(base), "-", str(out / "sft"), epochs=args.sft_epochs, lr=args.sft_lr, grad_accum=1,
-                    examples=exs, progress=False)
-    print(f"SFT warm start: {sft['examples']} steps x {args.sft_epochs} epochs in {time.perf_counter() - t0:.0f} s, "
-          f"loss {sft['history'][0]['loss']:.3f} -> {sft['history'][-1]['loss']:.3f}")
+    n = scripted_traces(dataset, corpus, index, out / "expert" / "traces", args.protocol, args.detour,
+                        args.max_steps)
+    print(f"task: {args.lockers} lockers, {n} training questions; expert traces in {out / 'expert'}"
+          + (f" ({args.detour:.0%} of them start with a dead-end search)" if args.detour else ""))
+    if args.reuse_sft and (out / "sft" / "config.json").is_file():
+        print(f"SFT warm start: reusing {out / 'sft'} (--reuse-sft)")
+    else:
+        base = build_tiny_causal_lm(out / "tiny_lm", seed=0, texts=corpus_texts(corpus, out / "expert" / "traces"),
+                                    vocab_size=args.vocab, hidden=args.hidden, layers=args.layers)
+        exs = load_examples(str(out / "expert" / "traces"), with_images=False)
+        t0 = time.perf_counter()
+        sft = train_sft(str(base), "-", str(out / "sft"), epochs=args.sft_epochs, lr=args.sft_lr, grad_accum=1,
+                        examples=exs, progress=False)
+        print(f"SFT warm start: {sft['examples']} steps x {args.sft_epochs} epochs in "
+              f"{time.perf_counter() - t0:.0f} s, loss {sft['history'][0]['loss']:.3f} -> "
+              f"{sft['history'][-1]['loss']:.3f}")
     curves: dict[str, list[list[float]]] = {"ggpo": [], "grpo": []}
+    dead: dict[str, list[list[float]]] = {"ggpo": [], "grpo": []}  # dead-end searches per trajectory
+    steps: dict[str, list[list[float]]] = {"ggpo": [], "grpo": []}  # agent steps per trajectory
     heldout: dict[str, list[float]] = {"ggpo": [], "grpo": []}
     throughput, shares = [], []
     for seed in args.seeds:
@@ -172,22 +185,25 @@ def run(args) -> dict:
                               protocol=args.protocol, system_prompt=SYSTEM[args.protocol], method=method,
                               level="token", temperature=args.temperature, group_size=args.group,
                               questions_per_update=args.questions, updates=args.updates, lr=args.lr,
-                              max_new_tokens=args.max_new_tokens, max_steps=4, top_k=2, reward="vimrag",
+                              max_new_tokens=args.max_new_tokens, max_steps=args.max_steps, top_k=2, reward="vimrag",
                               save_every=0, output_dir=str(out / f"{method}_seed{seed}"), resume=False,
                               seed=seed, log_with=[])
             t0 = time.perf_counter()
             trainer = Trainer(cfg)
             logs = trainer.train(progress=False)
             curves[method].append([lg["reward"] for lg in logs])
+            dead[method].append([lg["dead_end_searches"] for lg in logs])
+            steps[method].append([lg["steps"] for lg in logs])
             heldout[method].append(held_out_accuracy(trainer, test_q, corpus, index, args))
             throughput += [lg["tokens_per_s"] for lg in logs]
             shares += [(lg["rollout_s"], lg["update_s"]) for lg in logs]
-            print(f"{method} seed {seed}: reward {logs[0]['reward']:.2f} -> {logs[-1]['reward']:.2f} "
+            print(f"{method} seed {seed}: reward {logs[0]['reward']:.2f} -> {logs[-1]['reward']:.2f}, dead-end "
+                  f"searches {logs[0]['dead_end_searches']:.2f} -> {logs[-1]['dead_end_searches']:.2f} "
                   f"({time.perf_counter() - t0:.0f} s)")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if torch.cuda.is_available():
         peak_mb = max(peak_mb, torch.cuda.max_memory_allocated() / 2**20)
-    return summarize(curves, heldout, args, out, throughput, shares, peak_mb, plt)
+    return summarize(curves, heldout, args, out, throughput, shares, peak_mb, plt, dead, steps)
 
 
 def updates_to(curve: list[float], threshold: float, window: int = 3) -> int | None:
@@ -212,7 +228,7 @@ def held_out_accuracy(trainer, test_q: Path, corpus: Path, index: Path, args, sa
 
     ds = load_dataset(f"jsonl:{test_q}", corpus=corpus)
     policy = make_policy(trainer.acc.unwrap_model(trainer.model), trainer.proc, False, trainer.cfg)
-    cfg = AgentConfig(protocol=args.protocol, max_steps=4, top_k=2, system_prompt=SYSTEM[args.protocol])
+    cfg = AgentConfig(protocol=args.protocol, max_steps=args.max_steps, top_k=2, system_prompt=SYSTEM[args.protocol])
     right = n = 0
     for item in ds.items:
         for _ in range(samples):
@@ -223,41 +239,68 @@ def held_out_accuracy(trainer, test_q: Path, corpus: Path, index: Path, args, sa
     return right / max(1, n)
 
 
-def summarize(curves, heldout, args, out: Path, throughput, shares, peak_mb, plt) -> dict:
-    fig, ax = plt.subplots(figsize=(7, 4))
+def _mean_curve(runs: list[list[float]]) -> list[float]:
+    return [statistics.fmean(v) for v in zip(*runs)]
+
+
+def summarize(curves, heldout, args, out: Path, throughput, shares, peak_mb, plt, dead=None, steps=None) -> dict:
+    """Curves (PNG), the results table (markdown + JSON) and the throughput / memory / step-split lines."""
+    dead = dead or {m: [] for m in curves}
+    steps = steps or {m: [] for m in curves}
+    show_dead = any(any(x for c in runs for x in c) for runs in dead.values())
+    fig, axes = plt.subplots(1, 2 if show_dead else 1, figsize=(12 if show_dead else 7, 4), squeeze=False)
     colors = {"ggpo": "#2a7de1", "grpo": "#e1662a"}
-    table = []
-    for method, runs in curves.items():
-        for i, c in enumerate(runs):
-            ax.plot(range(1, len(c) + 1), c, color=colors[method], alpha=0.25, lw=1)
-        mean = [statistics.fmean(v) for v in zip(*runs)]
-        ax.plot(range(1, len(mean) + 1), mean, color=colors[method], lw=2.5, label=f"{method} (mean of {len(runs)})")
-        finals = [statistics.fmean(c[-3:]) for c in runs]
-        reach = [updates_to(c, args.threshold) for c in runs]
-        table.append({"method": method, "final": statistics.fmean(finals), "final_sd": statistics.pstdev(finals),
-                      "per_seed": finals, "reach": reach, "first": statistics.fmean(c[0] for c in runs),
-                      "held_out": statistics.fmean(heldout[method]) if heldout[method] else None})
-    ax.set_xlabel("update")
-    ax.set_ylabel("mean reward of the update's rollouts")
-    ax.set_title(f"GGPO vs GRPO, tiny causal LM, {len(args.seeds)} seeds (thin lines: single seeds)")
-    ax.set_ylim(-0.02, 1.02)
-    ax.grid(alpha=0.3)
-    ax.legend()
+    panels = [(axes[0][0], curves, "mean reward of the update's rollouts")]
+    if show_dead:
+        panels.append((axes[0][1], dead, "dead-end searches per trajectory"))
+    for ax, data, ylabel in panels:
+        for method, runs in data.items():
+            for c in runs:
+                ax.plot(range(1, len(c) + 1), c, color=colors[method], alpha=0.25, lw=1)
+            mean = _mean_curve(runs)
+            ax.plot(range(1, len(mean) + 1), mean, color=colors[method], lw=2.5, label=f"{method} (mean of {len(runs)})")
+        ax.set_xlabel("update")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    axes[0][0].set_ylim(-0.02, 1.02)
+    fig.suptitle(f"GGPO vs GRPO, tiny causal LM, {len(args.seeds)} seeds (thin lines: single seeds)")
     fig.tight_layout()
     fig.savefig(out / "reward_curves.png", dpi=130)
+    table = []
+    for method, runs in curves.items():
+        finals = [statistics.fmean(c[-3:]) for c in runs]
+        row = {"method": method, "final": statistics.fmean(finals), "final_sd": statistics.pstdev(finals),
+               "per_seed": finals, "reach": [updates_to(c, args.threshold) for c in runs],
+               "first": statistics.fmean(c[0] for c in runs),
+               "held_out": statistics.fmean(heldout[method]) if heldout[method] else None}
+        if dead[method]:
+            row["dead_first"] = statistics.fmean(c[0] for c in dead[method])
+            row["dead_final"] = statistics.fmean(statistics.fmean(c[-3:]) for c in dead[method])
+            row["dead_per_seed"] = [statistics.fmean(c[-3:]) for c in dead[method]]
+            row["steps_final"] = statistics.fmean(statistics.fmean(c[-3:]) for c in steps[method])
+        table.append(row)
+    extra = show_dead and all("dead_final" in t for t in table)
     lines = [f"| method | first update reward | final reward (last 3 updates; mean ± sd over seeds) | per seed | "
-             f"updates to reach {args.threshold} (3-update running mean), per seed | held-out lockers |",
-             "|---|---|---|---|---|---|"]
+             f"updates to reach {args.threshold} (3-update running mean), per seed | held-out lockers |"
+             + (" dead-end searches per trajectory, first → final (per seed) | steps per trajectory, final |"
+                if extra else ""),
+             "|---|---|---|---|---|---|" + ("---|---|" if extra else "")]
     for t in table:
-        lines.append(f"| {t['method']} | {t['first']:.3f} | {t['final']:.3f} ± {t['final_sd']:.3f} | "
-                     + ", ".join(f"{x:.2f}" for x in t["per_seed"]) + " | "
-                     + ", ".join(str(r) if r is not None else "not reached" for r in t["reach"]) + " | "
-                     + (f"{t['held_out']:.2f}" if t["held_out"] is not None else "-") + " |")
+        line = (f"| {t['method']} | {t['first']:.3f} | {t['final']:.3f} ± {t['final_sd']:.3f} | "
+                + ", ".join(f"{x:.2f}" for x in t["per_seed"]) + " | "
+                + ", ".join(str(r) if r is not None else "not reached" for r in t["reach"]) + " | "
+                + (f"{t['held_out']:.2f}" if t["held_out"] is not None else "-") + " |")
+        if extra:
+            line += (f" {t['dead_first']:.2f} → {t['dead_final']:.2f} ("
+                     + ", ".join(f"{x:.2f}" for x in t["dead_per_seed"]) + f") | {t['steps_final']:.2f} |")
+        lines.append(line)
     roll = sum(a for a, _ in shares)
     upd = sum(b for _, b in shares)
     summary = {"table": table, "tokens_per_s_mean": statistics.fmean(throughput) if throughput else 0.0,
                "peak_rss_mb": peak_mb, "rollout_share": roll / max(1e-9, roll + upd),
-               "update_share": upd / max(1e-9, roll + upd), "markdown": "\n".join(lines)}
+               "update_share": upd / max(1e-9, roll + upd), "markdown": "\n".join(lines),
+               "curves": curves, "dead_end_curves": dead, "step_curves": steps}
     (out / "results.json").write_text(json.dumps(summary, indent=1))
     (out / "results.md").write_text(summary["markdown"] + "\n")
     print("\n" + summary["markdown"])
@@ -287,7 +330,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=16)
     ap.add_argument("--threshold", type=float, default=0.8)
     ap.add_argument("--protocol", default="vrag", choices=["vrag", "vimrag"],
-                    help="vrag: short tag actions a tiny LM can learn; vimrag: JSON tool calls (too long for it)")
+                    help="vrag: short tag actions, a chain; vimrag: JSON tool calls that build a DAG")
+    ap.add_argument("--detour", type=float, default=0.0,
+                    help="vimrag only: share of expert traces that start with a dead-end search")
+    ap.add_argument("--max-steps", type=int, default=4, help="agent steps per trajectory")
+    ap.add_argument("--reuse-sft", action="store_true",
+                    help="keep OUT/sft from an earlier run with the same task flags (skips steps 2-3)")
     ap.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the rollouts")
     run(ap.parse_args(argv))
     return 0

@@ -77,6 +77,24 @@ def answer_ancestors(graph: Any) -> set[str]:
     return path
 
 
+def dead_end_searches(graph: Any) -> int:
+    """How many search nodes lie off every path to the answer (all of them when nothing was answered).
+
+    A training statistic: the dead ends a successful GGPO trajectory does not reinforce. Linear
+    protocols (vrag, react) chain every node, so their answered graphs never have dead ends.
+
+    >>> g = {"question": "q", "nodes": [
+    ...     {"id": "root", "kind": "root", "parents": []},
+    ...     {"id": "s1", "kind": "search", "parents": ["root"]},
+    ...     {"id": "s2", "kind": "search", "parents": ["root"]},
+    ...     {"id": "a", "kind": "answer", "parents": ["s2"]}]}
+    >>> dead_end_searches(g)
+    1
+    """
+    p_ans = answer_ancestors(graph)
+    return sum(1 for nid, (kind, _) in _graph_nodes(graph).items() if kind == "search" and nid not in p_ans)
+
+
 def is_success(reward: float) -> bool:
     """r = 1 in the mask formula. VimRAG's reward is binary (0 or 1); a continuous reward (an ANLS
     score, the VRAG composite) is binarised at SUCCESS_THRESHOLD = 0.5, so 0.7 counts as success."""

@@ -69,6 +69,9 @@ class TrainConfig:
     resume: bool = True
     seed: int = 0
     log_with: list[str] = field(default_factory=lambda: ["tensorboard"])
+    rollout: str = "local"  # local: the model being trained samples | served: a vLLM server (rl/served.py)
+    rollout_url: str = ""  # served: the server's OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1
+    rollout_api_key: str = ""  # served: the server's --api-key, if it has one
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: list[str] | None = None) -> "TrainConfig":
@@ -116,6 +119,14 @@ class TrainConfig:
             raise ValueError("group_size must be >= 2: advantages are normalised within a group")
         if self.length_norm not in ("token_mean", "seq_mean"):
             raise ValueError("length_norm must be token_mean or seq_mean")
+        if self.rollout not in ("local", "served"):
+            raise ValueError(f"rollout must be local or served, not {self.rollout!r}")
+        if self.rollout == "served" and not self.rollout_url:
+            raise ValueError("rollout=served needs rollout_url, the vLLM server's API root "
+                             "(e.g. http://127.0.0.1:8000/v1)")
+        if self.rollout == "served" and not self.lora:
+            raise ValueError("rollout=served needs `lora`: the server hot-loads each update's adapter, but it "
+                             "cannot swap full fine-tuned weights; use rollout=local for full fine-tuning")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -273,6 +284,12 @@ class Trainer:
         self.model, self.opt, self.sched = self.acc.prepare(model, opt, sched)
         if self.ref_model is not None:
             self.ref_model.to(self.acc.device)
+        self.client = self.sync = None
+        if cfg.rollout == "served":
+            from rl.served import AdapterSync, make_client
+
+            self.client = make_client(cfg.rollout_url, cfg.rollout_api_key)
+            self.sync = AdapterSync(self.client, self.out / "served_adapters")
         self.update = 0
         self.order: list[int] = []
         self.pos = 0
@@ -318,7 +335,7 @@ class Trainer:
 
     def step(self) -> dict[str, float]:
         """One update: rollouts on this process's share of questions, then one gradient step."""
-        from rl.ggpo import group_advantages, segment_weights
+        from rl.ggpo import dead_end_searches, group_advantages, segment_weights
         from rl.rollout import rollout_group
 
         cfg, acc = self.cfg, self.acc
@@ -326,7 +343,15 @@ class Trainer:
         items = self.next_items(cfg.questions_per_update)
         mine = items[acc.process_index::acc.num_processes]
         policy = make_policy(acc.unwrap_model(self.model), self.proc, self.is_vl, cfg)
-        segs, advs, wts, rewards, masked = [], [], [], [], 0
+        if cfg.rollout == "served":
+            from rl.served import ServedPolicy, adapter_name
+
+            state = acc.get_state_dict(self.model)  # collective: sharded weights (FSDP, ZeRO-3) are gathered
+            if acc.is_main_process:
+                self.sync.push(acc.unwrap_model(self.model), self.update, state)
+            acc.wait_for_everyone()  # every process samples from the adapter the main process just loaded
+            policy = ServedPolicy(policy, self.client, adapter_name(self.update))
+        segs, advs, wts, rewards, masked, steps, dead_ends = [], [], [], [], 0, 0, 0
         for item in mine:
             trajs = rollout_group(policy, self.get_retriever(), item, self.agent_config(item), cfg.group_size,
                                   cfg.reward)
@@ -338,6 +363,8 @@ class Trainer:
                 advs += [a] * len(t.segments)
                 wts += w
                 rewards.append(t.reward)
+                steps += len(t.trace.steps)
+                dead_ends += dead_end_searches(t.trace.graph)
         t_roll = time.perf_counter() - t0
         self.model.train()
         with acc.accumulate(self.model):
@@ -350,13 +377,19 @@ class Trainer:
         t_upd = time.perf_counter() - t0 - t_roll
         self.update += 1
         n_tok = sum(int(s.gen_ids.numel()) for s in segs)
-        r = acc.gather(torch.tensor([sum(rewards), len(rewards), n_tok, len(segs), masked],
-                                    dtype=torch.float64, device=acc.device)).view(-1, 5).sum(0)  # (5,)
-        log = {"update": self.update, "reward": float(r[0] / max(1.0, float(r[1]))), "loss": stats["loss"],
+        gaps = getattr(policy, "gaps", [])
+        r = acc.gather(torch.tensor([sum(rewards), len(rewards), n_tok, len(segs), masked, steps, dead_ends,
+                                     sum(gaps), len(gaps)],
+                                    dtype=torch.float64, device=acc.device)).view(-1, 9).sum(0)  # (9,)
+        n_traj = max(1.0, float(r[1]))
+        log = {"update": self.update, "reward": float(r[0] / n_traj), "loss": stats["loss"],
                "clip_frac": stats["clip_frac"], "kl": stats["kl"], "segments": int(r[3]),
                "masked_fraction": float(r[4] / max(1.0, float(r[3]))), "tokens": int(r[2]),
+               "steps": float(r[5] / n_traj), "dead_end_searches": float(r[6] / n_traj),
                "rollout_s": round(t_roll, 3), "update_s": round(t_upd, 3),
                "tokens_per_s": float(r[2]) / max(1e-9, t_roll + t_upd), "lr": self.sched.get_last_lr()[0]}
+        if cfg.rollout == "served":
+            log["served_logp_gap"] = float(r[7] / max(1.0, float(r[8])))
         if acc.is_main_process:
             with open(self.out / "metrics.jsonl", "a") as f:
                 f.write(json.dumps(log) + "\n")

@@ -101,6 +101,29 @@ class OpenAIPolicy(Policy):
         }
         yield from self._request("POST", "/chat/completions", body, self._read_completion)
 
+    def complete(self, messages: list[dict], **params: Any) -> dict:
+        """One non-streamed chat completion: the first choice as the server sent it (message, logprobs,
+        finish_reason). `params` go into the request body as they are (sampling settings, server extensions);
+        `model` defaults to this policy's model."""
+        body = {"model": self.model, "messages": [self._convert_message(m) for m in messages],
+                "stream": False, **params}
+
+        def read(response: httpx.Response, url: str) -> Iterator[dict]:
+            choices = _choices(_parse_json(response.read().decode("utf-8", errors="replace"), url), url)
+            if not choices or not isinstance(choices[0], dict):
+                raise PolicyError(f"malformed response from {url}: no choices")
+            yield choices[0]
+
+        return list(self._request("POST", "/chat/completions", body, read))[0]
+
+    def post(self, path: str, body: dict) -> str:
+        """POST `body` as JSON to `{base_url}{path}` (an admin endpoint, e.g. vLLM's /load_lora_adapter) and
+        return the response text; errors are PolicyErrors like every other request's."""
+        def read(response: httpx.Response, url: str) -> Iterator[str]:
+            yield response.read().decode("utf-8", errors="replace")
+
+        return list(self._request("POST", path, body, read))[0]
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()

@@ -12,39 +12,14 @@ import pytest
 import torch
 
 from rl.tiny import build_tiny_causal_lm, build_tiny_qwen2_5_vl
+from tests.rl.rl_fixtures import parity_reward, task  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parents[2]
-QUESTIONS = [
-    {"id": "staff", "question": "How many people does the Tampere factory employ?", "answer": ["85"],
-     "evidence": [{"file": "tampere_factory_notes.md"}]},
-    {"id": "revenue", "question": "What was total revenue in 2025?", "answer": ["48.6 million dollars"],
-     "evidence": [{"file": "aurora_annual_report_2025.pdf", "page": 1}]},
-]
 
 
 @pytest.fixture(scope="module")
 def tiny_vl(tmp_path_factory):
     return build_tiny_qwen2_5_vl(tmp_path_factory.mktemp("vl") / "m")
-
-
-@pytest.fixture
-def task(mixed_corpus, mixed_index, tmp_path):
-    qs = tmp_path / "qs.jsonl"
-    qs.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
-    idx = tmp_path / "idx"
-    shutil.copytree(mixed_index, idx)
-    return {"dataset": f"jsonl:{qs}", "corpus": str(mixed_corpus), "index": str(idx)}
-
-
-@pytest.fixture
-def parity_reward(monkeypatch):
-    """A random model never answers, so every reward would be 0 and every advantage too: instead the
-    trajectories of each group of two are scored 1 and 0 in turn (deterministic, and the same after a resume)."""
-    import rl.rollout
-
-    calls = iter(range(10_000))
-    monkeypatch.setattr(rl.rollout, "score", lambda trace, item, reward="vimrag", judge=None:
-                        float(next(calls) % 2 == 0))
 
 
 def config(tiny_vl, task, out, **kw):
@@ -71,6 +46,7 @@ def test_rollout_and_one_update_change_the_weights_and_train_only_generated_toke
     log = tr.step()
     after = params(tr.acc.unwrap_model(tr.model))
     assert torch.isfinite(torch.tensor(log["loss"])) and log["segments"] == 4  # 2 trajectories x 2 steps
+    assert log["steps"] == 2.0 and 0.0 <= log["dead_end_searches"] <= 2.0  # per trajectory; nothing was answered
     assert not torch.equal(before, after)
     # trained tokens are the sampled ones only; observations (search results) live in the prompt
     assert log["tokens"] <= 4 * 12

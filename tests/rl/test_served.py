@@ -1,0 +1,108 @@
+"""Served rollouts (rl/served.py) against a stand-in vLLM server: adapter hot-loading per update, token ids
+and log-probs read back, inputs and log-probs rebuilt locally, and the errors a user can run into."""
+
+import json
+
+import pytest
+
+from agent.backends.base import PolicyError
+from rl.tiny import build_tiny_causal_lm
+from tests.rl.fake_vllm import FakeVLLM
+from tests.rl.rl_fixtures import parity_reward, task  # noqa: F401 (fixtures)
+
+pytest.importorskip("peft", reason="served rollouts need LoRA: install the train extra (scripts/setup.sh train)")
+
+
+@pytest.fixture(scope="module")
+def tiny_lm(tmp_path_factory):
+    return build_tiny_causal_lm(tmp_path_factory.mktemp("lm") / "m")
+
+
+def served_config(model, task, out, url, **kw):
+    from rl.trainer import TrainConfig
+
+    base = dict(model=str(model), **task, group_size=2, questions_per_update=1, updates=2, lr=5e-2,
+                max_new_tokens=10, max_steps=2, save_every=0, output_dir=str(out), log_with=[], seed=1,
+                temperature=1.0, lora={"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]},
+                rollout="served", rollout_url=url)
+    base.update(kw)
+    cfg = TrainConfig(**base)
+    cfg.validate()
+    return cfg
+
+
+def test_served_rollouts_follow_the_trainers_adapter_update_by_update(tiny_lm, task, tmp_path, parity_reward):
+    from rl.trainer import Trainer
+
+    with FakeVLLM(tiny_lm) as server:
+        tr = Trainer(served_config(tiny_lm, task, tmp_path / "run", server.url))
+        logs = tr.train(progress=False)
+    assert [lg["update"] for lg in logs] == [1, 2] and all(lg["segments"] == 4 for lg in logs)
+    # the server sampled with the trainer's weights of that moment, so its log-probs are the trainer's
+    assert all(lg["served_logp_gap"] < 1e-4 for lg in logs), [lg["served_logp_gap"] for lg in logs]
+    loads = [(p, b["lora_name"]) for p, b in server.calls if "lora_adapter" in p]
+    assert loads == [("/v1/load_lora_adapter", "vimrag-policy-0"), ("/v1/load_lora_adapter", "vimrag-policy-1"),
+                     ("/v1/unload_lora_adapter", "vimrag-policy-0")]
+    models = [b["model"] for p, b in server.calls if p == "/v1/chat/completions"]
+    assert models == ["vimrag-policy-0"] * 4 + ["vimrag-policy-1"] * 4  # 2 trajectories x 2 steps per update
+    sent = next(b for p, b in server.calls if p == "/v1/chat/completions")
+    assert sent["logprobs"] and sent["return_tokens_as_token_ids"] and sent["top_p"] == 1.0
+    assert "seed" not in sent  # one seed would make a group's trajectories identical
+    # only the newest adapter is kept on disk
+    assert [p.name for p in (tmp_path / "run" / "served_adapters").iterdir()] == ["update-000001"]
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["served_logp_gap"] for r in rows] == [lg["served_logp_gap"] for lg in logs]
+
+
+def test_a_stale_server_shows_up_as_a_log_prob_gap(tiny_lm, task, tmp_path, parity_reward):
+    """If the server ignores the adapter (here: it always serves update 0's), the gap says so."""
+    from rl.trainer import Trainer
+
+    with FakeVLLM(tiny_lm) as server:
+        keep = server.load_adapter
+        first: dict = {}
+
+        def stale(name, path):
+            if not first:
+                first["model"] = None
+                status, text = keep(name, path)
+                first["model"] = server.models[name]
+                return status, text
+            server.models[name] = first["model"]  # "loaded", but the old weights answer
+            return 200, "Success"
+
+        server.load_adapter = stale
+        logs = Trainer(served_config(tiny_lm, task, tmp_path / "run", server.url)).train(progress=False)
+    assert logs[0]["served_logp_gap"] < 1e-4 < logs[1]["served_logp_gap"]
+
+
+def test_served_rollouts_need_lora_and_a_url(tiny_lm, task, tmp_path):
+    with pytest.raises(ValueError, match="needs `lora`"):
+        served_config(tiny_lm, task, tmp_path, "http://127.0.0.1:9/v1", lora=None)
+    with pytest.raises(ValueError, match="rollout_url"):
+        served_config(tiny_lm, task, tmp_path, "")
+    with pytest.raises(ValueError, match="local or served"):
+        served_config(tiny_lm, task, tmp_path, "http://x/v1", rollout="vllm")
+
+
+def test_an_unreachable_server_is_a_clear_error(tiny_lm, task, tmp_path):
+    import socket
+
+    from rl.trainer import Trainer
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    tr = Trainer(served_config(tiny_lm, task, tmp_path / "run", f"http://127.0.0.1:{port}/v1"))
+    tr.client.config.retries = 0
+    with pytest.raises(PolicyError, match=f"127.0.0.1:{port}"):
+        tr.step()
+
+
+def test_a_server_without_token_ids_is_refused_by_name():
+    from rl.served import parse_choice
+
+    with pytest.raises(PolicyError, match="return_tokens_as_token_ids"):
+        parse_choice({"logprobs": {"content": [{"token": "Hello", "logprob": -1.0}]}, "finish_reason": "stop"})
+    with pytest.raises(PolicyError, match="logprobs"):
+        parse_choice({"message": {"content": "Hello"}, "logprobs": None, "finish_reason": "stop"})
