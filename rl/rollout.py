@@ -10,6 +10,7 @@ evidence; then GGPO's mask mu_t is set from the trajectory's reward and graph (r
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,19 +55,49 @@ def score(trace, item, reward: str = "vimrag", judge=None) -> float:
     return float(REWARDS[reward]([item.question], completions, **kwargs)[0])
 
 
-def rollout_group(policy, retriever, item, agent_config, group_size: int, reward: str = "vimrag",
-                  judge=None) -> list[Trajectory]:
-    """`group_size` sampled trajectories for one question, scored, annotated and masked."""
+def rollout_one(policy, retriever, item, agent_config, reward: str = "vimrag", judge=None) -> Trajectory:
+    """One sampled trajectory, scored, annotated and masked; `policy` records its segments."""
     from agent.loop import Agent
 
-    out = []
-    for _ in range(group_size):
-        policy.reset()
-        trace = Agent(retriever, policy, agent_config).ask(item.question)
-        traj = Trajectory(item.id, trace, list(policy.segments), score(trace, item, reward, judge))
-        annotate(traj.segments, trace, item)
-        valid = {s.node_id for s in traj.segments if s.gold_hit}
-        for seg, mu in zip(traj.segments, step_masks(trace.steps, trace.graph, traj.reward, valid)):
-            seg.mask = float(mu)
-        out.append(traj)
-    return out
+    policy.reset()
+    trace = Agent(retriever, policy, agent_config).ask(item.question)
+    traj = Trajectory(item.id, trace, list(policy.segments), score(trace, item, reward, judge))
+    annotate(traj.segments, trace, item)
+    valid = {s.node_id for s in traj.segments if s.gold_hit}
+    for seg, mu in zip(traj.segments, step_masks(trace.steps, trace.graph, traj.reward, valid)):
+        seg.mask = float(mu)
+    return traj
+
+
+def rollout_group(policy, retriever, item, agent_config, group_size: int, reward: str = "vimrag",
+                  judge=None) -> list[Trajectory]:
+    """`group_size` sampled trajectories for one question, one after another."""
+    return [rollout_one(policy, retriever, item, agent_config, reward, judge) for _ in range(group_size)]
+
+
+def rollout_concurrent(policies: list, retriever, jobs: list[tuple[Any, Any]], group_size: int,
+                       reward: str = "vimrag", judge=None) -> list[list[Trajectory]]:
+    """`group_size` trajectories for each (item, agent_config) job, run on len(policies) threads.
+
+    Meant for a served policy, where the server batches concurrent requests: each thread owns one policy
+    object (segments are per policy), so the policies must not share mutable state. Groups come back in job
+    order, whatever order the threads finish in.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    free = list(policies)
+    lock = threading.Lock()
+
+    def run(job):
+        with lock:
+            policy = free.pop()
+        try:
+            return rollout_one(policy, retriever, job[0], job[1], reward, judge)
+        finally:
+            with lock:
+                free.append(policy)
+
+    flat = [job for job in jobs for _ in range(group_size)]
+    with ThreadPoolExecutor(max_workers=len(policies)) as pool:
+        trajs = list(pool.map(run, flat))
+    return [trajs[i * group_size:(i + 1) * group_size] for i in range(len(jobs))]

@@ -18,9 +18,9 @@ log-probs are kept as a check: `served_logp_gap` in metrics.jsonl, the mean |ser
 near 0 when the server runs the trainer's weights on the same inputs, and large when it does not (an adapter
 that failed to load, a different processor resolution, a quantised server).
 
-Full fine-tuning cannot be served this way (vLLM has no HTTP call that swaps the base weights), so
-`rollout: served` needs `lora`. Left out: sampling a group's trajectories concurrently (they run one after
-another, as in-process rollouts do).
+An update's trajectories run on `rollout_workers` threads at once (rl/rollout.py `rollout_concurrent`), so
+the server can batch their requests. Full fine-tuning cannot be served this way (vLLM has no HTTP call that
+swaps the base weights), so `rollout: served` needs `lora`.
 """
 
 from __future__ import annotations

@@ -72,6 +72,7 @@ class TrainConfig:
     rollout: str = "local"  # local: the model being trained samples | served: a vLLM server (rl/served.py)
     rollout_url: str = ""  # served: the server's OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1
     rollout_api_key: str = ""  # served: the server's --api-key, if it has one
+    rollout_workers: int = 16  # served: trajectories sampled at once (the server batches them)
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: list[str] | None = None) -> "TrainConfig":
@@ -336,12 +337,14 @@ class Trainer:
     def step(self) -> dict[str, float]:
         """One update: rollouts on this process's share of questions, then one gradient step."""
         from rl.ggpo import dead_end_searches, group_advantages, segment_weights
-        from rl.rollout import rollout_group
+        from rl.rollout import rollout_concurrent, rollout_group
 
         cfg, acc = self.cfg, self.acc
         t0 = time.perf_counter()
         items = self.next_items(cfg.questions_per_update)
         mine = items[acc.process_index::acc.num_processes]
+        jobs = [(item, self.agent_config(item)) for item in mine]
+        retriever = self.get_retriever()
         policy = make_policy(acc.unwrap_model(self.model), self.proc, self.is_vl, cfg)
         if cfg.rollout == "served":
             from rl.served import ServedPolicy, adapter_name
@@ -350,11 +353,16 @@ class Trainer:
             if acc.is_main_process:
                 self.sync.push(acc.unwrap_model(self.model), self.update, state)
             acc.wait_for_everyone()  # every process samples from the adapter the main process just loaded
-            policy = ServedPolicy(policy, self.client, adapter_name(self.update))
+            self.model.eval()  # set once: the threads below must not toggle train/eval under each other
+            served = [ServedPolicy(policy, self.client, adapter_name(self.update))
+                      for _ in range(max(1, min(cfg.rollout_workers, len(jobs) * cfg.group_size)))]
+            groups = rollout_concurrent(served, retriever, jobs, cfg.group_size, cfg.reward)
+            gaps = [g for p in served for g in p.gaps]
+        else:
+            groups = [rollout_group(policy, retriever, item, acfg, cfg.group_size, cfg.reward) for item, acfg in jobs]
+            gaps = []
         segs, advs, wts, rewards, masked, steps, dead_ends = [], [], [], [], 0, 0, 0
-        for item in mine:
-            trajs = rollout_group(policy, self.get_retriever(), item, self.agent_config(item), cfg.group_size,
-                                  cfg.reward)
+        for trajs in groups:
             adv = group_advantages(torch.tensor([t.reward for t in trajs]))  # (G,)
             for t, a in zip(trajs, adv.tolist()):
                 w = segment_weights(cfg.method, t.masks).tolist()
@@ -377,7 +385,6 @@ class Trainer:
         t_upd = time.perf_counter() - t0 - t_roll
         self.update += 1
         n_tok = sum(int(s.gen_ids.numel()) for s in segs)
-        gaps = getattr(policy, "gaps", [])
         r = acc.gather(torch.tensor([sum(rewards), len(rewards), n_tok, len(segs), masked, steps, dead_ends,
                                      sum(gaps), len(gaps)],
                                     dtype=torch.float64, device=acc.device)).view(-1, 9).sum(0)  # (9,)

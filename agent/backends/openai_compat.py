@@ -25,6 +25,7 @@ import json
 import logging
 import math
 import os
+import threading
 import time
 from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Iterator
@@ -70,6 +71,7 @@ class OpenAIPolicy(Policy):
         self._api_key = config.api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"  # vLLM accepts anything
         self._model = config.model.strip()
         self._client: httpx.Client | None = None
+        self._client_lock = threading.Lock()
         if self._model:
             self._set_patch(self._model)
 
@@ -178,10 +180,11 @@ class OpenAIPolicy(Policy):
     # --- HTTP with retries --------------------------------------------------------------------------
 
     def _http(self) -> httpx.Client:
-        if self._client is None:
-            timeout = httpx.Timeout(self.config.timeout_s, connect=min(self.config.timeout_s, 10.0))
-            self._client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {self._api_key}"})
-        return self._client
+        with self._client_lock:  # one client, even when threads share this policy (served rollouts do)
+            if self._client is None:
+                timeout = httpx.Timeout(self.config.timeout_s, connect=min(self.config.timeout_s, 10.0))
+                self._client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {self._api_key}"})
+            return self._client
 
     def _request(
         self, method: str, path: str, body: dict | None, read: Callable[[httpx.Response, str], Iterator]

@@ -8,7 +8,7 @@ import pytest
 from agent.backends.base import PolicyError
 from rl.tiny import build_tiny_causal_lm
 from tests.rl.fake_vllm import FakeVLLM
-from tests.rl.rl_fixtures import parity_reward, task  # noqa: F401 (fixtures)
+from tests.rl.rl_fixtures import QUESTIONS, parity_reward, task  # noqa: F401 (fixtures)
 
 pytest.importorskip("peft", reason="served rollouts need LoRA: install the train extra (scripts/setup.sh train)")
 
@@ -52,6 +52,35 @@ def test_served_rollouts_follow_the_trainers_adapter_update_by_update(tiny_lm, t
     assert [p.name for p in (tmp_path / "run" / "served_adapters").iterdir()] == ["update-000001"]
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["served_logp_gap"] for r in rows] == [lg["served_logp_gap"] for lg in logs]
+
+
+def test_concurrent_served_rollouts_keep_groups_and_segments_apart(tiny_lm, task, tmp_path, parity_reward):
+    from rl.trainer import Trainer
+
+    with FakeVLLM(tiny_lm) as server:
+        tr = Trainer(served_config(tiny_lm, task, tmp_path / "run", server.url, rollout_workers=4,
+                                   questions_per_update=2, updates=1))
+        log = tr.step()
+        # 2 questions x 2 trajectories x 2 steps, each segment recomputed against the prompt it was sampled for
+        assert log["segments"] == 8 and log["served_logp_gap"] < 1e-4
+        asked = [b["messages"][1]["content"][0]["text"].splitlines()[0] for p, b in server.calls
+                 if p == "/v1/chat/completions"]
+        assert sorted(set(asked)) == sorted(f"Question: {q['question']}" for q in QUESTIONS)
+        assert all(asked.count(q) == 4 for q in set(asked))  # each question by its own group of 2 x 2 steps
+        # each trajectory holds exactly its own steps' segments, whichever thread ran it
+        from rl.rollout import rollout_concurrent
+        from rl.served import ServedPolicy
+        from rl.trainer import make_policy
+
+        local = make_policy(tr.acc.unwrap_model(tr.model), tr.proc, tr.is_vl, tr.cfg)
+        jobs = [(item, tr.agent_config(item)) for item in tr.ds.items]
+        groups = rollout_concurrent([ServedPolicy(local, tr.client, "vimrag-policy-0") for _ in range(3)],
+                                    tr.get_retriever(), jobs, 2)
+    for (item, _), trajs in zip(jobs, groups):
+        assert len(trajs) == 2 and all(t.item_id == item.id for t in trajs)
+        for t in trajs:
+            assert [s.step for s in t.segments] == [r.step for r in t.trace.steps]
+            assert all(item.question in tr.proc.decode(s.inputs["input_ids"][0]) for s in t.segments)
 
 
 def test_a_stale_server_shows_up_as_a_log_prob_gap(tiny_lm, task, tmp_path, parity_reward):
