@@ -206,15 +206,19 @@ def run(args) -> dict:
     return summarize(curves, heldout, args, out, throughput, shares, peak_mb, plt, dead, steps)
 
 
-def updates_to(curve: list[float], threshold: float, window: int = 3) -> int | None:
-    """The first update at which the running mean over `window` updates reaches `threshold`.
+def updates_to(curve: list[float], threshold: float, window: int = 3, below: bool = False) -> int | None:
+    """The first update at which the running mean over `window` updates reaches `threshold` (falls to it,
+    with `below`).
 
     >>> updates_to([0.0, 0.5, 1.0, 1.0], 0.5, window=2), updates_to([0.0, 0.1], 0.5)
     (3, None)
+    >>> updates_to([0.5, 0.3, 0.1, 0.0], 0.1, window=2, below=True)
+    4
     """
     for i in range(len(curve)):
         lo = max(0, i - window + 1)
-        if statistics.fmean(curve[lo:i + 1]) >= threshold and i + 1 >= window:
+        m = statistics.fmean(curve[lo:i + 1])
+        if (m <= threshold if below else m >= threshold) and i + 1 >= window:
             return i + 1
     return None
 
@@ -237,6 +241,28 @@ def held_out_accuracy(trainer, test_q: Path, corpus: Path, index: Path, args, sa
             right += (trace.answer or "").strip() in item.answers
             n += 1
     return right / max(1, n)
+
+
+def resummarize(args) -> dict:
+    """The table, figure and printout again, from the curves an earlier run stored in OUT/results.json."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(args.out)
+    path = out / "results.json"
+    if not path.is_file():
+        raise SystemExit(f"{path} does not exist: run the experiment into --out {out} first")
+    data = json.loads(path.read_text())
+    if "curves" not in data:
+        raise SystemExit(f"{path} holds no curves (an older run): rerun the experiment to summarize it again")
+    curves = data["curves"]
+    args.seeds = list(range(len(next(iter(curves.values())))))
+    heldout = {t["method"]: [t["held_out"]] if t.get("held_out") is not None else [] for t in data["table"]}
+    return summarize(curves, heldout, args, out, [data["tokens_per_s_mean"]],
+                     [(data["rollout_share"], data["update_share"])], data["peak_rss_mb"], plt,
+                     data.get("dead_end_curves"), data.get("step_curves"))
 
 
 def _mean_curve(runs: list[list[float]]) -> list[float]:
@@ -279,13 +305,15 @@ def summarize(curves, heldout, args, out: Path, throughput, shares, peak_mb, plt
             row["dead_final"] = statistics.fmean(statistics.fmean(c[-3:]) for c in dead[method])
             row["dead_per_seed"] = [statistics.fmean(c[-3:]) for c in dead[method]]
             row["steps_final"] = statistics.fmean(statistics.fmean(c[-3:]) for c in steps[method])
+            row["dead_reach"] = [updates_to(c, args.dead_threshold, below=True) for c in dead[method]]
         table.append(row)
     extra = show_dead and all("dead_final" in t for t in table)
     lines = [f"| method | first update reward | final reward (last 3 updates; mean ± sd over seeds) | per seed | "
              f"updates to reach {args.threshold} (3-update running mean), per seed | held-out lockers |"
-             + (" dead-end searches per trajectory, first → final (per seed) | steps per trajectory, final |"
+             + (" dead-end searches per trajectory, first → final (per seed) | updates until dead-end searches "
+                f"≤ {args.dead_threshold} (3-update running mean), per seed | steps per trajectory, final |"
                 if extra else ""),
-             "|---|---|---|---|---|---|" + ("---|---|" if extra else "")]
+             "|---|---|---|---|---|---|" + ("---|---|---|" if extra else "")]
     for t in table:
         line = (f"| {t['method']} | {t['first']:.3f} | {t['final']:.3f} ± {t['final_sd']:.3f} | "
                 + ", ".join(f"{x:.2f}" for x in t["per_seed"]) + " | "
@@ -293,7 +321,9 @@ def summarize(curves, heldout, args, out: Path, throughput, shares, peak_mb, plt
                 + (f"{t['held_out']:.2f}" if t["held_out"] is not None else "-") + " |")
         if extra:
             line += (f" {t['dead_first']:.2f} → {t['dead_final']:.2f} ("
-                     + ", ".join(f"{x:.2f}" for x in t["dead_per_seed"]) + f") | {t['steps_final']:.2f} |")
+                     + ", ".join(f"{x:.2f}" for x in t["dead_per_seed"]) + ") | "
+                     + ", ".join(str(r) if r is not None else "not reached" for r in t["dead_reach"])
+                     + f" | {t['steps_final']:.2f} |")
         lines.append(line)
     roll = sum(a for a, _ in shares)
     upd = sum(b for _, b in shares)
@@ -337,7 +367,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse-sft", action="store_true",
                     help="keep OUT/sft from an earlier run with the same task flags (skips steps 2-3)")
     ap.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the rollouts")
-    run(ap.parse_args(argv))
+    ap.add_argument("--dead-threshold", type=float, default=0.1,
+                    help="the table reports the updates until dead-end searches per trajectory fall to this")
+    ap.add_argument("--resummarize", action="store_true",
+                    help="only rewrite the table and figure from OUT/results.json (after a change to the summary)")
+    args = ap.parse_args(argv)
+    if args.resummarize:
+        resummarize(args)
+    else:
+        run(args)
     return 0
 
 
