@@ -1,13 +1,15 @@
 """GGPO / GRPO / GSPO training on Hugging Face accelerate, from one CPU to many GPUs.
 
     vimrag train --config rl/configs/tiny_cpu.yaml                         # a few updates of a tiny model
-    vimrag train --config rl/configs/qwen2_5_vl_7b.yaml lr=5e-7 group_size=8
+    vimrag train --config rl/configs/qwen2_5_vl_7b_ggpo.yaml lr=5e-7 group_size=8
     accelerate launch --config_file rl/configs/accelerate/ddp.yaml -m app.cli train --config ...
 
 One update: take the next `questions_per_update` questions (split across processes), sample
 `group_size` trajectories each through the real agent loop (rl/rollout.py), score them, normalise
 rewards within each group, mask steps by the graph (GGPO), and take one optimizer step on the clipped
 surrogate over every step segment's generated tokens (rl/ggpo.py). Observation tokens are context only.
+Rollouts sample with the model being trained (`rollout: local`), or on a vLLM server that hot-loads each
+update's LoRA adapter (`rollout: served`, rl/served.py).
 
 Loss normalisation (`length_norm`): "token_mean" averages over every generated token of the update on
 all processes (each token weighs the same); "seq_mean" averages within each segment, then over
@@ -349,10 +351,22 @@ class Trainer:
         if cfg.rollout == "served":
             from rl.served import ServedPolicy, adapter_name
 
+            from agent.backends.base import PolicyError
+
             state = acc.get_state_dict(self.model)  # collective: sharded weights (FSDP, ZeRO-3) are gathered
+            error = None
             if acc.is_main_process:
-                self.sync.push(acc.unwrap_model(self.model), self.update, state)
-            acc.wait_for_everyone()  # every process samples from the adapter the main process just loaded
+                try:
+                    self.sync.push(acc.unwrap_model(self.model), self.update, state)
+                except PolicyError as e:
+                    error = e
+            # collective, so every process samples from the adapter just loaded, or every process stops
+            loaded = acc.gather(torch.tensor([0.0 if error else 1.0], device=acc.device)).min()
+            if error is not None:
+                raise error
+            if loaded < 1:
+                raise PolicyError("the main process could not load this update's adapter into the rollout "
+                                  "server; its error says why")
             self.model.eval()  # set once: the threads below must not toggle train/eval under each other
             served = [ServedPolicy(policy, self.client, adapter_name(self.update))
                       for _ in range(max(1, min(cfg.rollout_workers, len(jobs) * cfg.group_size)))]
