@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import random
 import time
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+logger = logging.getLogger(__name__)
+GAP_WARN = 0.1  # mean |served - local| log-prob per token that earns a warning (a judgement call, not measured on GPUs)
 
 
 @dataclass
@@ -411,6 +415,10 @@ class Trainer:
                "tokens_per_s": float(r[2]) / max(1e-9, t_roll + t_upd), "lr": self.sched.get_last_lr()[0]}
         if cfg.rollout == "served":
             log["served_logp_gap"] = float(r[7] / max(1.0, float(r[8])))
+            if log["served_logp_gap"] > GAP_WARN and acc.is_main_process:
+                logger.warning("update %d: the rollout server's log-probs differ from the trainer's by %.3f per "
+                               "token; check that it loaded the adapter and uses the same processor settings",
+                               self.update, log["served_logp_gap"])
         if acc.is_main_process:
             with open(self.out / "metrics.jsonl", "a") as f:
                 f.write(json.dumps(log) + "\n")

@@ -83,9 +83,12 @@ def test_concurrent_served_rollouts_keep_groups_and_segments_apart(tiny_lm, task
             assert all(item.question in tr.proc.decode(s.inputs["input_ids"][0]) for s in t.segments)
 
 
-def test_a_stale_server_shows_up_as_a_log_prob_gap(tiny_lm, task, tmp_path, parity_reward):
+def test_a_stale_server_shows_up_as_a_log_prob_gap(tiny_lm, task, tmp_path, parity_reward, caplog, monkeypatch):
     """If the server ignores the adapter (here: it always serves update 0's), the gap says so."""
+    import rl.trainer
     from rl.trainer import Trainer
+
+    monkeypatch.setattr(rl.trainer, "GAP_WARN", 1e-4)  # a tiny model's one update moves log-probs only a little
 
     with FakeVLLM(tiny_lm) as server:
         keep = server.load_adapter
@@ -103,6 +106,8 @@ def test_a_stale_server_shows_up_as_a_log_prob_gap(tiny_lm, task, tmp_path, pari
         server.load_adapter = stale
         logs = Trainer(served_config(tiny_lm, task, tmp_path / "run", server.url)).train(progress=False)
     assert logs[0]["served_logp_gap"] < 1e-4 < logs[1]["served_logp_gap"]
+    warned = [r.getMessage() for r in caplog.records if "log-probs differ" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith("update 2:")  # the run says so, not just the metrics
 
 
 def test_served_rollouts_need_lora_and_a_url(tiny_lm, task, tmp_path):
