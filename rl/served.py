@@ -68,8 +68,6 @@ class AdapterSync:
             raise PolicyError("served rollouts need a LoRA adapter (set `lora` in the training config): the "
                               "server can hot-load an adapter, but not new base weights")
         name = adapter_name(update)
-        if name == self.current:
-            return name
         path = (self.folder / f"update-{update:06d}").resolve()
         model.save_pretrained(path, state_dict=state_dict)  # a PeftModel writes the adapter only
         self.client.post("/load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
