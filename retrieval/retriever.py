@@ -68,7 +68,7 @@ class Retriever:
 
     def refresh(self) -> bool:
         """Reload derived structures if the store changed since they were built. True when it reloaded."""
-        with self._lock:
+        with self._lock, self.store.snapshot():  # units, vectors and version all from one commit
             version = self.store.version
             if version == self.version:
                 return False

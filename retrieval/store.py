@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -186,6 +187,22 @@ class Store:
         return True
 
     # -- reads ------------------------------------------------------------------------------------
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside see one committed version of the index, whatever writers commit meanwhile.
+
+        A WAL read transaction: without it, a commit landing between two reads (units, then vectors)
+        hands the reader units of one version and vectors of the next.
+        """
+        if self.conn.in_transaction:  # already inside one (nested use): it holds the snapshot
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.conn.rollback()  # read-only: nothing to keep
+
     def count_units(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM units").fetchone()[0]
 

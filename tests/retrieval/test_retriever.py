@@ -112,6 +112,26 @@ def test_dense_structures_are_cached_and_rebuilt(retriever):
     assert again.search("revenue by region", k=1)[0].unit.page == 2
 
 
+def test_a_store_snapshot_holds_one_version_while_a_writer_commits(tmp_path):
+    """The reads of one refresh (version, units, vectors) must come from one commit, or a search can meet a
+    vector whose unit it never loaded (an IndexError / KeyError seen under load before snapshots)."""
+    from retrieval.store import Store
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("The first document.")
+    idx = tmp_path / "idx"
+    Indexer(idx, IngestConfig(ocr="none")).index([corpus], progress=False)
+    reader = Store(idx)
+    with reader.snapshot():
+        version, (rows, _) = reader.version, reader.units()
+        (corpus / "b.txt").write_text("The second document.")
+        Indexer(idx, IngestConfig(ocr="none")).index([corpus], progress=False)  # commits on its own connection
+        assert reader.version == version and len(reader.units()[0]) == len(rows) == 1
+        assert set(reader.vector_owners()[1].tolist()) <= set(rows.tolist())
+    assert reader.version > version and len(reader.units()[0]) == 2
+
+
 def test_searches_stay_consistent_while_the_index_grows(tmp_path):
     """Threads search while another process-like writer adds files; every search sees one whole version."""
     import threading
