@@ -33,8 +33,9 @@ closing tag) is read to the end of the output.
 Left out on purpose: protocol sequencing (memorize after a search, answer last) is the loop's business;
 this module judges one call against the current `Context`.
 
-The tool schemas live in agent/tool_schemas.py and the JSON repair in agent/lenient_json.py; this module
-re-exports TOOLS, PROTOCOLS, tool_specs and MAX_DEPTH from them.
+The tool schemas live in each protocol's module (agent/protocols/), the JSON repair in agent/lenient_json.py.
+`protocol` is a registered protocol's name or the protocol object itself: this module reads only its
+`tools` (schemas) and its `syntax` ("calls": Qwen tool calls; "tags": VRAG-RL's tags), never its name.
 """
 
 from __future__ import annotations
@@ -49,10 +50,10 @@ from typing import Any
 
 from agent import lenient_json
 from agent.lenient_json import MAX_DEPTH
-from agent.tool_schemas import PROTOCOLS, SCALE_RANGE, TOOLS, protocol_tools, tool_specs
+from agent.protocols.schema import SCALE_RANGE
 
 __all__ = ["parse", "validate", "format_call", "format_vrag", "tool_specs", "Context", "Action", "Rejection",
-           "REASONS", "TOOLS", "PROTOCOLS", "MAX_CHARS", "MAX_DEPTH", "MAX_ABS", "SCALE_RANGE"]
+           "REASONS", "MAX_CHARS", "MAX_DEPTH", "MAX_ABS", "SCALE_RANGE", "syntax_of"]
 
 MAX_CHARS = 20_000  # output past this is not read: no real call is this long, and it bounds parse time
 MAX_ABS = 1e9  # |numbers| above this are garbage, and would overflow pixel arithmetic downstream
@@ -87,6 +88,7 @@ class Action:
     raw: str
     think: str = ""
     warnings: list[str] = field(default_factory=list)  # things to tell the model alongside the result
+    raw_args: Any = None  # the arguments as the model wrote them (JSON-parsed, before coercion)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,6 +110,22 @@ class Rejection:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Rejection":
         return cls(**d)
+
+
+def syntax_of(protocol: Any):
+    """The protocol object behind `protocol` (a registered name, or an object with `tools` and `syntax`)."""
+    if isinstance(protocol, str):
+        from agent.protocols import get
+
+        return get(protocol)
+    return protocol
+
+
+def tool_specs(protocol: Any, coords: str = "absolute") -> list[dict]:
+    """OpenAI/Qwen function specs of the protocol's tools, for the system prompt or the `tools=` field."""
+    from agent.protocols.schema import specs
+
+    return specs(syntax_of(protocol).tools, coords)
 
 
 def format_call(name: str, args: dict, think: str = "") -> str:
@@ -465,8 +483,9 @@ def _fresh_id(ctx: Context | None) -> str:
     return next(f"s{k}" for k in range(1, len(used) + 2) if f"s{k}" not in used)
 
 
-def _check(name: str, args: Any, protocol: str, ctx: Context | None) -> _Checker:
-    spec = protocol_tools(protocol)[name]
+def _check(name: str, args: Any, proto: Any, ctx: Context | None) -> _Checker:
+    spec = proto.tools[name]
+    props = spec["parameters"]["properties"]
     chk = _Checker(ctx, name)
     out = chk.object(args, spec["parameters"], "", spec["aliases"])
     chk.args = a = out if isinstance(out, dict) else {}
@@ -477,10 +496,11 @@ def _check(name: str, args: Any, protocol: str, ctx: Context | None) -> _Checker
     if name == "add_search_node" and "bbox" in a and "image" not in a and "image" not in failed:
         chk.bad("missing_argument", "`bbox` marks a region of an image, so `image` must name that image")
     if "bbox" in a:
-        image = a.get("image") if protocol != "vrag" else (ctx.bbox_image() if ctx else None)
+        # a tool without an `image` argument crops the latest image (VRAG-RL's <bbox>)
+        image = a.get("image") if "image" in props else (ctx.bbox_image() if ctx else None)
         size = ctx.info_ids.get(image) if ctx and image else None
         chk.bbox(a["bbox"], size, image)
-    if protocol == "vrag" and name == "crop" and ctx is not None and ctx.bbox_image() is None:
+    if "bbox" in props and "image" not in props and ctx is not None and ctx.bbox_image() is None:
         chk.bad("not_an_image", "there is no image to crop yet: <search> first, then crop the page it shows")
     if name == "summarize_and_memorize" and isinstance(a.get("memorize"), list):
         ids = [m.get("information_id") for m in a["memorize"]]
@@ -490,12 +510,12 @@ def _check(name: str, args: Any, protocol: str, ctx: Context | None) -> _Checker
     return chk
 
 
-def validate(name: str, args: Any, protocol: str, ctx: Context | None = None) -> list[str]:
+def validate(name: str, args: Any, protocol: Any, ctx: Context | None = None) -> list[str]:
     """Problems with one call (empty when it is valid). Coerces a copy; `args` is left as it is."""
-    tools = protocol_tools(protocol)
-    if name not in tools:
-        return [f"unknown tool {name!r}; available: {', '.join(tools)}"]
-    return [m for _, m in _check(name, copy.deepcopy(args), protocol, ctx).problems]
+    proto = syntax_of(protocol)
+    if name not in proto.tools:
+        return [f"unknown tool {name!r}; available: {', '.join(proto.tools)}"]
+    return [m for _, m in _check(name, copy.deepcopy(args), proto, ctx).problems]
 
 
 # ---- rejections ----------------------------------------------------------------------------------------
@@ -529,40 +549,42 @@ def _vrag_example(name: str, ctx: Context | None) -> str:
     return format_vrag(name, args, think="what I know so far and what I need next")
 
 
-def _default_tool(protocol: str, ctx: Context | None) -> str:
-    if protocol == "vimrag":
-        return "summarize_and_memorize" if ctx and ctx.memorizable else "add_search_node"
-    return "search"
+def _default_tool(proto: Any, ctx: Context | None) -> str:
+    """The tool an example call shows: memorize while results wait for it, else search (else the first)."""
+    kinds = {t.get("x-kind"): name for name, t in reversed(list(proto.tools.items()))}
+    if ctx and ctx.memorizable and "memorize" in kinds:
+        return kinds["memorize"]
+    return kinds.get("search", next(iter(proto.tools)))
 
 
-def _reject(code: str, problems: list[str], protocol: str, ctx: Context | None, raw: Any,
+def _reject(code: str, problems: list[str], proto: Any, ctx: Context | None, raw: Any,
             tool: str | None = None) -> Rejection:
-    tool = tool if tool in TOOLS[protocol] else _default_tool(protocol, ctx)
+    tool = tool if tool in proto.tools else _default_tool(proto, ctx)
     lines = "\n".join(f"- {p}" for p in problems[:6])
     if len(problems) > 6:
         lines += f"\n- ... and {len(problems) - 6} more problems"
-    if protocol == "vrag":
+    if proto.syntax == "tags":
         obs = (f"My previous action is invalid:\n{lines}\nFirst reason inside <think> and </think>, then write "
                f"exactly one of <search>query</search>, <bbox>[x1, y1, x2, y2]</bbox> or <answer>answer</answer>. "
                f"For example:\n{_vrag_example(tool, ctx)}")
     else:
         obs = (f"Your last output was not executed:\n{lines}\nReply with exactly one tool call "
-               f"({', '.join(TOOLS[protocol])}), for example:\n{format_call(tool, _example(tool, ctx))}")
+               f"({', '.join(proto.tools)}), for example:\n{format_call(tool, _example(tool, ctx))}")
     return Rejection(reason=code, observation=obs, raw=raw if isinstance(raw, str) else _short(raw, 200))
 
 
 # ---- parsing -------------------------------------------------------------------------------------------
-def parse(text: str, protocol: str, ctx: Context | None = None) -> Action | Rejection:
+def parse(text: str, protocol: Any, ctx: Context | None = None) -> Action | Rejection:
     """Read one model output under `protocol`; validate it against `ctx` when given. Never raises on `text`."""
-    protocol_tools(protocol)  # an unknown protocol is the caller's bug, not the model's
+    proto = syntax_of(protocol)  # an unknown protocol is the caller's bug, not the model's
     try:
-        return _parse(text, protocol, ctx)
+        return _parse(text, proto, ctx)
     except Exception as e:  # noqa: BLE001 - last line of defence; tests assert it never fires
         return _reject("internal_error", [f"the output could not be read ({type(e).__name__}); write it again"],
-                       protocol, ctx, text)
+                       proto, ctx, text)
 
 
-def _parse(text: Any, protocol: str, ctx: Context | None) -> Action | Rejection:
+def _parse(text: Any, protocol: Any, ctx: Context | None) -> Action | Rejection:
     raw = text
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
@@ -574,13 +596,13 @@ def _parse(text: Any, protocol: str, ctx: Context | None) -> Action | Rejection:
         where = f" (in its first {MAX_CHARS} characters)" if warnings else ""
         return _reject("empty_output", [f"the output was empty{where}"], protocol, ctx,
                        raw if isinstance(raw, str) else "")
-    if protocol == "vrag":
-        return _parse_vrag(text, raw, ctx, warnings)
+    if protocol.syntax == "tags":
+        return _parse_vrag(text, raw, protocol, ctx, warnings)
     return _parse_call(text, raw, protocol, ctx, warnings)
 
 
-def _parse_call(text: str, raw: str, protocol: str, ctx: Context | None, warnings: list[str]):
-    tools = TOOLS[protocol]
+def _parse_call(text: str, raw: str, protocol: Any, ctx: Context | None, warnings: list[str]):
+    tools = protocol.tools
     tag = _TC_OPEN.search(text)
     think, start = _think_and_start(text, tag.start() if tag else text.find("{"))
     tagged = bool(_TC_OPEN.search(text, start))
@@ -637,10 +659,12 @@ def _parse_call(text: str, raw: str, protocol: str, ctx: Context | None, warning
         guess = f" Did you mean {close[0]!r}?" if close else ""
         return _reject("unknown_tool", [f"unknown tool {_short(name, 40)}; available tools: "
                                         f"{', '.join(tools)}.{guess}"], protocol, ctx, raw, close[0] if close else None)
+    raw_args = copy.deepcopy(args) if isinstance(args, dict) else None
     chk = _check(canon, args, protocol, ctx)
     if chk.problems:
         return _reject(chk.problems[0][0], [m for _, m in chk.problems], protocol, ctx, raw, canon)
-    return Action(name=canon, args=chk.args, raw=raw, think=think, warnings=warnings + chk.warnings)
+    return Action(name=canon, args=chk.args, raw=raw, think=think, warnings=warnings + chk.warnings,
+                  raw_args=raw_args)
 
 
 _VRAG_OPEN = re.compile(r"<(search|answer|bbox)>", re.I)
@@ -668,20 +692,21 @@ def _vrag_action(text: str, start: int) -> tuple[int, str, str] | None:
     return None
 
 
-def _parse_vrag(text: str, raw: str, ctx: Context | None, warnings: list[str]):
+def _parse_vrag(text: str, raw: str, proto: Any, ctx: Context | None, warnings: list[str]):
     first = _VRAG_OPEN.search(text)
     think, start = _think_and_start(text, first.start() if first else -1)
     found = _vrag_action(text, start) or (_vrag_action(text, 0) if start else None)
     if found is None:
         hint = " (tool calls are not this protocol's syntax)" if _TC_OPEN.search(text) else ""
-        return _reject("no_action", [f"no <search>, <bbox> or <answer> tag was found{hint}"], "vrag", ctx, raw)
+        return _reject("no_action", [f"no <search>, <bbox> or <answer> tag was found{hint}"], proto, ctx, raw)
     pos, tag, body = found
     if not think:
         think = text[start:pos].strip()
-    name = {"search": "search", "bbox": "crop", "answer": "answer"}[tag]
-    key = {"search": "query", "crop": "bbox", "answer": "answer"}[name]
+    kind = {"search": "search", "bbox": "crop", "answer": "answer"}[tag]
+    name = next(n for n, t in proto.tools.items() if t.get("x-kind") == kind)
+    key = {"search": "query", "crop": "bbox", "answer": "answer"}[kind]
     args = {key: body.strip()}  # a bbox string is read by the schema coercion: "[1, 2, 3, 4]", "1, 2, 3, 4"
-    chk = _check(name, args, "vrag", ctx)
+    chk = _check(name, args, proto, ctx)
     if chk.problems:
-        return _reject(chk.problems[0][0], [m for _, m in chk.problems], "vrag", ctx, raw, name)
+        return _reject(chk.problems[0][0], [m for _, m in chk.problems], proto, ctx, raw, name)
     return Action(name=name, args=chk.args, raw=raw, think=think, warnings=warnings + chk.warnings)

@@ -47,6 +47,7 @@ class ModelOutput(Event):
     delta: str = ""
     done: bool = False
     text: str = ""
+    reasoning: str = ""  # a reasoning delta, or on the done event all of it (servers' reasoning_content)
 
 
 @dataclass
@@ -127,6 +128,7 @@ class StepRecord:
     step: int
     messages: list[dict[str, Any]]  # images replaced by {"type": "image", "ref", "width", "height"}
     output: str = ""
+    reasoning: str = ""  # what the server returned as reasoning apart from the reply; never re-sent
     action: dict[str, Any] | None = None  # {"name", "args"} when the output parsed
     observation: str = ""  # corrective message or tool result summary given back to the model
     node_id: str = ""  # the graph node this step created or closed

@@ -145,6 +145,26 @@ class EvidenceStore:
             return crops
         return cached
 
+    def sampled_times(self, ev: Evidence) -> list[float]:
+        """Seconds (in the video file) of the frames the VimRAG demo samples from this clip: 1 fps, at most 32,
+        across its whole span (agent/media.py, `sample_times`)."""
+        from agent.media import sample_times
+
+        unit = ev.unit
+        key = f"{unit.uid}@sampled"
+        with self._lock:
+            cached = self._raw.get(key)
+        if cached is None:
+            from retrieval.loaders import video_info
+
+            info = video_info(unit.source)
+            start = unit.start or 0.0
+            end = unit.end if unit.end is not None else info.duration
+            cached = sample_times(start, end, info.fps)
+            with self._lock:
+                self._raw[key] = cached
+        return cached
+
     def images_for(self, info_id: str, timestamps: list[float] | None = None) -> list[tuple[Any, str]]:
         """Raw images for an information id, for the renderer: one picture, a video's frames, or none."""
         ev = self.by_id.get(info_id)

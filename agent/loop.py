@@ -17,10 +17,11 @@ import time
 from typing import Any, Iterator
 
 from agent.actions import Rejection
-from agent.backends.base import Policy, PolicyError
+from agent.backends.base import Policy, PolicyError, Reasoning
 from agent.events import (ErrorEvent, Event, Finished, LimitReached, ModelOutput, StepRecord, StepStarted,
                           ToolCall, Trace)
-from agent.protocols import citations, make_protocol
+from agent.protocols import make_protocol
+from agent.protocols.base import citations
 from agent.state import AgentConfig, EpisodeState
 from agent.toolbox import Toolbox, count_context, strip_images
 
@@ -46,11 +47,14 @@ class Agent:
         if not question or not question.strip():
             raise ValueError("the question is empty; ask something about the corpus")
         cfg = AgentConfig.from_dict({**self.config.to_dict(), **overrides}) if overrides else self.config
+        backend = self.policy.describe()  # resolves a served model's name, and with it its patch grid and boxes
         tools = Toolbox(self.retriever, patch=getattr(self.policy, "patch", 28),
-                        ocr_crops=not getattr(self.policy, "is_vlm", True))
-        proto = make_protocol(cfg.protocol, tools)
+                        ocr_crops=not getattr(self.policy, "is_vlm", True),
+                        coords=getattr(self.policy, "coords", "absolute"))
+        proto = make_protocol(cfg.protocol, tools, native_tools=getattr(self.policy, "native_tools", False))
         st = self.state = EpisodeState(question=question.strip(), config=cfg)
-        trace = Trace(question=st.question, protocol=cfg.protocol, backend=self.policy.describe(),
+        st.tool_specs = proto.tool_specs() if proto.syntax == "calls" else []  # for native tool calling
+        trace = Trace(question=st.question, protocol=cfg.protocol, backend=backend,
                       config={"agent": cfg.to_dict(), "policy": _policy_config(self.policy)})
         t_start = time.perf_counter()
         model_total = 0.0
@@ -83,10 +87,15 @@ class Agent:
                                        text_tokens=ttok))
                 t_model = time.perf_counter()
                 chunks: list[str] = []
+                thoughts: list[str] = []  # reasoning a server returns apart from the reply (reasoning_content)
                 try:
                     for delta in self.policy.stream(messages, view=st):
-                        chunks.append(delta)
-                        yield ModelOutput(st.step, delta=delta)  # deltas are not stored in the trace
+                        if isinstance(delta, Reasoning):
+                            thoughts.append(delta)
+                            yield ModelOutput(st.step, reasoning=str(delta))
+                        else:
+                            chunks.append(delta)
+                            yield ModelOutput(st.step, delta=delta)  # deltas are not stored in the trace
                 except PolicyError as e:
                     rec.model_s = time.perf_counter() - t_model
                     trace.steps.append(rec)
@@ -96,12 +105,15 @@ class Agent:
                 rec.model_s = time.perf_counter() - t_model
                 model_total += rec.model_s
                 rec.output = text = "".join(chunks)
-                yield emit(ModelOutput(st.step, done=True, text=text))
+                rec.reasoning = "".join(thoughts)
+                yield emit(ModelOutput(st.step, done=True, text=text, reasoning=rec.reasoning))
                 action = proto.parse(text, st)
                 if isinstance(action, Rejection):
                     events = proto.reject(st, action.observation, text)
                 else:
+                    action.think = action.think or rec.reasoning
                     rec.action = {"name": action.name, "args": action.args}
+                    st.feedback = ""  # the protocol sets it again if the call fails
                     yield emit(ToolCall(st.step, name=action.name, args=action.args, think=action.think))
                     try:
                         events = proto.execute(action, st)

@@ -15,13 +15,11 @@ from agent.tools import OBS_MAX_PIXELS
 from memory_graph.energy import GAMMA, LAMBDA, MAX_FRAME_PIXELS, MAX_IMAGE_PIXELS, S_TOTAL, TOP_K
 from memory_graph.graph import MemoryGraph
 
-PROTOCOLS = ("vimrag", "vrag", "react", "vanilla")
-
-
 @dataclass
 class AgentConfig:
     protocol: str = field(default="vimrag", metadata={"help": "vimrag | vrag | react | vanilla"})
-    max_steps: int = field(default=20, metadata={"help": "model calls before the episode is stopped"})
+    max_steps: int | None = field(default=None, metadata={
+        "help": "model calls before the episode is stopped; default: the protocol's own (vimrag 20, vrag 11)"})
     top_k: int = field(default=3, metadata={"help": "results shown per search"})
     vanilla_k: int = field(default=5, metadata={"help": "pages put in context by the vanilla baseline"})
     s_total: int = field(default=S_TOTAL, metadata={"help": "pixel budget of the whole visual context (vimrag)"})
@@ -33,11 +31,19 @@ class AgentConfig:
     gamma: float = field(default=GAMMA, metadata={"help": "energy back-propagation weight"})
     search_mode: str = field(default="hybrid", metadata={"help": "hybrid | bm25 | dense"})
     docs: list[str] | None = field(default=None, metadata={"help": "restrict search to these documents"})
-    system_prompt: str = field(default="", metadata={"help": "replace the protocol's system prompt"})
+    prompts: dict[str, str] = field(default_factory=dict, metadata={
+        "help": "the protocol's prompts replaced by name (vimrag: system, user, summary; vrag: user, system, "
+                "nudge, invalid); see agent.protocols.read_prompt_file"})
+    demo_jpeg: bool = field(default=True, metadata={
+        "help": "vimrag: send pictures as the VimRAG demo does, JPEG quality 75 under 38,000 bytes"})
 
     def __post_init__(self) -> None:
-        if self.protocol not in PROTOCOLS:
-            raise ValueError(f"unknown protocol {self.protocol!r}; use one of {PROTOCOLS}")
+        from agent.protocols import check_prompts, get
+
+        proto = get(self.protocol)  # ValueError naming the protocols
+        if self.max_steps is None:
+            self.max_steps = proto.max_steps
+        self.prompts = check_prompts(self.protocol, dict(self.prompts or {}))
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
         if self.top_k < 1 or self.vanilla_k < 1:
@@ -61,7 +67,11 @@ class EpisodeState:
     pending: list[str] = field(default_factory=list)  # info ids shown and not yet memorized
     pending_node: str = ""  # the node those results belong to
     feedback: str = ""  # corrective observation for the next turn
-    history: list[dict[str, Any]] = field(default_factory=list)  # linear protocols: assistant/user turns
+    history: list[dict[str, Any]] = field(default_factory=list)  # turns appended since the context was built
+    base: list[dict[str, Any]] | None = None  # vimrag: the rebuilt context; None = rebuild on the next turn
+    labels: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> {"Picture 1": information id}
+    inserted: list[str] = field(default_factory=list)  # vrag: unit uids of the pages searches put in context
+    tool_specs: list[dict[str, Any]] = field(default_factory=list)  # the protocol's tools, for native calling
     last_image: str = ""  # vrag: the latest image, which <bbox> crops
     searched: list[str] = field(default_factory=list)  # queries so far
     answer: str | None = None
@@ -79,3 +89,11 @@ class EpisodeState:
 
     def memorized_ids(self) -> list[str]:
         return [it.info_id for _, it in self.graph.items() if it.useful]
+
+    def label_of(self, info_id: str, node_id: str = "") -> str:
+        """The name the model saw `info_id` under in node `node_id`'s results (default: the pending ones);
+        the information id itself where results are not relabelled per response."""
+        for label, i in self.labels.get(node_id or self.pending_node, {}).items():
+            if i == info_id:
+                return label
+        return info_id

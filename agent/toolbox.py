@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from agent.coords import to_seen
 from agent.evidence import Evidence
 from agent.state import EpisodeState
 from agent.tools import (OBS_MIN_PIXELS, ToolError, compose_box, map_bbox, resize_for_model, scaled_budget)
@@ -19,10 +20,11 @@ TEXT_EXCERPT = 1200  # characters of a text result shown to the model
 
 
 class Toolbox:
-    def __init__(self, retriever, patch: int = 28, ocr_crops: bool = False) -> None:
+    def __init__(self, retriever, patch: int = 28, ocr_crops: bool = False, coords: str = "absolute") -> None:
         self.retriever = retriever
         self.patch = patch
         self.ocr_crops = ocr_crops  # read the text inside crops (for a policy that cannot see pixels)
+        self.coords = coords  # how the model writes boxes: "absolute" pixels or "relative" 0..1000 (agent/coords.py)
         self.retrieval_s = 0.0
 
     # -- search ----------------------------------------------------------------------------------------
@@ -36,7 +38,7 @@ class Toolbox:
             src = self.image_evidence(st, image_id)
             img = st.evidence.raw_image(src)
             if bbox:
-                x1, y1, x2, y2 = map_bbox(bbox, self._seen(st, src), img.size)
+                x1, y1, x2, y2 = map_bbox(*self.seen_box(st, src, bbox), img.size)
                 img = img.crop((x1, y1, x2, y2))
             q = img
         filters = {"docs": cfg.docs} if cfg.docs else None
@@ -78,10 +80,20 @@ class Toolbox:
         w, h = st.evidence.raw_size(ev)
         return target_size(w, h, st.config.obs_pixels, patch=self.patch)
 
-    def crop(self, st: EpisodeState, info_id: str, bbox: list[float], node_id: str) -> tuple[Evidence, list[int]]:
+    def seen_box(self, st: EpisodeState, ev: Evidence, bbox: list[float]) -> tuple[list[float], tuple[int, int]]:
+        """(the box in pixels of the view the model saw, that view's size), whatever convention it wrote in."""
+        seen = self._seen(st, ev)
+        return to_seen(bbox, seen, self.coords), seen
+
+    def crop(self, st: EpisodeState, info_id: str, bbox: list[float], node_id: str,
+             mapper=None) -> tuple[Evidence, list[int]]:
+        """A crop of `info_id` as new evidence, and its box in the raw pixels of the source unit.
+
+        `mapper(box_seen, seen_size, raw_size)` maps the box (default: agent.tools.map_bbox, padded 28 px)."""
         src = self.image_evidence(st, info_id)
         raw = st.evidence.raw_size(src)
-        box = map_bbox(bbox, self._seen(st, src), raw)
+        box_seen, seen = self.seen_box(st, src, bbox)
+        box = (mapper or map_bbox)(box_seen, seen, raw)
         full_box = compose_box(src.crop_box, box)
         ev = st.evidence.derive(src, node_id, crop_box=full_box, scale=1.0)
         if self.ocr_crops:
@@ -149,7 +161,11 @@ class Toolbox:
 
 
 def count_context(messages: list[dict[str, Any]], patch: int = 28) -> tuple[int, int, int]:
-    """(image pixels, estimated visual tokens, estimated text tokens) of a message list."""
+    """(image pixels, estimated visual tokens, estimated text tokens) of a message list.
+
+    Pixels are counted as the model sees them: an image off the patch grid is snapped as the processor will."""
+    from agent.media import model_view
+
     pixels = vtok = chars = 0
     for m in messages:
         content = m.get("content")
@@ -158,7 +174,7 @@ def count_context(messages: list[dict[str, Any]], patch: int = 28) -> tuple[int,
             continue
         for p in content or []:
             if p.get("type") == "image":
-                w, h = p["image"].size
+                w, h = model_view(*p["image"].size, patch, p.get("max_pixels"))
                 pixels += w * h
                 vtok += visual_tokens(w, h, patch)
             elif p.get("type") == "text":
@@ -172,7 +188,15 @@ def strip_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for m in messages:
         content = m.get("content")
         if isinstance(content, list):
-            content = [{"type": "image", "ref": p.get("ref", ""), "width": p["image"].width,
-                        "height": p["image"].height} if p.get("type") == "image" else dict(p) for p in content]
+            content = [_image_record(p) if p.get("type") == "image" else dict(p) for p in content]
         out.append({**m, "content": content})
     return out
+
+
+def _image_record(part: dict[str, Any]) -> dict[str, Any]:
+    """An image part as traces keep it: what it shows and its size, never its pixels."""
+    rec = {"type": "image", "ref": part.get("ref", ""), "width": part["image"].width, "height": part["image"].height}
+    for key in ("time", "mime"):
+        if part.get(key) is not None:
+            rec[key] = part[key]
+    return rec

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from agent.tool_schemas import SCALE_RANGE
+from agent.protocols.schema import SCALE_RANGE
 
 PAD_SEEN = 28  # VRAG-RL pads crops by 28 px in the model's coordinates
 OBS_MAX_PIXELS = 512 * 28 * 28  # VRAG-RL's per-image ceiling for observations (401,408)

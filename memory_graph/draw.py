@@ -158,9 +158,9 @@ class _Canvas:
         self.g, self.thumbs, self.s = graph, thumbnails, s
         self.alloc = {(a.node_id, a.item_index): a for a in
                       (allocations if allocations is not None else allocate(graph))}
-        om = energy(graph)
-        self.node_e = {n.id: (sum(om[(n.id, j)] for j in range(len(n.items))) / len(n.items) if n.items else None)
-                       for n in graph.nodes.values()}
+        om = energy(graph)  # visual memory only: a node without any has no energy to show
+        mean = {n.id: [om[(n.id, j)] for j in range(len(n.items)) if (n.id, j) in om] for n in graph.nodes.values()}
+        self.node_e = {n: (sum(v) / len(v) if v else None) for n, v in mean.items()}
         self.max_e = max([e for e in self.node_e.values() if e is not None], default=0.0) or 1.0
         u = self.u
         self.node_w = u(max(140, min(NODE_W, max_width - 2 * MARGIN)))

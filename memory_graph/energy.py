@@ -8,7 +8,9 @@ Pure functions over a `MemoryGraph` (VimRAG, DESIGN.md section 4.2, after the of
 - allocation         the top-K items by Omega (K = 5) share S_total pixels in proportion to Omega; each
                      image is capped at a per-image maximum, the frames of one video share their item's
                      budget (each capped per frame), and sizes snap to the model's patch grid.
-Items outside the top K get 0 pixels and are shown to the model as their text summary.
+Only visual memory takes part (`Item.in_memory`: useful pictures, and videos with kept frames), as in the
+demo, where nothing else is ever stored (demo/vimrag_utils.py, `calculate_intuitive_memory_energy`).
+Items outside the top K get 0 pixels; the model keeps only their node's summary.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ def intrinsic_energy(graph: MemoryGraph, lam: float = LAMBDA) -> dict[tuple[str,
         deg = graph.out_degree(node.id)
         decay = math.exp(-lam * (T - node.index))
         for j, item in enumerate(node.items):
-            out[item_key(node.id, j)] = (item.priority / 5.0) * (1 + deg) * decay
+            if item.in_memory:
+                out[item_key(node.id, j)] = (item.priority / 5.0) * (1 + deg) * decay
     return out
 
 
@@ -56,6 +59,8 @@ def energy(graph: MemoryGraph, lam: float = LAMBDA, gamma: float = GAMMA) -> dic
         vals = []
         for j, _ in enumerate(node.items):
             k = item_key(node.id, j)
+            if k not in base:  # not visual memory: no energy, and no part in its node's mean
+                continue
             omega[k] = base[k] + gamma * inherited
             vals.append(omega[k])
         node_mean[node.id] = sum(vals) / len(vals) if vals else None
@@ -72,17 +77,16 @@ class Allocation:
 
 
 def allocate(graph: MemoryGraph, k: int = TOP_K, s_total: int = S_TOTAL, max_image: int = MAX_IMAGE_PIXELS,
-             max_frame: int = MAX_FRAME_PIXELS, lam: float = LAMBDA, gamma: float = GAMMA,
-             useful_only: bool = True) -> list[Allocation]:
-    """Every item with its Omega and pixel budget, best first. Text items never get pixels."""
+             max_frame: int = MAX_FRAME_PIXELS, lam: float = LAMBDA, gamma: float = GAMMA) -> list[Allocation]:
+    """Every visual-memory item with its Omega and pixel budget, best first (ties: older node, then listing
+    order, as the demo's stable sort)."""
     omega = energy(graph, lam, gamma)
     rows = []
     for node, j, item in ((n, j, it) for n in graph.nodes.values() for j, it in enumerate(n.items)):
-        if useful_only and not item.useful:
-            continue
-        rows.append((omega[item_key(node.id, j)], node, j, item))
+        if item_key(node.id, j) in omega:
+            rows.append((omega[item_key(node.id, j)], node, j, item))
     rows.sort(key=lambda r: (-r[0], r[1].index, r[2]))
-    visual = [r for r in rows if r[3].modality != "text"][:k]
+    visual = rows[:k]
     total = sum(r[0] for r in visual) or 1.0
     budget = {}
     for om, node, j, item in visual:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 NODE_KINDS = ("root", "search", "crop", "scale", "answer")
+VISUAL = ("page", "image", "video")  # modalities with pixels
 
 
 class GraphError(ValueError):
@@ -43,6 +44,14 @@ class Item:
             if x2 <= x1 or y2 <= y1:
                 raise GraphError(f"crop box {self.crop_box} of {self.info_id!r} is empty or inverted")
 
+    @property
+    def in_memory(self) -> bool:
+        """Whether the item is visual memory: useful, with pixels, and for a video with frames kept. Only such
+        items take part in energy and allocation; the official demo stores nothing else
+        (demo/vimrag_agent.py, `_handle_summarize_memorize`: only is_useful Picture / Video items, and a video
+        only when a key timestamp matched a sampled frame)."""
+        return self.useful and self.modality in VISUAL and (self.modality != "video" or bool(self.key_timestamps))
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -60,6 +69,7 @@ class Node:
     summary: str = ""
     items: list[Item] = field(default_factory=list)
     index: int = 0  # creation order t_i: the root is 0, the newest node is T
+    args: dict[str, Any] = field(default_factory=dict)  # the call's arguments as the model wrote them
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

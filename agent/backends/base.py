@@ -28,6 +28,11 @@ def strict_from_dict(cls, d: dict[str, Any], what: str):
     return cls(**d)
 
 
+class Reasoning(str):
+    """A streamed piece of reasoning that a server returns apart from the reply (`reasoning_content`). The
+    loop keeps it in the trace and the UI, never in the reply the protocol parses or sends back."""
+
+
 class PolicyError(RuntimeError):
     """A backend could not produce an answer (unreachable endpoint, bad model path...). Says how to fix it."""
 
@@ -46,6 +51,12 @@ class PolicyConfig:
     dtype: str = field(default="auto", metadata={"help": "transformers backend: auto | bfloat16 | float32"})
     max_pixels: int = field(default=1_003_520, metadata={"help": "upper bound on any one image's pixels"})
     seed: int = field(default=0, metadata={"help": "sampling seed"})
+    coords: str = field(default="auto", metadata={
+        "help": "how the model writes boxes: auto (from the model: Qwen3-VL relative 0-1000, else absolute "
+                "pixels) | absolute | relative"})
+    tool_calling: str = field(default="text", metadata={
+        "help": "openai: text (tool calls written in the reply, as the VimRAG demo reads them) | native (send "
+                "`tools`, read `tool_calls`) | auto (native, falling back to text if the server refuses tools)"})
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -64,6 +75,8 @@ class Policy:
     name: str = "policy"
     patch: int = 28  # the vision patch grid images are snapped to (Qwen2.5-VL 28, Qwen3-VL 32)
     is_vlm: bool = True  # whether it reads pixels (the embedded controller reads text and OCR boxes)
+    coords: str = "absolute"  # how it writes boxes (agent/coords.py)
+    native_tools: bool = False  # tools travel in the API's `tools` field, so prompts need not list them
 
     def describe(self) -> str:
         """One line for the UI and traces: which model, where."""

@@ -137,73 +137,81 @@ class EmbeddedPolicy(Policy):
         if view is None:
             raise PolicyError("the embedded policy drives the agent's own tools and needs the episode state "
                               "(view); run it through agent.loop.Agent")
-        yield getattr(self, f"_{view.protocol}")(view)
+        from agent.protocols import get
 
-    def _vimrag(self, st) -> str:
-        from agent.actions import format_call
+        proto = get(view.protocol)
+        # one strategy per kind of protocol, chosen by its capabilities (never by its name)
+        if proto.one_shot:
+            yield self._one_shot(view)
+        elif proto.single_image:
+            yield self._single_image(proto, view)
+        elif proto.memorizes:
+            yield self._graph(proto, view)
+        else:
+            yield self._linear(proto, view)
 
+    def _graph(self, proto, st) -> str:
+        """Search, memorize what matches, crop small print, maybe search again, answer citing the nodes."""
         kw = keywords(st.question)
         g = st.graph
         if st.pending:
-            return format_call("summarize_and_memorize", self._memorize(st, kw))
+            return proto.write("memorize", self._memorize(st, kw))
         searches = [n for n in g.nodes.values() if n.kind == "search"]
         crops = [n for n in g.nodes.values() if n.kind == "crop"]
         last_call = st.step >= st.config.max_steps
         if not searches:
-            return format_call("add_search_node", {"id": "s1", "query": self.rewrite(st.question),
-                                                   "parent_ids": ["root"]})
+            return proto.write("search", {"id": "s1", "query": self.rewrite(st.question), "parent_ids": ["root"]})
         ranked = self._memory(st, kw)
         if not last_call and not crops and not st.feedback and ranked:
-            region = self.find_region(st, ranked[0][1], kw)
-            if region is not None:
-                return format_call("crop", {"image": ranked[0][1].info_id, "bbox": region,
-                                            "parent_ids": [ranked[0][0]]})
+            node_id, ev = ranked[0][0], ranked[0][1]
+            region = self.find_region(st, ev, kw)
+            if region is not None:  # the picture by the name its step's results gave it
+                return proto.write("crop", {"image": st.label_of(ev.info_id, node_id), "bbox": region,
+                                            "parent_ids": [node_id]})
         best = ranked[0][2] if ranked else 0.0
         if not last_call and best < 0.5 and len(searches) < 2 and st.step + 2 < st.config.max_steps:
             query = st.question if self.rewrite(st.question) != st.question else fallback_query(st.question)
-            return format_call("add_search_node", {"id": f"s{len(searches) + 1}", "query": query,
-                                                   "parent_ids": [searches[-1].id]})
+            return proto.write("search", {"id": f"s{len(searches) + 1}", "query": query,
+                                          "parent_ids": [searches[-1].id]})
         answer = self.answer(st, [ev for _, ev, _ in ranked])
         parents = list(dict.fromkeys(n for n, _, r in ranked[:2] if r > 0)) or [searches[-1].id]
-        return format_call("add_answer_node", {"answer": answer, "parent_ids": parents})
+        return proto.write("answer", {"answer": answer, "parent_ids": parents})
 
-    def _react(self, st) -> str:
-        from agent.actions import format_call
-
+    def _linear(self, proto, st) -> str:
+        """Search once, crop small print, answer."""
         kw = keywords(st.question)
         g = st.graph
         if not any(n.kind == "search" for n in g.nodes.values()):
-            return format_call("search", {"query": self.rewrite(st.question)})
+            return proto.write("search", {"query": self.rewrite(st.question)})
         ranked = self._memory(st, kw)
         if st.step < st.config.max_steps and not any(n.kind == "crop" for n in g.nodes.values()) \
-                and not _had_error(st) and ranked:
+                and not st.feedback and ranked:
             region = self.find_region(st, ranked[0][1], kw)
             if region is not None:
-                return format_call("crop", {"image": ranked[0][1].info_id, "bbox": region})
-        return format_call("answer", {"answer": self.answer(st, [ev for _, ev, _ in ranked])})
+                return proto.write("crop", {"image": ranked[0][1].info_id, "bbox": region})
+        return proto.write("answer", {"answer": self.answer(st, [ev for _, ev, _ in ranked])})
 
-    def _vrag(self, st) -> str:
-        from agent.actions import format_vrag
-
+    def _single_image(self, proto, st) -> str:
+        """One page per search: crop the latest page's small print, search again while the evidence is thin."""
         kw = keywords(st.question)
         g = st.graph
         searches = [n for n in g.nodes.values() if n.kind == "search"]
         ranked = self._memory(st, kw)
         last_call = st.step >= st.config.max_steps
         if not searches:
-            return format_vrag("search", {"query": self.rewrite(st.question)})
+            return proto.write("search", {"query": self.rewrite(st.question)})
         if not last_call and st.last_image and not any(n.kind == "crop" for n in g.nodes.values()) \
-                and not _had_error(st):
+                and not st.feedback:
             region = self.find_region(st, st.evidence.get(st.last_image), kw)
             if region is not None:
-                return format_vrag("crop", {"bbox": region})
+                return proto.write("crop", {"bbox": region})
         best = ranked[0][2] if ranked else 0.0
         if not last_call and best < 0.5 and len(searches) < 3 and st.step + 2 < st.config.max_steps:
             queries = [self.rewrite(st.question), fallback_query(st.question), st.question]
-            return format_vrag("search", {"query": queries[len(searches) % 3]})
-        return format_vrag("answer", {"answer": self.answer(st, [ev for _, ev, _ in ranked])})
+            return proto.write("search", {"query": queries[len(searches) % 3]})
+        return proto.write("answer", {"answer": self.answer(st, [ev for _, ev, _ in ranked])})
 
-    def _vanilla(self, st) -> str:
+    def _one_shot(self, st) -> str:
         kw = keywords(st.question)
         evs = [st.evidence.get(i) for i in st.pending]
         evs = sorted((e for e in evs if e is not None), key=lambda e: -relevance(kw, e.text))
@@ -240,10 +248,10 @@ class EmbeddedPolicy(Policy):
         memorize, summary = [], ""
         for rank, (ev, rel) in enumerate(sorted(scored, key=lambda x: -x[1])):
             useful = rel > 0 and (rel >= 0.25 or rel == top)
-            entry = {"information_id": ev.info_id, "is_useful": useful,
+            entry = {"information_id": st.label_of(ev.info_id), "is_useful": useful,
                      "priority_score": max(1, min(5, 1 + round(4 * rel) + (1 if ev.crop_box else 0)))}
             if ev.kind == "video":
-                entry["key_timestamp"] = key_timestamps(kw, ev)
+                entry["key_timestamp"] = snap(key_timestamps(kw, ev), st.evidence.sampled_times(ev))
             memorize.append(entry)
             if rank == 0 and rel > 0:
                 summary = " ".join(best_sentences(kw, ev.text, 1))[:240]
@@ -302,5 +310,13 @@ def key_timestamps(kw: set[str], ev) -> list[float]:
     return hits[:4]
 
 
-def _had_error(st) -> bool:
-    return any("Observation:" in str(m.get("content")) for m in st.history[-1:])
+def snap(times: list[float], sampled: list[float]) -> list[float]:
+    """Each time moved to the nearest sampled frame, written as the frame is labelled (to 0.1 s); repeats dropped.
+
+    >>> snap([12, 12.4, 40], [0.0, 11.9, 24.1, 36.2, 48.0])
+    [11.9, 36.2]
+    """
+    if not sampled:
+        return list(times)
+    out = [round(min(sampled, key=lambda s: abs(s - t)), 1) for t in times]
+    return list(dict.fromkeys(out))

@@ -1,17 +1,28 @@
 """Policy backend for any OpenAI-compatible chat endpoint (vLLM, SGLang, llama.cpp server, OpenAI itself).
 
 It POSTs `{base_url}/chat/completions` with httpx and streams the answer's text chunks from the server-sent
-events. Internal image parts (a PIL image the renderer already sized) become base64 `image_url` data URLs,
-PNG by default because page renders carry small text that JPEG smears. Images are sent at the size the agent
-chose; the only resize is a safety downscale of anything over `config.max_pixels`.
+events. Internal image parts (a PIL image the renderer already sized) become base64 `image_url` data URLs:
+the part's own encoded bytes when the protocol made them (the VimRAG demo's JPEG), else PNG, because page
+renders carry small text that JPEG smears. Images are sent at the size the agent chose; the only resize is a
+safety downscale of anything over `config.max_pixels`.
+
+Tool calls (`config.tool_calling`):
+- "text" (default): the model writes `<tool_call>{...}</tool_call>` in its reply, as the VimRAG demo reads it.
+- "native": the request carries `tools` (the protocol's schemas, `view.tool_specs`); the server's
+  `tool_calls`, from streamed deltas or a whole message, come back rendered as that same `<tool_call>` text,
+  so one parser turns both into actions.
+- "auto": native, and if the server refuses `tools` (vLLM without --enable-auto-tool-choice answers 400),
+  text from then on.
+Reasoning a server returns apart from the reply (`reasoning_content`, or `reasoning`) is yielded as
+`Reasoning` chunks: kept in the trace, never parsed as the reply; inline `<think>` blocks stay in the text.
 
 Connection errors, timeouts, 429 and 5xx are retried with exponential backoff (honouring a short
 Retry-After), but only while no text has been yielded: a stream that breaks mid-answer raises instead, so a
 retry can never repeat text the caller already has. Every failure is a PolicyError naming the endpoint, the
 reason and the fix.
 
-Left out on purpose: tool-call / function-calling fields (the agent parses tool calls from the text), and
-reasoning-content channels (ignored).
+Left out on purpose: sending earlier turns' tool calls back as `tool_calls` / `tool` messages (the history
+keeps them as text, which every server accepts in user/assistant turns).
 
     vllm serve Qwen/Qwen2.5-VL-7B-Instruct --port 8000
     policy = load_policy("openai", model="Qwen/Qwen2.5-VL-7B-Instruct")
@@ -33,13 +44,32 @@ from typing import Any, Callable, Iterator
 import httpx
 from PIL import Image
 
-from agent.backends.base import Policy, PolicyConfig, PolicyError
+from agent.backends.base import Policy, PolicyConfig, PolicyError, Reasoning
 
 log = logging.getLogger(__name__)
 
 MAX_RETRY_AFTER_S = 30.0  # a longer Retry-After (quota reset, maintenance) is reported, not slept through
 MAX_BACKOFF_S = 30.0
 SERVE_HINT = "Start a server, e.g. `vllm serve Qwen/Qwen2.5-VL-7B-Instruct --port 8000`, or pass --base-url"
+TOOL_CALLING = ("text", "native", "auto")
+_AGENT_KEYS = ("ref", "data", "mime", "max_pixels", "time")  # image-part keys for the agent, not the server
+
+
+def render_tool_call(name: Any, arguments: Any) -> str:
+    """A native tool call as the `<tool_call>` text the protocols parse; arguments stay as the server sent them.
+
+    >>> render_tool_call("crop", '{"image": "Picture 1", "bbox": [1, 2, 3, 4]}')
+    '<tool_call>\\n{"name": "crop", "arguments": {"image": "Picture 1", "bbox": [1, 2, 3, 4]}}\\n</tool_call>'
+    """
+    if isinstance(arguments, str):
+        try:
+            json.loads(arguments)
+            args_text = arguments.strip() or "{}"
+        except ValueError:  # broken JSON goes through as a string: the parser repairs or rejects it
+            args_text = json.dumps(arguments, ensure_ascii=False)
+    else:
+        args_text = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+    return f'<tool_call>\n{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {args_text}}}\n</tool_call>'
 
 
 class OpenAIPolicy(Policy):
@@ -72,6 +102,10 @@ class OpenAIPolicy(Policy):
         self._model = config.model.strip()
         self._client: httpx.Client | None = None
         self._client_lock = threading.Lock()
+        if config.tool_calling not in TOOL_CALLING:
+            raise PolicyError(f"tool_calling {config.tool_calling!r} is not one of {', '.join(TOOL_CALLING)}")
+        self.native_tools = config.tool_calling == "native"
+        self._tools_refused = False  # auto: the server answered 400 to `tools` once, so text from then on
         if self._model:
             self._set_patch(self._model)
 
@@ -101,6 +135,18 @@ class OpenAIPolicy(Policy):
             "seed": self.config.seed,
             "stream": True,
         }
+        specs = getattr(view, "tool_specs", None)
+        mode = self.config.tool_calling
+        if specs and (mode == "native" or (mode == "auto" and not self._tools_refused)):
+            try:
+                yield from self._request("POST", "/chat/completions", {**body, "tools": specs}, self._read_completion)
+                return
+            except PolicyError as exc:
+                if mode == "native" or getattr(exc, "status", None) != 400 or "tool" not in str(exc).lower():
+                    raise
+                self._tools_refused = True
+                log.warning("%s refused native tools (%s); tool calls are read from the reply text from now on",
+                            self.base_url, getattr(exc, "said", exc))
         yield from self._request("POST", "/chat/completions", body, self._read_completion)
 
     def complete(self, messages: list[dict], **params: Any) -> dict:
@@ -143,12 +189,16 @@ class OpenAIPolicy(Policy):
     def _convert_part(self, part: Any) -> Any:
         if not isinstance(part, dict):
             return part
-        part = {k: v for k, v in part.items() if k != "ref"}  # "ref" names the picture for the agent only
+        data, mime = part.get("data"), part.get("mime")
+        part = {k: v for k, v in part.items() if k not in _AGENT_KEYS}  # the agent's own bookkeeping
         if part.get("type") != "image":
             return part
         image = part.get("image")
         if isinstance(image, str) and image.startswith(("data:", "http://", "https://")):
             url = image
+        elif data and mime and hasattr(image, "size") and image.width * image.height <= (self.config.max_pixels or
+                                                                                        float("inf")):
+            url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"  # the protocol's exact bytes
         elif hasattr(image, "save") and hasattr(image, "size"):
             url = self._data_url(image)
         else:
@@ -245,14 +295,13 @@ class OpenAIPolicy(Policy):
         if "event-stream" not in response.headers.get("content-type", ""):
             text = response.read().decode("utf-8", errors="replace")
             if not text.lstrip().startswith("data:"):
-                content = self._message_content(_parse_json(text, url), url)
-                if content:
-                    yield content
+                yield from self._message_content(_parse_json(text, url), url)
                 return
             lines: Iterator[str] = iter(text.splitlines())
         else:
             lines = response.iter_lines()
         finished = False
+        calls: dict[int, dict[str, Any]] = {}  # streamed native tool calls, by index, assembled piece by piece
         for line in lines:
             line = line.strip()
             # blank lines end an event; ":" lines are keep-alive comments; event:/id:/retry: carry nothing we use
@@ -260,7 +309,7 @@ class OpenAIPolicy(Policy):
                 continue
             data = line[len("data:"):].strip()
             if data == "[DONE]":
-                return
+                break
             chunk = _parse_json(data, url)
             if isinstance(chunk, dict) and chunk.get("error"):
                 raise PolicyError(
@@ -269,17 +318,36 @@ class OpenAIPolicy(Policy):
                 )
             for choice in _choices(chunk, url):
                 delta = choice.get("delta") or choice.get("message") or {}
-                text = delta.get("content") if isinstance(delta, dict) else None
+                if not isinstance(delta, dict):
+                    delta = {}
+                thought = delta.get("reasoning_content") or delta.get("reasoning")
+                if isinstance(thought, str) and thought:
+                    yield Reasoning(thought)
+                text = delta.get("content")
                 if text:  # None on role-only and finish chunks
                     yield text
+                for tc in delta.get("tool_calls") or []:
+                    if not isinstance(tc, dict):
+                        continue
+                    slot = calls.setdefault(int(tc.get("index", len(calls))), {"name": "", "arguments": ""})
+                    fn = tc.get("function") or {}
+                    slot["name"] += fn.get("name") or ""
+                    args = fn.get("arguments")
+                    if isinstance(args, str):
+                        slot["arguments"] += args
+                    elif args is not None:
+                        slot["arguments"] = args
                 if choice.get("finish_reason") == "length":
                     log.warning("answer cut at max_new_tokens=%d; raise it if answers end mid-sentence",
                                 self.config.max_new_tokens)
                 finished = finished or bool(choice.get("finish_reason"))
+        for i in sorted(calls):
+            yield ("\n" if i else "") + render_tool_call(calls[i]["name"], calls[i]["arguments"])
         if not finished:
             log.debug("stream from %s ended without [DONE] or a finish_reason", url)
 
-    def _message_content(self, payload: Any, url: str) -> str:
+    def _message_content(self, payload: Any, url: str) -> Iterator[str]:
+        """A whole (non-streamed) message: its reasoning, its text, then its native tool calls."""
         choices = _choices(payload, url)
         if not choices:
             raise PolicyError(f"malformed response from {url}: no choices in {_clip(json.dumps(payload))}")
@@ -289,7 +357,14 @@ class OpenAIPolicy(Policy):
         if choices[0].get("finish_reason") == "length":
             log.warning("answer cut at max_new_tokens=%d; raise it if answers end mid-sentence",
                         self.config.max_new_tokens)
-        return message.get("content") or ""
+        thought = message.get("reasoning_content") or message.get("reasoning")
+        if isinstance(thought, str) and thought:
+            yield Reasoning(thought)
+        if message.get("content"):
+            yield message["content"]
+        for i, tc in enumerate(c for c in message.get("tool_calls") or [] if isinstance(c, dict)):
+            fn = tc.get("function") or {}
+            yield ("\n" if i else "") + render_tool_call(fn.get("name", ""), fn.get("arguments"))
 
     def _first_served_model(self) -> str:
         def read(response: httpx.Response, url: str) -> Iterator[list]:
@@ -311,7 +386,10 @@ class OpenAIPolicy(Policy):
         return ids[0]
 
     def _set_patch(self, model: str) -> None:
-        self.patch = 32 if "qwen3" in model.lower() else 28  # Qwen3-VL snaps to 32 px patches, Qwen2.5-VL to 28
+        from agent.coords import convention_for, resolve
+
+        self.coords = resolve(self.config.coords, model)
+        self.patch = 32 if convention_for(model) == "relative" else 28  # Qwen3-VL: 32 px patches, Qwen2.5-VL: 28
 
     # --- error messages -----------------------------------------------------------------------------
 
@@ -341,7 +419,9 @@ class OpenAIPolicy(Policy):
         if status in (400, 413, 422):
             hint = (". If the prompt is too long, lower the image pixel budget or max_new_tokens, or start the "
                     "server with a larger context (vLLM: --max-model-len)")
-        return PolicyError(f"{where} rejected the request (HTTP {status}): {said}{hint}")
+        err = PolicyError(f"{where} rejected the request (HTTP {status}): {said}{hint}")
+        err.status, err.said = status, said  # read by the tool-calling fallback
+        return err
 
     def _served_hint(self) -> str:
         """'; the server serves: a, b' for a 404 message, or '' when that cannot be learned quickly."""

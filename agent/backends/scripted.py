@@ -21,7 +21,7 @@ class ScriptedPolicy(Policy):
     name = "scripted"
 
     def __init__(self, config: PolicyConfig | None = None, script: list[Entry] | None = None,
-                 chunk: int = 16, patch: int = 28, is_vlm: bool = True) -> None:
+                 chunk: int = 16, patch: int = 28, is_vlm: bool = True, coords: str = "absolute") -> None:
         self.config = config or PolicyConfig(backend="scripted")
         if script is None and self.config.model:
             path = Path(self.config.model)
@@ -35,6 +35,7 @@ class ScriptedPolicy(Policy):
         self.chunk = chunk
         self.patch = patch
         self.is_vlm = is_vlm
+        self.coords = coords
 
     def describe(self) -> str:
         return f"scripted policy ({len(self.script)} replies)"

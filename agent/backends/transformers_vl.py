@@ -143,8 +143,11 @@ class TransformersPolicy(Policy):
 
     def _check_grid(self, model_config, processor) -> None:
         """Set `patch` from the vision config and check the processor snaps images to the same grid."""
+        from agent.coords import resolve
+
         vision = model_config.vision_config
         self.patch = int(vision.patch_size) * int(vision.spatial_merge_size)  # 28 Qwen2.5-VL, 32 Qwen3-VL
+        self.coords = resolve(self.config.coords, model_config.model_type)  # Qwen3-VL grounds in 0..1000
         if self.config.max_pixels < self.patch * self.patch:
             raise PolicyError(f"max_pixels={self.config.max_pixels} is below one {self.patch}x{self.patch} patch; "
                               f"raise it to at least {self.patch * self.patch}")
@@ -168,7 +171,7 @@ class TransformersPolicy(Policy):
         """Internal messages -> processor tensors on the model's device (also fills `last_inputs_info`)."""
         if self.model is None:
             raise PolicyError("this transformers policy was closed; load a new one with load_policy(...)")
-        chat, images = _split_images(messages)
+        chat, images = _split_images(messages, self.patch)
         try:
             text = self.processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
         except Exception as exc:
@@ -262,7 +265,18 @@ class TransformersPolicy(Policy):
             self._torch.cuda.empty_cache()
 
 
-def _split_images(messages: list[dict]) -> tuple[list[dict], list]:
+def _on_grid(image, patch: int, max_pixels: int | None):
+    """The image snapped to the patch grid within its part's `max_pixels`, as a server honouring that field
+    (DashScope) resizes it; on-grid images within budget pass unchanged, so the processor never resizes."""
+    from PIL import Image
+
+    from agent.media import model_view
+
+    size = model_view(image.width, image.height, patch, max_pixels)
+    return image if size == image.size else image.resize(size, Image.Resampling.BICUBIC)
+
+
+def _split_images(messages: list[dict], patch: int = 28) -> tuple[list[dict], list]:
     """Replace each image part's PIL image by a bare {"type": "image"} and collect the images in order."""
     from PIL import Image
 
@@ -283,7 +297,8 @@ def _split_images(messages: list[dict]) -> tuple[list[dict], list]:
                     raise PolicyError(f"message {i} part {j} ({part.get('ref', 'image')}) carries "
                                       f"{type(image).__name__}, not a PIL image; the agent must render images "
                                       "before calling the transformers backend")
-                images.append(image if image.mode == "RGB" else image.convert("RGB"))
+                images.append(_on_grid(image if image.mode == "RGB" else image.convert("RGB"), patch,
+                                       part.get("max_pixels")))
                 parts.append({"type": "image"})
             else:
                 raise PolicyError(f"message {i} part {j} has type {kind!r}; the transformers backend reads "

@@ -325,8 +325,8 @@ def test_memorize_example_uses_current_results():
 def test_non_text_input_and_unknown_protocol():
     assert parse(None, "react").reason == "empty_output"
     assert isinstance(parse(call("search", {"query": "q"}).encode(), "react"), Action)
-    with pytest.raises(ValueError, match="unknown protocol 'vanilla'"):
-        parse("x", "vanilla")
+    with pytest.raises(ValueError, match="unknown protocol 'nope'; choose one of vimrag, vrag, react, vanilla"):
+        parse("x", "nope")
 
 
 def test_records_round_trip():

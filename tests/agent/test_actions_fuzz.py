@@ -18,8 +18,11 @@ import time
 
 import pytest
 
-from agent.actions import (MAX_CHARS, REASONS, TOOLS, Action, Context, Rejection, format_call, format_vrag, parse,
+from agent.actions import (MAX_CHARS, REASONS, Action, Context, Rejection, format_call, format_vrag, parse,
                            validate)
+from agent.protocols import get
+
+TOOLS = {p: get(p).tools for p in ("vimrag", "react", "vrag")}
 
 N_PER_PROTOCOL = 4_000  # x 3 protocols = 12,000 outputs
 

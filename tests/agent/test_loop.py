@@ -27,10 +27,10 @@ def run(retriever, script, **cfg):
 
 
 def first_picture(view, modality="image"):
-    """The id of the first fresh result whose unit has this modality."""
+    """The label ("Picture k") of the first fresh result whose unit has this modality."""
     for i in view.pending:
         if view.evidence.get(i).unit.modality == modality:
-            return i
+            return view.label_of(i)
     raise AssertionError(f"no {modality} among {view.pending}")
 
 
@@ -41,9 +41,10 @@ def test_vimrag_search_memorize_crop_answer(retriever):
         lambda m, v: format_call("summarize_and_memorize", {"summarize": "the poster mentions the pilot",
                                  "memorize": [{"information_id": first_picture(v), "is_useful": True,
                                                "priority_score": 4}]}),
-        lambda m, v: format_call("crop", {"image": first_picture_mem(v), "bbox": [0, 400, 300, 450]}),
+        lambda m, v: format_call("crop", {"image": first_picture_mem(v), "bbox": [0, 400, 300, 450],
+                                          "parent_ids": ["s1"]}),
         lambda m, v: format_call("summarize_and_memorize", {"summarize": "footnote: 12 customers",
-                                 "memorize": [{"information_id": v.pending[0], "is_useful": True,
+                                 "memorize": [{"information_id": "Picture 1", "is_useful": True,
                                                "priority_score": 5}]}),
         format_call("add_answer_node", {"answer": "12 customers", "parent_ids": ["crop1"]}),
     ]
@@ -55,15 +56,15 @@ def test_vimrag_search_memorize_crop_answer(retriever):
     assert trace.status == "answered" and trace.answer == "12 customers"
     g = trace.memory_graph()
     assert [n.kind for n in g.nodes.values()] == ["root", "search", "crop", "answer"]
-    assert g.nodes["crop1"].parents == ["s1"] and g.nodes["answer1"].parents == ["crop1"]
+    assert g.nodes["crop1"].parents == ["s1"] and g.nodes["answer"].parents == ["crop1"]
     crop = next(e for e in events if isinstance(e, Cropped))
     x1, y1, x2, y2 = crop.bbox_raw
     assert x2 > x1 and y2 > y1 and y1 > 400  # the seen box maps to a larger raw box (seen < raw)
     # the answer cites the zoomed region of the poster, which is on the answer's ancestry
     cites = trace.citations
     assert cites and cites[0]["file"].endswith("logimat_poster.png") and cites[0]["bbox"] == crop.bbox_raw
-    # every step's visual context stayed within the budget
-    assert all(0 < s.image_pixels <= AgentConfig().s_total for s in trace.steps[1:])
+    # the memory the context was rebuilt with stayed within its budget (results turns come on top)
+    assert 0 < trace.steps[2].image_pixels <= AgentConfig().s_total
     # streamed deltas join to the full output
     deltas = "".join(e.delta for e in events if isinstance(e, ModelOutput) and not e.done and e.step == 1)
     assert deltas == trace.steps[0].output
@@ -73,13 +74,17 @@ def test_vimrag_search_memorize_crop_answer(retriever):
     assert [Event.from_dict(d).to_dict() for d in trace.events] == trace.events
     # the rebuilt context shows the question, the action graph and the memory with the crop's pixels
     last = policy.calls[-1]
+    assert len(last) == 2  # rebuilt after the memorize step: system, user
     text = " ".join(p["text"] for p in last[1]["content"] if p["type"] == "text")
     assert "How many customers" in text and '"crop1"' in text and "Multimodal Memory" in text
+    assert "Node: crop1" in text and "Node: s1" in text
     assert any(p["type"] == "image" for p in last[1]["content"])
 
 
 def first_picture_mem(view):
-    return next(it.info_id for _, it in view.graph.items() if it.modality == "image")
+    """The label under which s1's results showed the memorized picture."""
+    item = next(it for _, it in view.graph.items() if it.modality == "image")
+    return view.label_of(item.info_id, "s1")
 
 
 def test_malformed_outputs_become_observations_and_the_episode_recovers(retriever):
@@ -99,10 +104,10 @@ def test_malformed_outputs_become_observations_and_the_episode_recovers(retrieve
     assert "Picture 99" in errors[3].message and "nope" in errors[4].message
     assert "invert" in errors[5].message or "empty" in errors[5].message
     assert trace.status == "answered" and trace.answer == "48.6 million dollars"
-    # each correction was shown to the model on the next turn
-    nxt = " ".join(p["text"] for p in policy.calls[1][1]["content"] if p["type"] == "text")
-    assert errors[0].message[:40] in nxt
-    assert set(trace.memory_graph().nodes) == {"root", "s1", "answer1"}  # failed calls left no nodes
+    # each correction was shown to the model on the next turn, after its own reply
+    assert policy.calls[1][-2] == {"role": "assistant", "content": script[0]}
+    assert errors[0].message[:40] in policy.calls[1][-1]["content"]
+    assert set(trace.memory_graph().nodes) == {"root", "s1", "answer"}  # failed calls left no nodes
 
 
 def test_step_limit_ends_the_episode_with_a_clear_event(retriever):
@@ -180,13 +185,15 @@ def test_a_vanished_file_becomes_an_observation_not_a_crash(tmp_path):
             return [Hit(gone, 1.0, rank=1)]
 
     script = [format_call("add_search_node", {"id": "s1", "query": "poster", "parent_ids": ["root"]}),
+              format_call("summarize_and_memorize", {"summarize": "a poster", "memorize": [
+                  {"information_id": "Picture 1", "is_useful": True, "priority_score": 3}]}),
               format_call("crop", {"image": "Picture 1", "bbox": [10, 10, 100, 100]}),
               format_call("add_answer_node", {"answer": "Not answerable", "parent_ids": ["s1"]})]
     policy = ScriptedPolicy(script=script)
     events = list(Agent(OneHit(), policy).stream("What does the poster say?"))
     trace = events[-1].trace
-    shown = " ".join(p.get("text", "") for p in policy.calls[1][1]["content"] if p["type"] == "text")
-    assert "could not be loaded" in shown and "deleted.png" in shown
+    response = policy.calls[1][-2]["content"]  # the tool response turn
+    assert "could not be loaded" in response and "deleted.png" in response
     errors = [e for e in events if isinstance(e, ErrorEvent)]
     assert len(errors) == 1 and "crop" in errors[0].message
     assert trace.status == "answered"

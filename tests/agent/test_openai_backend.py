@@ -415,10 +415,19 @@ def test_agent_loop_over_the_endpoint_sends_the_rebuilt_context(server, make_pol
     assert trace.status == "answered" and trace.answer == "Europe"
     bodies = [r["json"] for r in server.requests if r["path"].endswith("/chat/completions")]
     assert len(bodies) == 3
-    first_user = bodies[0]["messages"][1]["content"]
-    assert any("Action graph" in p.get("text", "") for p in first_user)
-    # the second request shows the search results as images, each a PNG data URL of the size recorded
-    urls = [p["image_url"]["url"] for p in bodies[1]["messages"][1]["content"] if p["type"] == "image_url"]
-    assert urls and all(u.startswith("data:image/png;base64,") for u in urls)
-    sizes = [decode_data_url(u).size for u in urls]
-    assert sum(w * h for w, h in sizes) == trace.steps[1].image_pixels
+    first_user = bodies[0]["messages"][1]["content"]  # all text, so one string, as the demo sends it
+    assert isinstance(first_user, str) and "Action graph" in first_user
+    # the second request: reply, results (the demo's JPEG data URLs), summary prompt; no agent keys leak
+    roles = [m["role"] for m in bodies[1]["messages"]]
+    assert roles == ["system", "user", "assistant", "user", "user"]
+    response = bodies[1]["messages"][3]["content"]
+    urls = [p["image_url"]["url"] for p in response if p["type"] == "image_url"]
+    assert urls and all(u.startswith("data:image/jpeg;base64,") for u in urls)
+    assert all(len(base64.b64decode(u.split(",", 1)[1])) <= 38_000 for u in urls)
+    assert not any(has_key(bodies[1], k) for k in ("ref", "data", "mime", "max_pixels"))
+    from agent.media import model_view
+
+    sizes = [model_view(*decode_data_url(u).size, max_pixels=1_003_520) for u in urls]  # the results' cap
+    assert sum(w * h for w, h in sizes) == trace.steps[1].image_pixels  # counted as the model will see them
+    # after memorizing (nothing kept) the context is rebuilt: system and one user turn again
+    assert [m["role"] for m in bodies[2]["messages"]] == ["system", "user"]

@@ -12,6 +12,7 @@ from agent.actions import format_call
 from agent.backends.base import Policy, PolicyConfig, load_policy
 from agent.events import ErrorEvent, Finished, LimitReached
 from agent.loop import Agent
+from agent.media import model_view
 from agent.state import AgentConfig
 from retrieval.retriever import Retriever
 from tests.tiny_vlm import build_tiny_qwen2_5_vl
@@ -45,28 +46,31 @@ class SteeredModel(Policy):
         yield entry(view) if callable(entry) else entry
 
 
-def test_model_sees_exactly_the_allocated_pixels(tiny, retriever):
+def test_model_sees_exactly_the_counted_pixels(tiny, retriever):
     script = [
         format_call("add_search_node", {"id": "s1", "query": "revenue by region", "parent_ids": ["root"]}),
         lambda v: format_call("summarize_and_memorize", {"summarize": "pages", "memorize": [
-            {"information_id": i, "is_useful": True, "priority_score": 5 - n} for n, i in enumerate(v.pending)]}),
+            {"information_id": v.label_of(i), "is_useful": True, "priority_score": 5 - n}
+            for n, i in enumerate(v.pending)]}),
         format_call("add_answer_node", {"answer": "Europe", "parent_ids": ["s1"]}),
     ]
     policy = SteeredModel(tiny, script)
-    cfg = AgentConfig(s_total=200_704, max_image_pixels=100_352, obs_pixels=50_176)  # small, for a fast CPU run
+    cfg = AgentConfig(s_total=200_704, max_image_pixels=100_352)  # small, for a fast CPU run
     events = list(Agent(retriever, policy, cfg).stream("Which region had the most revenue?"))
     trace = events[-1].trace
     assert isinstance(events[-1], Finished) and trace.status == "answered"
     with_images = 0
     for (messages, info), step in zip(policy.seen, trace.steps):
-        sent = [p["image"].size for m in messages if isinstance(m["content"], list) for p in m["content"]
-                if p["type"] == "image"]
-        # the processor did not resize: the model's patch grid is exactly each image's size / 14
-        assert [(w, h) for w, h in info.get("image_sizes", [])] == [tuple(s) for s in sent]
-        assert [[1, h // 14, w // 14] for w, h in sent] == [list(g) for g in info.get("image_grid_thw", [])]
-        assert sum(w * h for w, h in sent) == step.image_pixels <= cfg.s_total
-        with_images += bool(sent)
+        parts = [p for m in messages if isinstance(m["content"], list) for p in m["content"] if p["type"] == "image"]
+        # the demo's JPEG sizes are off the grid; the processor snaps each exactly as agent.media.model_view says
+        views = [model_view(*p["image"].size, 28, p["max_pixels"]) for p in parts]
+        assert [[1, h // 14, w // 14] for w, h in views] == [list(g) for g in info.get("image_grid_thw", [])]
+        assert sum(info.get("image_pixels", [])) == step.image_pixels == sum(w * h for w, h in views)
+        with_images += bool(parts)
     assert with_images >= 2  # the results, then the rebuilt memory
+    memory = [p for p in policy.seen[2][0][1]["content"] if isinstance(p, dict) and p["type"] == "image"]
+    assert memory and sum(model_view(*p["image"].size, 28, p["max_pixels"])[0] *
+                          model_view(*p["image"].size, 28, p["max_pixels"])[1] for p in memory) <= cfg.s_total
 
 
 def test_raw_random_model_drives_the_loop_to_the_step_limit(tiny, retriever):

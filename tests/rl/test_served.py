@@ -63,8 +63,10 @@ def test_concurrent_served_rollouts_keep_groups_and_segments_apart(tiny_lm, task
         log = tr.step()
         # 2 questions x 2 trajectories x 2 steps, each segment recomputed against the prompt it was sampled for
         assert log["segments"] == 8 and log["served_logp_gap"] < 1e-4
-        asked = [b["messages"][1]["content"][0]["text"].splitlines()[0] for p, b in server.calls
-                 if p == "/v1/chat/completions"]
+        def first_line(content):  # an all-text turn travels as one string, as the VimRAG demo sends it
+            return (content if isinstance(content, str) else content[0]["text"]).splitlines()[0]
+
+        asked = [first_line(b["messages"][1]["content"]) for p, b in server.calls if p == "/v1/chat/completions"]
         assert sorted(set(asked)) == sorted(f"Question: {q['question']}" for q in QUESTIONS)
         assert all(asked.count(q) == 4 for q in set(asked))  # each question by its own group of 2 x 2 steps
         # each trajectory holds exactly its own steps' segments, whichever thread ran it

@@ -58,7 +58,7 @@ def test_rollout_and_one_update_change_the_weights_and_train_only_generated_toke
     seg = trajs[0].segments[1]
     prompt = tr.proc.tokenizer.decode(seg.inputs["input_ids"][0])
     # step 1's observation (the corrective message for its malformed reply) is step 2's context, not a target
-    assert "Observation:" in prompt and tr.ds.items[0].question in prompt
+    assert "Your last output was not executed" in prompt and tr.ds.items[0].question in prompt
     assert seg.gen_ids.numel() <= 12 and seg.old_logp.shape == seg.gen_ids.shape
     steps = trajs[0].trace.steps
     assert [s.step for s in trajs[0].segments] == [r.step for r in steps]  # one segment per model call

@@ -1,0 +1,102 @@
+"""ReAct, the linear baseline: vimrag's tools in a growing history where every image shown stays in context.
+
+The context is a system message, `Question: ...`, then (reply, observation) pairs. Results are labelled with
+episode-wide information ids ("Picture 3") and shown at up to 512*28*28 pixels each. Crops and zooms chain
+after the last step, so the graph is a path and every result counts as kept.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agent.actions import Action
+from agent.events import Event, Scaled, SearchResults
+from agent.protocols import schema as S
+from agent.protocols.base import Protocol, cropped, fresh_id, last_node, remember, result_rows
+from agent.state import EpisodeState
+from agent.tools import ToolError
+from memory_graph.graph import GraphError
+
+TOOLS = {
+    "search": S.tool("search", "Search the corpus; the top results are shown.", {"query": S.text("the search query")},
+                     ["query"]),
+    "crop": S.tool("crop", "Zoom into a region of an image you have seen.", {"image": S.IMAGE, "bbox": S.BBOX},
+                   ["image", "bbox"]),
+    "scale": S.tool("scale", "Show an item you have seen again at another resolution.",
+                    {"image": S.ref('information id of the item, e.g. "Picture 1"', "info"), "factor": S.FACTOR},
+                    ["image", "factor"], {"scale": "factor"}),
+    "answer": S.tool("answer", "Give the final answer. Ends the episode.", {"answer": S.text("the final answer")},
+                     ["answer"]),
+}
+
+SYSTEM = """You answer questions about a collection of documents, images and videos by using tools.
+Each turn, think briefly inside <think>...</think>, then make exactly one tool call:
+<tool_call>{{"name": "<tool>", "arguments": {{...}}}}</tool_call>
+{tools}
+Search until you have the evidence, crop to read details ({coords}), then call answer with a short answer
+("Not answerable" if the collection does not contain it).
+"""
+COORDS = {"absolute": "bbox in pixels of the image as you see it",
+          "relative": "bbox from 0 to 1000 of the image's width and height"}
+
+
+class ReactProtocol(Protocol):
+    name = "react"
+    order = 2
+    summary = "the same tools in a linear, growing history (baseline)"
+    syntax = "calls"
+    tools = TOOLS
+    PROMPTS = {"system": SYSTEM}
+    max_steps = 20
+
+    def default_prompt(self, key: str) -> str:
+        tools = "" if self.native_tools else \
+            "\nTools:\n" + "\n".join(json.dumps(s, ensure_ascii=False) for s in self.tool_specs()) + "\n"
+        return SYSTEM.format(tools=tools, coords=COORDS[self.coords])
+
+    def context(self, st: EpisodeState) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": self.prompt(st, "system")},
+                {"role": "user", "content": [{"type": "text", "text": f"Question: {st.question}"}]},
+                *st.history]
+
+    def observe(self, st: EpisodeState, raw: str, parts: list[dict[str, Any]]) -> None:
+        st.history.append({"role": "assistant", "content": raw})
+        st.history.append({"role": "user", "content": parts or [{"type": "text", "text": "(no result)"}]})
+
+    def reject(self, st: EpisodeState, message: str, raw: str) -> list[Event]:
+        events = super().reject(st, message, raw)
+        self.observe(st, raw, [{"type": "text", "text": f"Observation: {message}"}])
+        return events
+
+    def execute(self, action: Action, st: EpisodeState) -> list[Event]:
+        a, kind = action.args, self.tools[action.name]["x-kind"]
+        try:
+            if kind == "search":
+                node = st.graph.add_node(fresh_id(st.graph, "search"), "search", [last_node(st)], a["query"])
+                ids = [e.info_id for e in self.toolbox.search(st, node.id, a["query"])]
+                remember(st, node.id, ids)
+                self.observe(st, action.raw, self.toolbox.show(st, ids, header=f"Results for {a['query']!r}:"))
+                return [SearchResults(st.step, node_id=node.id, query=a["query"], results=result_rows(st, ids))]
+            if kind in ("crop", "scale"):
+                return self._derive(kind, action, st)
+            node = st.graph.add_node(fresh_id(st.graph, "answer"), "answer", [last_node(st)])
+            node.summary = a["answer"]
+            return self.finish(st, a["answer"], node.id)
+        except (GraphError, ToolError) as e:
+            return self.reject(st, str(e), action.raw)
+
+    def _derive(self, kind: str, action: Action, st: EpisodeState) -> list[Event]:
+        a = action.args
+        node_id = fresh_id(st.graph, kind)
+        if kind == "crop":
+            ev, box = self.toolbox.crop(st, a["image"], a["bbox"], node_id)
+            event: Event = cropped(st, node_id, ev, a["image"], a["bbox"], box)
+        else:
+            ev = self.toolbox.scale(st, a["image"], float(a["factor"]), node_id)
+            event = Scaled(st.step, node_id=node_id, info_id=ev.info_id, source_info_id=a["image"],
+                           factor=float(a["factor"]), pixels=self.toolbox.budget(st, ev)[0], citation=ev.citation())
+        st.graph.add_node(node_id, kind, [last_node(st)], f"{kind} {a['image']}")
+        remember(st, node_id, [ev.info_id])
+        self.observe(st, action.raw, self.toolbox.show(st, [ev.info_id]))
+        return [event]

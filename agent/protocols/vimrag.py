@@ -1,0 +1,353 @@
+"""VimRAG's protocol: a DAG memory, in the official demo's exact context layout.
+
+The layout follows `demo/vimrag_agent.py` and `demo/vimrag_utils.py` of the VimRAG demo (see the README's
+protocol table and tests/agent/golden/ for the line ranges each part follows):
+
+1. The context is rebuilt only after a memorize step (and at the start): a system message, then one user
+   turn holding the user prompt (question and action graph as JSON) and, once something is memorized, the
+   Multimodal Memory section: its header, then per node `Node: <id>` followed by its kept images, bare.
+2. A search appends three turns: the assistant's reply, a user turn with the results wrapped in
+   `<tool_response>` (texts, then pictures, then videos, each labelled `Text k:` / `Picture k:` /
+   `Video k:`, numbered afresh for every response), and a user turn with the summary prompt.
+3. The next call must memorize (or answer): a second search before memorizing is refused.
+4. Memorize keeps only useful pictures and videos (a video only the sampled frames its key timestamps
+   name, matched to 0.1 s); energy and allocation see nothing else (memory_graph/energy.py).
+5. Pictures travel as the demo encodes them: JPEG quality 75 under 38,000 bytes (agent/media.py); results
+   capped at 1,003,520 pixels, video frames at 401,408, memory at its allocated budget.
+
+Where we knowingly differ (README): crop and scale are ours (the demo has neither); they answer like a search,
+with one `Picture 1` and the summary prompt. A reply that cannot be run gets the reply and a corrective
+observation appended; the demo re-sends the same context. The prompts' wording is ours unless the user
+supplies the official text (`--prompt-file`); `demo/vimrag_prompt.py` is not public.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agent.actions import Action, Context
+from agent.events import Event, Memorized, Scaled, SearchResults
+from agent.evidence import KIND_LABEL
+from PIL import Image
+
+from agent.media import VRAG_MIN_PIXELS, demo_jpeg, fit_budget, model_view, time_key, vrag_size
+from agent.protocols import schema as S
+from agent.protocols.base import Protocol, cropped, fresh_id, join_text, result_rows
+from agent.state import EpisodeState
+from agent.tools import ToolError
+from memory_graph.graph import GraphError, Item
+from memory_graph.render import action_graph, memory_plan
+
+# The demo's fixed framing strings (formats, not prompts): demo/vimrag_agent.py, format_search_results and
+# _update_messages_with_memory; demo/vimrag_utils.py, process_single_video and generate_multimodal_messages.
+TOOL_RESPONSE_OPEN = "<tool_response>\nHere are the retrieved information:"
+TOOL_RESPONSE_CLOSE = "\n</tool_response>"
+MEMORY_HEADER = "### Multimodal Memory\nHistorical information for reference only.\n"
+NODE_LABEL = "Node: {id}"
+FRAME_LABEL = "<{t} seconds>"
+RESPONSE_ORDER = ("text", "image", "video")  # texts, then pictures, then videos
+ANSWER_ID = "answer"  # the demo's answer node id
+
+_MEMO_ITEM = {"type": "object", "required": ["information_id", "is_useful", "priority_score"], "x-aliases": {
+    "info_id": "information_id", "id": "information_id", "useful": "is_useful", "priority": "priority_score",
+    "score": "priority_score", "key_timestamps": "key_timestamp", "timestamps": "key_timestamp"},
+    "properties": {
+        "information_id": S.ref('label of one of the current results, e.g. "Picture 2"', "memorizable"),
+        "is_useful": {"type": "boolean", "description": "whether it helps answer the question"},
+        "priority_score": {"type": "integer", "minimum": 1, "maximum": 5,
+                           "description": "1 (marginal) .. 5 (decisive): decides how many pixels it keeps"},
+        "key_timestamp": {"type": "array", "items": {"type": "number", "minimum": 0},
+                          "description": "videos only: seconds of the frames to keep, as labelled"}}}
+
+TOOLS = {
+    "add_search_node": S.tool(
+        "search", "Open a search step: retrieve evidence for a sub-query. The results come back as Text k / "
+        "Picture k / Video k. To search with a region of a picture, give `image` (and `bbox`).",
+        {"id": S.NEW_ID, "query": S.text("the search query", nonempty=False), "parent_ids": S.PARENTS,
+         "image": S.IMAGE, "bbox": S.BBOX}, ["id", "parent_ids"], S.NODE_ALIASES),
+    "summarize_and_memorize": S.tool(
+        "memorize", "Close the current step: summarize what its results show and memorize the useful ones with "
+        "a priority (memorize may be empty).",
+        {"summarize": S.text("what the results show, in a few sentences", nonempty=False),
+         "memorize": {"type": "array", "items": _MEMO_ITEM, "description": "the results worth keeping"}},
+        ["summarize", "memorize"], {"summary": "summarize", "memory": "memorize", "items": "memorize"}),
+    "crop": S.tool(
+        "crop", "Zoom into a region of a picture you were shown; the crop comes back as Picture 1 of a new "
+        "step, a child of the step that showed the picture.",
+        {"image": S.IMAGE, "bbox": S.BBOX, "id": S.NEW_ID, "parent_ids": S.PARENTS}, ["image", "bbox"],
+        S.NODE_ALIASES),
+    "scale": S.tool(
+        "scale", "Show a picture you were shown again at another resolution, as Picture 1 of a new step.",
+        {"image": S.ref('label of the picture, e.g. "Picture 1"', "info"), "factor": S.FACTOR,
+         "id": S.NEW_ID, "parent_ids": S.PARENTS}, ["image", "factor"], {**S.NODE_ALIASES, "scale": "factor"}),
+    "add_answer_node": S.tool(
+        "answer", "Give the final answer, citing the steps it rests on. Ends the episode.",
+        {"answer": S.text("the final answer"), "parent_ids": S.PARENTS}, ["answer", "parent_ids"],
+        S.NODE_ALIASES),
+}
+
+# Our wording. The official prompts (demo/vimrag_prompt.py) are not public: supply them with --prompt-file.
+SYSTEM = """You are a research agent that answers questions about a collection of documents, images and videos.
+You work in steps and keep a graph of them. Each turn you see the question, your action graph so far (JSON)
+and your Multimodal Memory: the pictures you memorized, at a resolution that reflects how important they have been.
+
+Each turn, think briefly, then make exactly one tool call:
+<tool_call>{{"name": "<tool>", "arguments": {{...}}}}</tool_call>
+{tools}
+How to work:
+- Start with add_search_node (parent "root"); a later search may build on earlier steps as its parents.
+- After each search (or crop, or scale), call summarize_and_memorize before anything else: keep only the
+  useful results, give each a priority from 1 to 5 (5 = decisive), and for a video list the seconds of the
+  key frames, as labelled.
+- {coords}
+- When the memory holds the answer, call add_answer_node with a short answer and the steps it rests on as
+  parent_ids. If the collection does not contain the answer, answer "Not answerable".
+"""
+USER = "Question: {query}\n\nAction graph:\n{action_graph}"
+SUMMARY = ("Summarize what these results show about the question, then call summarize_and_memorize with the "
+           "useful ones.")
+COORDS = {"absolute": "Use crop when a detail (small text, a table cell, a chart label) needs a closer look; "
+                      "give bbox in pixels of the picture exactly as you see it.",
+          "relative": "Use crop when a detail (small text, a table cell, a chart label) needs a closer look; "
+                      "give bbox as [x1, y1, x2, y2] from 0 to 1000, relative to the picture's width and height."}
+
+
+class VimragProtocol(Protocol):
+    name = "vimrag"
+    order = 0
+    summary = "DAG memory rebuilt after every memorize step, in the VimRAG demo's exact layout"
+    syntax = "calls"
+    tools = TOOLS
+    PROMPTS = {"system": SYSTEM, "user": USER, "summary": SUMMARY}
+    PLACEHOLDERS = {"user": ("query", "action_graph")}
+    max_steps = 20  # vimrag_agent.py: max_mem_steps
+    memorizes = True
+    labels_per_response = True
+
+    def default_prompt(self, key: str) -> str:
+        if key == "system":
+            tools = "" if self.native_tools else \
+                "\nTools:\n" + "\n".join(json.dumps(s, ensure_ascii=False) for s in self.tool_specs()) + "\n"
+            return SYSTEM.format(tools=tools, coords=COORDS[self.coords])
+        return super().default_prompt(key)
+
+    # -- context -------------------------------------------------------------------------------------------
+    def context(self, st: EpisodeState) -> list[dict[str, Any]]:
+        if st.base is None:
+            st.base, st.history = self._rebuild(st), []
+        return [*st.base, *st.history]
+
+    def _rebuild(self, st: EpisodeState) -> list[dict[str, Any]]:
+        """System message, then the user turn: prompt with question and action graph, then the memory."""
+        cfg = st.config
+        graph_json = json.dumps(action_graph(st.graph), ensure_ascii=False)
+        user = self.prompt(st, "user").replace("{query}", st.question).replace("{action_graph}", graph_json)
+        parts: list[dict[str, Any]] = [{"type": "text", "text": user}]
+        plan = memory_plan(st.graph, k=cfg.memory_k, s_total=cfg.s_total, max_image=cfg.max_image_pixels,
+                           max_frame=cfg.max_frame_pixels, lam=cfg.lam, gamma=cfg.gamma)
+        if plan:
+            parts.append({"type": "text", "text": MEMORY_HEADER})
+            for node_id, slots in plan:
+                parts.append({"type": "text", "text": NODE_LABEL.format(id=node_id)})
+                for slot in slots:
+                    parts += self._memory_images(st, slot)
+        messages = []
+        system = self.prompt(st, "system")
+        if system:
+            messages.append({"role": "system", "content": system})
+        messages.append({"role": "user", "content": join_text(parts)})
+        return messages
+
+    def _memory_images(self, st: EpisodeState, slot) -> list[dict[str, Any]]:
+        ev = st.evidence.get(slot.item.info_id)
+        if ev is None:
+            return []
+        try:
+            if ev.kind == "video":
+                frames = st.evidence.frames(ev, list(slot.item.key_timestamps))
+                return [self._picture(st, ev, img, st.config.max_frame_pixels, slot.per_frame, time=t)
+                        for (img, _), t in zip(frames, slot.item.key_timestamps)]
+            return [self._picture(st, ev, self._raw_view(st, ev), st.config.max_image_pixels, slot.per_frame)]
+        except Exception:  # noqa: BLE001 - a file gone since it was memorized: its node summary remains
+            return []
+
+    def _picture(self, st: EpisodeState, ev, image, cap: int, budget: int | None = None,
+                 time: float | None = None) -> dict[str, Any]:
+        """An image part as the demo sends it: JPEG under 38 KB at most `cap` pixels, then `budget` pixels."""
+        key = ("vimrag", id(image), cap, budget, st.config.demo_jpeg, self.toolbox.patch)
+        hit = st.resize_cache.get(key)
+        if hit is None:
+            data = None
+            if st.config.demo_jpeg:
+                img, data = demo_jpeg(image, cap)
+            else:
+                img = fit_budget(image.convert("RGB"), cap, self.toolbox.patch)
+            if budget is not None and img.width * img.height > budget:
+                img, data = fit_budget(img, budget, self.toolbox.patch), None  # the server's resize, done here
+            hit = st.resize_cache[key] = (image, img, data)  # holding `image` keeps its id from being reused
+        _, img, data = hit
+        limit = budget if budget is not None else cap
+        if ev.kind == "image":
+            ev.seen_size = model_view(img.width, img.height, self.toolbox.patch, limit)
+        part = {"type": "image", "image": img, "ref": ev.info_id, "max_pixels": limit}
+        if data is not None:
+            part.update(data=data, mime="image/jpeg")
+        if time is not None:
+            part["time"] = time
+        return part
+
+    def _cap(self, st: EpisodeState, ev) -> int:
+        """A result's pixel cap: the demo's 1,003,520, or a scaled view's own budget."""
+        return self.toolbox.budget(st, ev)[0] if ev.scale != 1.0 else st.config.max_image_pixels
+
+    def _raw_view(self, st: EpisodeState, ev):
+        """The raw pixels to show; a small crop is first enlarged to VRAG-RL's floor of 256*28*28 pixels, so
+        zooming in gives the model more tokens on the region (ours: the demo has no crop)."""
+        img = st.evidence.raw_image(ev)
+        if ev.crop_box and img.width * img.height < VRAG_MIN_PIXELS:
+            key = ("vimrag-zoom", id(img))
+            if key not in st.resize_cache:
+                st.resize_cache[key] = (img, img.resize(vrag_size(img.width, img.height, st.config.max_image_pixels),
+                                                        Image.Resampling.BICUBIC))
+            img = st.resize_cache[key][1]
+        return img
+
+    def _tool_response(self, st: EpisodeState, ids: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+        """The user turn holding fresh results, and their labels (label -> information id)."""
+        parts: list[dict[str, Any]] = [{"type": "text", "text": TOOL_RESPONSE_OPEN}]
+        labels: dict[str, str] = {}
+        for kind in RESPONSE_ORDER:
+            for info_id in ids:
+                ev = st.evidence.get(info_id)
+                if ev is None or ev.kind != kind:
+                    continue
+                label = f"{KIND_LABEL[kind]} {sum(1 for v in labels.values() if st.evidence.get(v).kind == kind) + 1}"
+                labels[label] = info_id
+                parts.append({"type": "text", "text": f"{label}:"})
+                if kind == "text":
+                    parts.append({"type": "text", "text": ev.text})
+                    continue
+                try:
+                    if kind == "video":
+                        times = st.evidence.sampled_times(ev)
+                        for (img, _), t in zip(st.evidence.frames(ev, times), times):
+                            parts.append({"type": "text", "text": FRAME_LABEL.format(t=time_key(t))})
+                            parts.append(self._picture(st, ev, img, st.config.max_frame_pixels, time=t))
+                    else:
+                        parts.append(self._picture(st, ev, self._raw_view(st, ev), self._cap(st, ev)))
+                except Exception as e:  # noqa: BLE001 - a vanished or broken file must not end the episode
+                    parts.append({"type": "text", "text": f"(its pixels could not be loaded: {e})"})
+        parts.append({"type": "text", "text": TOOL_RESPONSE_CLOSE})
+        return {"role": "user", "content": join_text(parts)}, labels
+
+    # -- parsing -------------------------------------------------------------------------------------------
+    def parse_context(self, st: EpisodeState) -> Context:
+        info: dict[str, tuple[int, int] | None] = {}
+        for node_id in sorted(st.labels, key=lambda n: st.graph.nodes[n].index if n in st.graph.nodes else 0):
+            if node_id == st.pending_node:
+                continue
+            for label, i in st.labels[node_id].items():
+                info[label] = self.box_frame(st.evidence.get(i))
+        for label, i in st.labels.get(st.pending_node, {}).items():  # the current results win a shared label
+            info[label] = self.box_frame(st.evidence.get(i))
+        memorizable = set(st.labels.get(st.pending_node, {})) if st.pending_node else set()
+        return Context(node_ids=set(st.graph.nodes), info_ids=info, memorizable=memorizable)
+
+    # -- running a call ------------------------------------------------------------------------------------
+    def execute(self, action: Action, st: EpisodeState) -> list[Event]:
+        a, kind = action.args, self.tools[action.name]["x-kind"]
+        try:
+            if kind == "answer":
+                parents = a.get("parent_ids") or ["root"]
+                node = st.graph.add_node(fresh_id(st.graph, ANSWER_ID) if ANSWER_ID in st.graph.nodes else ANSWER_ID,
+                                         "answer", parents, "")
+                node.summary, node.args = a["answer"], dict(action.raw_args or a)
+                return self.finish(st, a["answer"], node.id)
+            if kind == "memorize":
+                return self._memorize(a, st, action.raw)
+            if st.pending_node:  # demo: can_search is False until the results are memorized
+                return self.reject(st, f"the results of step {st.pending_node} are not memorized yet; call "
+                                       "summarize_and_memorize first (or add_answer_node to finish)", action.raw)
+            if kind == "search":
+                return self._search(action, st)
+            return self._derive(kind, action, st)
+        except (GraphError, ToolError) as e:
+            return self.reject(st, str(e), action.raw)
+
+    def _respond(self, st: EpisodeState, raw: str, node_id: str, ids: list[str]) -> dict[str, str]:
+        """Append the reply, the tool response and the summary prompt; the results wait to be memorized."""
+        response, labels = self._tool_response(st, ids)
+        st.history += [{"role": "assistant", "content": raw}, response,
+                       {"role": "user", "content": self.prompt(st, "summary")}]
+        st.labels[node_id] = labels
+        st.pending, st.pending_node, st.feedback = ids, node_id, ""
+        return {i: label for label, i in labels.items()}
+
+    def _search(self, action: Action, st: EpisodeState) -> list[Event]:
+        a = action.args
+        image_id = self._resolve(st, a["image"], a.get("parent_ids")) if a.get("image") else ""
+        node = st.graph.add_node(a["id"], "search", a.get("parent_ids") or ["root"], a.get("query", ""))
+        node.args = dict(action.raw_args or a)
+        found = self.toolbox.search(st, node.id, a.get("query", ""), image_id, a.get("bbox"))
+        ids = [e.info_id for e in found]
+        shown = self._respond(st, action.raw, node.id, ids)
+        return [SearchResults(st.step, node_id=node.id, query=node.query, by_image=a.get("image", ""),
+                              results=result_rows(st, ids, shown))]
+
+    def _memorize(self, a: dict, st: EpisodeState, raw: str) -> list[Event]:
+        if not st.pending_node:
+            return self.reject(st, "there are no fresh results to memorize; call add_search_node first", raw)
+        node, labels = st.graph.nodes[st.pending_node], st.labels.get(st.pending_node, {})
+        node.summary = a.get("summarize", "")
+        rows = []
+        for m in a.get("memorize", []):
+            ev = st.evidence.get(labels.get(m["information_id"], ""))
+            if ev is None:
+                continue
+            times = []
+            if ev.kind == "video":  # keep the sampled frames the timestamps name, to 0.1 s (the demo's match)
+                sampled = {time_key(t): t for t in st.evidence.sampled_times(ev)}
+                times = [sampled[time_key(t)] for t in m.get("key_timestamp") or [] if time_key(t) in sampled]
+            item = Item(info_id=ev.info_id, unit_uid=ev.unit.uid, modality=ev.unit.modality,
+                        priority=int(m["priority_score"]), useful=bool(m["is_useful"]),
+                        summary=(node.summary or ev.text)[:300], key_timestamps=times, crop_box=ev.crop_box,
+                        source=ev.citation())
+            node.items.append(item)
+            rows.append({"info_id": ev.info_id, "label": m["information_id"], "citation": ev.citation(),
+                         "priority": item.priority, "useful": item.useful, "in_memory": item.in_memory,
+                         "key_timestamps": item.key_timestamps})
+        st.pending, st.pending_node, st.feedback = [], "", ""
+        st.base = None  # demo: need_update_context, the next turn starts from a rebuilt context
+        return [Memorized(st.step, node_id=node.id, summary=node.summary, items=rows)]
+
+    def _resolve(self, st: EpisodeState, label: str, parents: list[str] | None) -> str:
+        """The information id behind a label: in the results of the first parent when it has results, else in
+        the latest results."""
+        for node_id in [*(parents or [])[:1], *sorted(st.labels, key=lambda n: -st.graph.nodes[n].index)]:
+            if label in st.labels.get(node_id, {}):
+                return st.labels[node_id][label]
+        raise ToolError(f"no result is labelled {label!r}; name a picture of a tool response, e.g. 'Picture 1'")
+
+    def _derive(self, kind: str, action: Action, st: EpisodeState) -> list[Event]:
+        a, g = action.args, st.graph
+        src = self.toolbox.image_evidence(st, self._resolve(st, a["image"], a.get("parent_ids")))
+        parents = a.get("parent_ids") or [src.node_id if src.node_id in g.nodes else "root"]
+        node_id = a.get("id") or fresh_id(g, kind)
+        if kind == "crop":
+            ev, box = self.toolbox.crop(st, src.info_id, a["bbox"], node_id)  # validated before the node exists
+            node = g.add_node(node_id, "crop", parents, f"crop {a['image']} {list(a['bbox'])}")
+            event: Event = cropped(st, node.id, ev, src.info_id, a["bbox"], box)
+        else:
+            ev = self.toolbox.scale(st, src.info_id, float(a["factor"]), node_id)
+            node = g.add_node(node_id, "scale", parents, f"scale {a['image']} x{a['factor']}")
+            event = Scaled(st.step, node_id=node.id, info_id=ev.info_id, source_info_id=src.info_id,
+                           factor=float(a["factor"]), pixels=self.toolbox.budget(st, ev)[0], citation=ev.citation())
+        node.args = {"id": node.id, **dict(action.raw_args or a)}
+        self._respond(st, action.raw, node.id, [ev.info_id])
+        return [event]
+
+    def reject(self, st: EpisodeState, message: str, raw: str) -> list[Event]:
+        events = super().reject(st, message, raw)
+        st.history += [{"role": "assistant", "content": raw}, {"role": "user", "content": message}]
+        return events
