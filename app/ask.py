@@ -30,13 +30,10 @@ def add_parser(sub, default_index: str) -> None:
     g.add_argument("--max-new-tokens", type=int, default=1024)
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--device", default="auto", help="transformers: auto | cpu | cuda")
+    add_model_options(g)
     a = pa.add_argument_group("agent")
-    a.add_argument("--protocol", default="vimrag", choices=["vimrag", "vrag", "react", "vanilla"])
-    a.add_argument("--max-steps", type=int, default=20)
-    a.add_argument("--top-k", type=int, default=3, help="results shown per search")
-    a.add_argument("--budget", type=int, default=None, help="pixel budget of the visual context (vimrag)")
+    add_agent_options(a)
     a.add_argument("--doc", action="append", help="search only this document; repeatable")
-    a.add_argument("--system-prompt-file", help="replace the protocol's system prompt with this file's text")
     o = pa.add_argument_group("output")
     o.add_argument("--trace", help="write the full trace (JSON) here")
     o.add_argument("--graph", help="draw the memory graph (PNG) here")
@@ -55,16 +52,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if not Path(args.index).is_dir():
         raise FileNotFoundError(f"index folder {args.index} does not exist; build it with `vimrag index PATH "
                                 f"--index {args.index}`")
-    overrides = {}
-    if args.budget:
-        overrides["s_total"] = args.budget
-    if args.system_prompt_file:
-        overrides["system_prompt"] = Path(args.system_prompt_file).read_text()
-    cfg = AgentConfig(protocol=args.protocol, max_steps=args.max_steps, top_k=args.top_k, docs=args.doc,
-                      **overrides)
+    cfg = AgentConfig(protocol=args.protocol, docs=args.doc, **agent_overrides(args))
     pcfg = PolicyConfig(backend=args.backend, model=args.model, base_url=args.base_url, api_key=args.api_key,
                         timeout_s=args.timeout, max_new_tokens=args.max_new_tokens,
-                        temperature=args.temperature, device=args.device)
+                        temperature=args.temperature, device=args.device, **model_overrides(args))
     try:
         policy = load_policy(pcfg)
     except PolicyError as e:
@@ -103,6 +94,53 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"vimrag ask: error: {trace.error}", file=sys.stderr)
         return 2
     return 0 if trace.status == "answered" else 1
+
+
+def add_agent_options(group) -> None:
+    """The agent settings `vimrag ask` and `vimrag eval` share."""
+    from agent.protocols import get, names
+
+    group.add_argument("--protocol", default="vimrag", choices=list(names()),
+                       help="; ".join(f"{n}: {get(n).summary}" for n in names()))
+    group.add_argument("--max-steps", type=int, default=None,
+                       help="model calls per question (default: the protocol's own; vimrag 20, vrag 11)")
+    group.add_argument("--top-k", type=int, default=None, help="results per search (vimrag, react; default 3)")
+    group.add_argument("--budget", type=int, default=None, help="pixel budget of the visual memory (vimrag)")
+    group.add_argument("--prompt-file", help="the protocol's prompt(s) from a file: plain text is one prompt (see "
+                                             "--prompt-role); JSON/YAML maps names to texts (vimrag: system, user, "
+                                             "summary; vrag: user, system, nudge, invalid)")
+    group.add_argument("--prompt-role", default="", help="which prompt a plain-text --prompt-file replaces: user or "
+                                                         "system (default: user for vrag, system otherwise)")
+
+
+def agent_overrides(args) -> dict:
+    """AgentConfig fields from the options above (those left at their default are not set)."""
+    from agent.protocols import read_prompt_file
+
+    out: dict = {}
+    if args.max_steps is not None:
+        out["max_steps"] = args.max_steps
+    if args.top_k is not None:
+        out["top_k"] = args.top_k
+    if args.budget:
+        out["s_total"] = args.budget
+    if args.prompt_file:
+        out["prompts"] = read_prompt_file(args.prompt_file, args.protocol, args.prompt_role)
+    elif args.prompt_role:
+        raise ValueError("--prompt-role names where a --prompt-file goes; give --prompt-file too")
+    return out
+
+
+def add_model_options(group) -> None:
+    group.add_argument("--tool-calling", default="text", choices=["text", "native", "auto"],
+                       help="openai backend: text (calls written in the reply, as the VimRAG demo reads them), native "
+                            "(send `tools`, read `tool_calls`), auto (native, else text)")
+    group.add_argument("--coords", default="auto", choices=["auto", "absolute", "relative"],
+                       help="how the model writes boxes: auto (Qwen3-VL 0-1000 relative, others absolute pixels)")
+
+
+def model_overrides(args) -> dict:
+    return {"tool_calling": args.tool_calling, "coords": args.coords}
 
 
 def format_event(ev, show_model: bool = False) -> str | None:

@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from app.ask import add_agent_options, add_model_options, agent_overrides, model_overrides
+
 
 def add_parser(sub) -> None:
     pe = sub.add_parser("eval", help="evaluate the agent on a benchmark (or: eval compare RUN...)",
@@ -25,7 +27,6 @@ def add_parser(sub) -> None:
     pe.add_argument("--index", help="index folder (default: the dataset's own, built on first use)")
     pe.add_argument("--scope", default="auto", choices=["auto", "doc", "corpus"],
                     help="doc: search only the question's document (MMLongBench-Doc's setting); corpus: all")
-    pe.add_argument("--protocol", default="vimrag", choices=["vimrag", "vrag", "react", "vanilla"])
     g = pe.add_argument_group("policy backend")
     g.add_argument("--backend", default="embedded", choices=["embedded", "openai", "transformers"])
     g.add_argument("--model", default="")
@@ -33,10 +34,9 @@ def add_parser(sub) -> None:
     g.add_argument("--api-key", default="")
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--max-new-tokens", type=int, default=1024)
+    add_model_options(g)
     a = pe.add_argument_group("agent")
-    a.add_argument("--max-steps", type=int, default=20)
-    a.add_argument("--top-k", type=int, default=3)
-    a.add_argument("--budget", type=int, default=None, help="pixel budget of the visual memory (vimrag)")
+    add_agent_options(a)
     r = pe.add_argument_group("run")
     r.add_argument("--out", help="run folder (default runs/eval/DATASET-PROTOCOL-BACKEND)")
     r.add_argument("--limit", type=int, default=0, help="only the first N questions")
@@ -67,10 +67,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from eval.runner import RunConfig, run_eval
 
     policy = {"backend": args.backend, "model": args.model, "base_url": args.base_url, "api_key": args.api_key,
-              "temperature": args.temperature, "max_new_tokens": args.max_new_tokens}
-    agent = {"max_steps": args.max_steps, "top_k": args.top_k}
-    if args.budget:
-        agent["s_total"] = args.budget
+              "temperature": args.temperature, "max_new_tokens": args.max_new_tokens, **model_overrides(args)}
+    agent = agent_overrides(args)
     judge = ({"base_url": args.judge_url, "model": args.judge_model, "api_key": args.judge_key}
              if args.judge_url else None)
     cfg = RunConfig(dataset=args.dataset, protocol=args.protocol, policy=policy, agent=agent, corpus=args.corpus,

@@ -23,10 +23,11 @@ from PIL import Image, ImageDraw
 
 import gradio as gr
 
+from agent.protocols import tool_kinds
+
 # tool name (per protocol) -> the kind of step it is. Titles are plain text: emoji fonts are missing on
 # many Linux machines and headless browsers.
-TOOL_KINDS = {"add_search_node": "search", "search": "search", "summarize_and_memorize": "memorize",
-              "crop": "crop", "scale": "scale", "add_answer_node": "answer", "answer": "answer"}
+TOOL_KINDS = tool_kinds()  # from the protocols' schemas
 MAX_RAW_CHARS = 4000  # of a model reply shown in its step (the trace keeps all of it)
 
 

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent.protocols import names as protocol_names
 from app.workspace import SCOPE_ALL, SCOPE_BUNDLED, SCOPE_UPLOADS, Workspace, load_questions
 
 EMBEDDED_NOTE = (
@@ -33,7 +34,6 @@ CSS = """
 #backend-line { font-size: 0.92em; }
 footer { display: none !important; }
 """
-PROTOCOLS = ["vimrag", "vrag", "react", "vanilla"]
 BACKENDS = {"embedded (offline default)": "embedded", "OpenAI-compatible endpoint": "openai",
             "local transformers model": "transformers"}
 log = logging.getLogger(__name__)
@@ -302,7 +302,7 @@ class DemoApp:
                 with gr.Row():
                     backend = gr.Radio(list(BACKENDS), label="Backend", elem_id="backend",
                                        value=next(k for k, v in BACKENDS.items() if v == p0["backend"]))
-                    protocol = gr.Dropdown(PROTOCOLS, value=a0["protocol"], label="Protocol", elem_id="protocol")
+                    protocol = gr.Dropdown(list(protocol_names()), value=a0["protocol"], label="Protocol", elem_id="protocol")
                 with gr.Row(visible=p0["backend"] == "openai") as endpoint_row:
                     base_url = gr.Textbox(p0["base_url"], label="Endpoint URL (OpenAI-compatible)", elem_id="base-url")
                     model = gr.Textbox(p0["model"] if p0["backend"] == "openai" else "", label="Model name")

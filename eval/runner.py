@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.protocols import get as get_protocol
 from eval.datasets import Dataset, EvalItem, load_dataset
 from eval.retrieval_metrics import mrr, ndcg_at_k, recall_at_k
 
@@ -99,7 +100,7 @@ def retrieval_scores(item: EvalItem, trace, protocol: str) -> dict[str, Any]:
 
     return {"recall@1": recall_at_k(ranked, gold, 1), "recall@5": recall_at_k(ranked, gold, 5),
             "ndcg@5": ndcg_at_k(ranked, gold, 5), "mrr": mrr(ranked, gold),
-            "memorized_hit": any_gold(kept_units(trace, memorized_only=protocol == "vimrag")),
+            "memorized_hit": any_gold(kept_units(trace, memorized_only=get_protocol(protocol).memorizes)),
             "retrieved_hit": any_gold(retrieved_units(trace))}
 
 

@@ -29,6 +29,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from agent.protocols import get as get_protocol
+from agent.protocols import names as protocol_names
+
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mmlongbench_doc"
 
 
@@ -91,14 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default=str(DATA / "mmlongbench_doc.smoke.jsonl"))
     ap.add_argument("--index", default="bench_out/mmlb_idx")
     ap.add_argument("--out", default="bench_out/smoke_agent.jsonl")
-    ap.add_argument("--protocol", default="vimrag", choices=["vimrag", "vrag", "react", "vanilla"])
+    ap.add_argument("--protocol", default="vimrag", choices=list(protocol_names()))
     ap.add_argument("--backend", default="embedded")
     ap.add_argument("--model", default="", help="e.g. 'keyword' for the embedded policy without SmolLM2")
     ap.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
     ap.add_argument("--scope", default="doc", choices=["doc", "corpus"],
                     help="doc: search only the question's PDF (MMLongBench-Doc's setting); corpus: all PDFs")
     ap.add_argument("--limit", type=int, default=0, help="only the first N questions")
-    ap.add_argument("--max-steps", type=int, default=20)
+    ap.add_argument("--max-steps", type=int, default=None, help="default: the protocol's own")
     args = ap.parse_args(argv)
 
     from agent.backends.base import PolicyConfig, load_policy
@@ -141,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                 gold = {(doc, int(p)) for p in rec["gold_pages"]} if row.get("evidence_ok", True) else set()
                 rec.update(answer=trace.answer, status=trace.status, error=trace.error, steps=len(trace.steps),
                            correct=simple_match(trace.answer, row["answer"]),
-                           page_hit=bool(gold & evidence_pages(trace, args.protocol == "vimrag")) if gold else None,
+                           page_hit=bool(gold & evidence_pages(trace, get_protocol(args.protocol).memorizes))
+                           if gold else None,
                            retrieved_hit=bool(gold & evidence_pages(trace, False)) if gold else None,
                            peak_visual_tokens=trace.peak_visual_tokens, timings=trace.timings)
             except Exception as e:  # noqa: BLE001 - counted and reported: the target is zero of these

@@ -79,19 +79,21 @@ def scripted_traces(dataset: str, corpus: Path, index: Path, out: Path, protocol
     vimrag: add_search_node(s1, "locker K", parents [root]), then add_answer_node(value, parents [s1]),
     answering from the fresh results (no memorize step: a tiny LM cannot copy information ids).
     With probability `detour` (vimrag only) the expert first makes a vague search (DETOUR_QUERY, node s1,
-    a dead end: nothing hangs off it) and then the right one (s2), which the answer cites. Such a
+    a dead end: nothing hangs off it), closes it with an empty memorize step (the demo's layout refuses a
+    second search before one), and then makes the right one (s2), which the answer cites. Such a
     trajectory succeeds, so GRPO reinforces its dead end; GGPO's success mask leaves it out.
     """
     import re
 
-    from agent.actions import format_call, format_vrag
     from agent.backends.scripted import ScriptedPolicy
+    from agent.protocols import get as get_protocol
     from agent.loop import Agent
     from agent.state import AgentConfig
     from eval.datasets import load_dataset
     from retrieval.retriever import Retriever
 
-    if detour and protocol != "vimrag":
+    proto = get_protocol(protocol)
+    if detour and not proto.memorizes:
         raise ValueError("--detour needs --protocol vimrag: linear protocols chain every node, so no dead ends")
     ds = load_dataset(dataset, corpus=corpus)
     retriever = Retriever(index)
@@ -111,17 +113,18 @@ def scripted_traces(dataset: str, corpus: Path, index: Path, out: Path, protocol
 
     for item in ds.items:
         k = locker(item.question)
-        if protocol == "vrag":
-            script = [format_vrag("search", {"query": f"locker {k}"}),
-                      lambda m, v: format_vrag("answer", {"answer": seen_value(v)})]
+        if not proto.memorizes:  # a chain: search, then answer
+            script = [proto.write("search", {"query": f"locker {k}"}),
+                      lambda m, v: proto.write("answer", {"answer": seen_value(v)})]
         else:
             right = "s2" if rng.random() < detour else "s1"
-            script = [format_call("add_search_node", {"id": "s1", "query": DETOUR_QUERY, "parent_ids": ["root"]})] \
-                if right == "s2" else []
-            script += [format_call("add_search_node", {"id": right, "query": f"locker {k}", "parent_ids": ["root"]}),
-                       lambda m, v, right=right: format_call("add_answer_node", {"answer": seen_value(v),
-                                                                                 "parent_ids": [right]})]
-        cfg = AgentConfig(protocol=protocol, max_steps=max_steps, top_k=2, system_prompt=SYSTEM[protocol])
+            # the dead end is closed with an empty memorize: the exact layout refuses a second search before it
+            script = [proto.write("search", {"id": "s1", "query": DETOUR_QUERY, "parent_ids": ["root"]}),
+                      proto.write("memorize", {"summarize": "", "memorize": []})] if right == "s2" else []
+            script += [proto.write("search", {"id": right, "query": f"locker {k}", "parent_ids": ["root"]}),
+                       lambda m, v, right=right: proto.write("answer", {"answer": seen_value(v),
+                                                                        "parent_ids": [right]})]
+        cfg = AgentConfig(protocol=protocol, max_steps=max_steps, top_k=2, prompts={"system": SYSTEM[protocol]})
         trace = Agent(retriever, ScriptedPolicy(script=script), cfg).ask(item.question)
         (out / f"{item.id}.json").write_text(json.dumps(trace.to_dict()))
     return len(ds.items)
@@ -182,7 +185,7 @@ def run(args) -> dict:
     for seed in args.seeds:
         for method in ("ggpo", "grpo"):
             cfg = TrainConfig(model=str(out / "sft"), dataset=dataset, corpus=str(corpus), index=str(index),
-                              protocol=args.protocol, system_prompt=SYSTEM[args.protocol], method=method,
+                              protocol=args.protocol, prompts={"system": SYSTEM[args.protocol]}, method=method,
                               level="token", temperature=args.temperature, group_size=args.group,
                               questions_per_update=args.questions, updates=args.updates, lr=args.lr,
                               max_new_tokens=args.max_new_tokens, max_steps=args.max_steps, top_k=2, reward="vimrag",
@@ -232,7 +235,7 @@ def held_out_accuracy(trainer, test_q: Path, corpus: Path, index: Path, args, sa
 
     ds = load_dataset(f"jsonl:{test_q}", corpus=corpus)
     policy = make_policy(trainer.acc.unwrap_model(trainer.model), trainer.proc, False, trainer.cfg)
-    cfg = AgentConfig(protocol=args.protocol, max_steps=args.max_steps, top_k=2, system_prompt=SYSTEM[args.protocol])
+    cfg = AgentConfig(protocol=args.protocol, max_steps=args.max_steps, top_k=2, prompts={"system": SYSTEM[args.protocol]})
     right = n = 0
     for item in ds.items:
         for _ in range(samples):

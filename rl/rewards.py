@@ -8,6 +8,8 @@ read as its last message), and kwargs carry one list per column, one entry per s
 - `retrieved`: the ranked evidence keys the episode retrieved; `gold_pages`: the gold keys (both
   as built by `trajectory_reward_inputs`, so they compare equal; lists are read as tuples);
 - `format_ok`: no malformed tool call; `searched`: at least one search;
+- `replies`: the model's replies of the trajectory, joined; `inserted`: the evidence keys of the results the
+  searches put in context, in order (for vrag, one page per search);
 - optional `question` (else the prompt text) and `judge` (one eval.judge.Judge, not a list).
 
 Rewards reuse the eval metrics (eval/answer_metrics.py, eval/retrieval_metrics.py), so training
@@ -18,13 +20,16 @@ into the columnar (completions, kwargs) the rewards take.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agent.protocols import tools_of_kind
 from eval.answer_metrics import score_item
 from eval.retrieval_metrics import ndcg_at_k
 
-SEARCH_ACTIONS = ("add_search_node", "search")  # vimrag and vrag protocol names of a search step
+SEARCH_ACTIONS = tools_of_kind("search")  # every protocol's search tool
 CORRECT_THRESHOLD = 0.5  # a continuous answer score (ANLS) >= this counts as correct
 # VRAG-RL (arXiv 2505.22019): 0.7 · answer judge + 0.2 · NDCG(retrieved, gold pages) + 0.1 · format
 VRAG_WEIGHTS = (0.7, 0.2, 0.1)
@@ -117,10 +122,61 @@ def format_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: 
     return [1.0 if ok else 0.0 for ok in _column(kwargs, "format_ok", len(completions), "format_reward")]
 
 
+def vrag_ndcg(inserted: Sequence[Any], gold: Sequence[Any]) -> float:
+    """VRAG-RL's NDCG (VRAG-RL/verl/workers/reward_manager/rm.py lines 71-105): binary relevance over the pages
+    in the order they were inserted, no cut-off, and an ideal DCG that counts every gold page.
+
+    >>> round(vrag_ndcg(["g1"], ["g1", "g2"]), 4)  # one of two gold pages found: 1 / (1 + 1/log2(3))
+    0.6131
+    >>> round(vrag_ndcg(["x", "g1", "y", "g2"], ["g1", "g2"]), 4)
+    0.6509
+    >>> vrag_ndcg([], ["g1"]), vrag_ndcg(["x"], [])
+    (0.0, 0.0)
+    """
+    gold_keys = [_key(g) for g in gold]
+    rel = [1 if _key(d) in gold_keys else 0 for d in inserted]
+    dcg = sum((2 ** r - 1) / math.log2(i + 1) for i, r in enumerate(rel, start=1))
+    ideal = [1] * len(gold_keys) + [0] * (len(rel) - len(gold_keys))
+    idcg = sum((2 ** r - 1) / math.log2(i + 1) for i, r in enumerate(ideal, start=1))
+    return dcg / idcg if idcg else 0.0
+
+
+_VRAG_SEARCH = re.compile(r"<search>.*</search>", re.S)  # VRAG-RL/verl/utils/reward_score/vrag.py lines 67-73
+_VRAG_ANSWER = re.compile(r"<answer>.*</answer>", re.S)
+
+
+def vrag_exact_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
+    """VRAG-RL's reward, exactly (rm.py lines 264-336 with vrag.py `compute_format_reward_only`): 0 unless the
+    replies hold both a complete <search>...</search> and <answer>...</answer>; then
+    0.7 · judge + 0.1 + 0.2 · `vrag_ndcg`(inserted pages, gold pages). The judge is binary, as VRAG-RL's
+    LLM judge is: the kwargs' `judge` when given, else the answer rules at >= 0.5.
+
+    >>> r = vrag_exact_reward(["q"] * 3, ["12", "12", "12"], gold=[["12"]] * 3, answer_format=["Int"] * 3,
+    ...     replies=["<search>a</search> <answer>12</answer>", "<answer>12</answer>",
+    ...              "<search>a</search> <answer>12</answer>"],
+    ...     inserted=[["g"], ["g"], ["x"]], gold_pages=[["g"], ["g"], ["g"]])
+    >>> [round(x, 6) for x in r]  # both tags and the gold page; no search tag; the wrong page
+    [1.0, 0.0, 0.8]
+    """
+    n = len(completions)
+    replies = _column(kwargs, "replies", n, "vrag_exact_reward")
+    inserted = _column(kwargs, "inserted", n, "vrag_exact_reward")
+    gold_pages = _column(kwargs, "gold_pages", n, "vrag_exact_reward")
+    judged = [1.0 if a >= CORRECT_THRESHOLD else 0.0 for a in answer_reward(prompts, completions, **kwargs)]
+    wa, wr, wf = VRAG_WEIGHTS
+    out = []
+    for text, j, ins, gold in zip(replies, judged, inserted, gold_pages):
+        text = _text(text)
+        ok = bool(_VRAG_SEARCH.search(text) and _VRAG_ANSWER.search(text))
+        out.append(wa * j + wf * 1.0 + wr * vrag_ndcg(list(ins or []), list(gold or [])) if ok else 0.0)
+    return out
+
+
 def vrag_composite_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
-    """VRAG-RL's reward (arXiv 2505.22019): 0.7 · answer + 0.2 · NDCG@5 + 0.1 · format, and 0 unless
-    the trajectory both searched and answered. The answer term is `answer_reward` (the judge when
-    kwargs has one, as VRAG-RL does, else the rules).
+    """Our variant of VRAG-RL's reward (arXiv 2505.22019), for any protocol: 0.7 · answer + 0.2 · NDCG@5 over
+    every retrieved result + 0.1 · format, where format is 1 only if no step was malformed; 0 unless the
+    trajectory both searched and answered. The answer term is `answer_reward` (the judge when kwargs has
+    one, else the rules, continuous). `vrag_exact_reward` is VRAG-RL's own.
 
     >>> r = vrag_composite_reward(["q"] * 3, ["12", "12", ""], gold=[["12"]] * 3, answer_format=["Int"] * 3,
     ...     retrieved=[[("g",)]] * 3, gold_pages=[[("g",)]] * 3, format_ok=[True, True, True],
@@ -154,7 +210,8 @@ REWARDS: dict[str, Callable[..., list[float]]] = {
     "answer": answer_reward,
     "retrieval": retrieval_reward,
     "format": format_reward,
-    "vrag": vrag_composite_reward,
+    "vrag_exact": vrag_exact_reward,
+    "vrag_ndcg5": vrag_composite_reward,
     "vimrag": vimrag_binary_reward,
 }
 
@@ -190,16 +247,21 @@ def trajectory_reward_inputs(trace: Any, item: Any) -> dict[str, Any]:
         trace = Trace.from_dict(trace)
     steps = _steps(trace)
     evidence = list(item.evidence) if getattr(item, "evidence_ok", True) else []
-    ranked = []
-    for u in retrieved_units(trace):
+    def key(u: dict) -> Any:
         hit = next((g.key() for g in evidence if g.matches(u)), None)
-        ranked.append(hit if hit is not None else ("unit", u["uid"]))
+        return hit if hit is not None else ("unit", u["uid"])
+
+    ranked = [key(u) for u in retrieved_units(trace)]
+    shown = [trace.evidence[r["info_id"]]["unit"] for ev in trace.events if ev.get("type") == "search_results"
+             for r in ev.get("results", []) if r.get("info_id") in trace.evidence]
     searched = any((s.get("action") or {}).get("name") in SEARCH_ACTIONS for s in steps) or any(
         ev.get("type") == "search_results" for ev in trace.events)
     malformed = any(s.get("action") is None and s.get("observation") for s in steps)
     return {"completion": trace.answer or "", "question": item.question, "gold": list(item.answers),
             "answer_format": item.answer_format or "", "retrieved": list(dict.fromkeys(ranked)),
-            "gold_pages": [g.key() for g in evidence], "format_ok": not malformed, "searched": searched}
+            "gold_pages": [g.key() for g in evidence], "format_ok": not malformed, "searched": searched,
+            "replies": "\n".join(s.get("output", "") for s in steps),
+            "inserted": list(dict.fromkeys(key(u) for u in shown))}
 
 
 def collate_reward_inputs(rows: Sequence[dict[str, Any]]) -> tuple[list[str], dict[str, list[Any]]]:

@@ -14,11 +14,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.protocols import tools_of_kind
 from rl.ggpo import step_masks, valid_retrievals
 from rl.policy import Segment
 from rl.rewards import REWARDS, collate_reward_inputs, trajectory_reward_inputs
 
-SEARCH_TOOLS = ("add_search_node", "search")
+SEARCH_TOOLS = tools_of_kind("search")  # every protocol's search tool, from the schemas
 
 
 @dataclass

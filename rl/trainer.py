@@ -48,7 +48,9 @@ class TrainConfig:
     corpus: str | None = None
     index: str | None = None
     protocol: str = "vimrag"
-    system_prompt: str | None = None  # replaces the protocol's system prompt (short prompts for tiny models)
+    prompts: dict[str, str] | None = None  # the protocol's prompts replaced by name (short ones for tiny models)
+    prompt_file: str | None = None  # or read from a file (agent.protocols.read_prompt_file)
+    prompt_role: str = ""  # which prompt a plain-text prompt_file replaces (default: the protocol's main one)
     method: str = "ggpo"  # ggpo | grpo | gspo
     level: str | None = None  # ggpo: token | sequence (default: sequence, the paper's GSPO base)
     group_size: int = 4
@@ -64,7 +66,7 @@ class TrainConfig:
     length_norm: str = "token_mean"
     temperature: float = 1.0
     max_new_tokens: int = 256
-    max_steps: int = 6  # agent steps per trajectory
+    max_steps: int | None = 6  # agent steps per trajectory (None: the protocol's own)
     top_k: int = 3
     reward: str = "vimrag"
     grad_accum: int = 1  # updates whose gradients are summed before one optimizer step
@@ -334,10 +336,12 @@ class Trainer:
     def agent_config(self, item):
         from agent.state import AgentConfig
 
+        from agent.protocols import read_prompt_file
+
         d = {"protocol": self.cfg.protocol, "max_steps": self.cfg.max_steps, "top_k": self.cfg.top_k,
-             "docs": [item.doc] if self.ds.per_doc and item.doc else None}
-        if self.cfg.system_prompt:
-            d["system_prompt"] = self.cfg.system_prompt
+             "docs": [item.doc] if self.ds.per_doc and item.doc else None, "prompts": dict(self.cfg.prompts or {})}
+        if self.cfg.prompt_file:
+            d["prompts"].update(read_prompt_file(self.cfg.prompt_file, self.cfg.protocol, self.cfg.prompt_role))
         return AgentConfig.from_dict(d)
 
     def step(self) -> dict[str, float]:

@@ -9,7 +9,8 @@ import pytest
 from agent.events import StepRecord, Trace
 from eval.datasets import EvalItem, Gold
 from rl.rewards import (REWARDS, answer_reward, collate_reward_inputs, format_reward, retrieval_reward,
-                        trajectory_reward_inputs, vimrag_binary_reward, vrag_composite_reward)
+                        trajectory_reward_inputs, vimrag_binary_reward, vrag_composite_reward, vrag_exact_reward,
+                        vrag_ndcg)
 
 
 class StubJudge:
@@ -98,7 +99,8 @@ def test_missing_or_misaligned_columns_name_the_fix():
 # -- composites -------------------------------------------------------------------------------------------
 def composite_kwargs(n: int, **over):
     kw = {"gold": [["12"]] * n, "answer_format": ["Int"] * n, "retrieved": [[("x",), ("g",)]] * n,
-          "gold_pages": [[("g",)]] * n, "format_ok": [True] * n, "searched": [True] * n}
+          "gold_pages": [[("g",)]] * n, "format_ok": [True] * n, "searched": [True] * n,
+          "replies": ["<search>q</search>\n<answer>12</answer>"] * n, "inserted": [[("x",), ("g",)]] * n}
     kw.update(over)
     return kw
 
@@ -134,7 +136,7 @@ def test_vimrag_binary_reward_thresholds_at_one_half():
 
 
 def test_every_registered_reward_has_the_trl_signature():
-    assert set(REWARDS) == {"answer", "retrieval", "format", "vrag", "vimrag"}
+    assert set(REWARDS) == {"answer", "retrieval", "format", "vrag_exact", "vrag_ndcg5", "vimrag"}
     prompts = [[{"role": "user", "content": "How many?"}]] * 2
     completions = [[{"role": "assistant", "content": "12"}], [{"role": "assistant", "content": "7"}]]
     for name, fn in REWARDS.items():
@@ -198,7 +200,9 @@ def test_trace_columns_feed_the_trl_rewards():
             trajectory_reward_inputs(make_trace(answer=None), item())]
     completions, kwargs = collate_reward_inputs(rows)
     assert completions == ["12", "12", "12", ""]
-    assert set(kwargs) == {"question", "gold", "answer_format", "retrieved", "gold_pages", "format_ok", "searched"}
+    assert set(kwargs) == {"question", "gold", "answer_format", "retrieved", "gold_pages", "format_ok", "searched",
+                           "replies", "inserted"}
+    assert vrag_exact_reward(["q"] * 4, completions, **kwargs) == [0.0] * 4  # no VRAG tags in these replies
     prompts = ["How many?"] * 4
     ndcg = 1 / math.log2(3)
     assert retrieval_reward(prompts, completions, **kwargs)[0] == pytest.approx(ndcg)
@@ -207,3 +211,32 @@ def test_trace_columns_feed_the_trl_rewards():
     assert out[1] == pytest.approx(0.7 + 0.2 * ndcg)  # one malformed call
     assert out[2:] == [0.0, 0.0]  # never searched; never answered
     assert vimrag_binary_reward(prompts, completions, **kwargs) == [1.0, 1.0, 1.0, 0.0]
+
+
+def test_vrag_ndcg_by_hand_against_vrag_rl():
+    # rm.py: DCG over the inserted pages (no cut-off), ideal DCG over *all* gold pages, binary relevance
+    assert vrag_ndcg([("g1",)], [("g1",), ("g2",)]) == pytest.approx(1 / (1 + 1 / math.log2(3)))
+    assert vrag_ndcg([("x",), ("g1",)], [("g1",)]) == pytest.approx(1 / math.log2(3))
+    # beyond rank 5 still counts: a gold page inserted 7th
+    assert vrag_ndcg([("x",)] * 6 + [("g1",)], [("g1",)]) == pytest.approx(1 / math.log2(8))
+    # NDCG@5 (our variant) gives that 0
+    assert retrieval_reward(["q"], ["a"], retrieved=[[("x",)] * 6 + [("g1",)]], gold_pages=[[("g1",)]]) == [0.0]
+
+
+def test_vrag_exact_from_a_vrag_trace():
+    """A vrag-shaped trace: one search that inserted a.pdf p.3 (gold), then the answer."""
+    trace = make_trace(malformed=False)
+    trace.steps[0].output = "<think>find it</think>\n<search>q</search>"
+    trace.steps[-1].output = "<think>p.3 says 12</think>\n<answer>12</answer>"
+    trace.events = [{"type": "search_results", "step": 1, "node_id": "s1", "results": [{"info_id": "Picture 2"}]}]
+    row = trajectory_reward_inputs(trace, item())
+    assert row["inserted"] == [("a.pdf", 3, None)]
+    c, kw = collate_reward_inputs([row])
+    assert vrag_exact_reward(["q"], c, **kw) == pytest.approx([0.7 + 0.1 + 0.2])
+    # the format term is VRAG-RL's constant once both tags appear, malformed steps or not
+    trace.steps[1] = StepRecord(2, [], output="garbage", observation="not a tool call")
+    c, kw = collate_reward_inputs([trajectory_reward_inputs(trace, item())])
+    assert vrag_exact_reward(["q"], c, **kw) == pytest.approx([1.0])
+    assert vrag_composite_reward(["q"], c, **kw)[0] < 1.0  # ours withholds the format point
+    wrong = collate_reward_inputs([{**row, "completion": "13"}])
+    assert vrag_exact_reward(["q"], *wrong[:1], **wrong[1]) == pytest.approx([0.3])  # 0.1 + 0.2 NDCG

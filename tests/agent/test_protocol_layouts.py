@@ -1,0 +1,241 @@
+"""The exact layouts of vrag (VRAG-RL) and vimrag (the VimRAG demo), turn by turn, on scripted episodes.
+
+A fake retriever returns fixed results (pictures of known sizes, a text chunk, a 60 s video), so every size
+below is worked by hand from the published rules (agent/media.py cites them).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from agent.actions import format_call, format_vrag
+from agent.backends.scripted import ScriptedPolicy
+from agent.events import ErrorEvent, Memorized
+from agent.loop import Agent
+from agent.media import DEMO_MAX_BYTES, VRAG_MAX_PIXELS, VRAG_MIN_PIXELS, model_view, time_key, vrag_size
+from agent.protocols import read_prompt_file
+from agent.state import AgentConfig
+from retrieval.units import Hit, Unit
+
+
+def picture(folder, name, size, seed=0) -> Unit:
+    rng = np.random.default_rng(seed)  # noise: JPEG cannot squeeze it, so the 38 KB rule bites
+    arr = rng.integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)
+    path = folder / name
+    Image.fromarray(arr).save(path)
+    return Unit(uid=name, source=str(path), root=str(folder), modality="image", content_hash=name,
+                text=f"picture {name}", width=size[0], height=size[1])
+
+
+def video(folder, seconds=60, fps=5) -> Unit:
+    import av
+
+    path = folder / "talk.mp4"
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("mpeg4", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = 160, 96, "yuv420p"
+        for i in range(seconds * fps):
+            arr = np.full((96, 160, 3), (i * 3) % 255, dtype=np.uint8)
+            for packet in stream.encode(__import__("av").VideoFrame.from_ndarray(arr, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return Unit(uid="talk#0", source=str(path), root=str(folder), modality="video", content_hash="v",
+                text="[00:00] talk", start=0.0, end=float(seconds), keyframes=[2.0, 30.0])
+
+
+class Fixed:
+    """Returns the same ranked units for every query (at most k)."""
+
+    ocr = None
+
+    def __init__(self, units):
+        self.units = units
+        self.queries = []
+
+    def search(self, query, k=3, filters=None, mode="hybrid"):
+        self.queries.append((query, k))
+        return [Hit(u, 1.0 - 0.01 * i, rank=i + 1) for i, u in enumerate(self.units[:k])]
+
+
+def run(retriever, script, question="What does the poster say?", **cfg):
+    policy = ScriptedPolicy(script=script)
+    events = list(Agent(retriever, policy, AgentConfig(**cfg)).stream(question))
+    return events, events[-1].trace, policy
+
+
+# --------------------------------------------------------------------------------------------- vrag
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pages")
+    return [picture(folder, f"doc_{i}.png", (1700, 2200) if i else (300, 200), seed=i) for i in range(12)]
+
+
+def test_vrag_first_turn_is_one_user_message_with_the_question(pages):
+    _, trace, policy = run(Fixed(pages), ["<answer>x</answer>"], protocol="vrag")
+    first = policy.calls[0]
+    assert [m["role"] for m in first] == ["user"]  # no system message: the chat template adds its default
+    assert isinstance(first[0]["content"], str) and first[0]["content"].endswith("Question: What does the poster say?")
+
+
+def test_vrag_prompt_file_goes_where_the_user_says(pages, tmp_path):
+    f = tmp_path / "vrag.txt"
+    f.write_text("OFFICIAL INSTRUCTION. Question: {question}")
+    prompts = read_prompt_file(f, "vrag")
+    _, _, policy = run(Fixed(pages), ["<answer>x</answer>"], protocol="vrag", prompts=prompts)
+    assert policy.calls[0] == [{"role": "user", "content": "OFFICIAL INSTRUCTION. Question: What does the poster say?"}]
+    as_system = read_prompt_file(f.with_name("sys.txt") if f.with_name("sys.txt").write_text("SYS") else f, "vrag",
+                                 "system")
+    _, _, policy = run(Fixed(pages), ["<answer>x</answer>"], protocol="vrag", prompts=as_system)
+    assert policy.calls[0] == [{"role": "system", "content": "SYS"},
+                               {"role": "user", "content": "Question: What does the poster say?"}]
+    f.write_text("no placeholder here")
+    with pytest.raises(ValueError, match=r"must contain \{question\}"):
+        read_prompt_file(f, "vrag")
+    with pytest.raises(ValueError, match="has no prompt"):
+        read_prompt_file(f, "vrag", "summary")
+
+
+def test_vrag_inserts_the_first_unseen_of_the_top_10_as_an_image_alone(pages):
+    ret = Fixed(pages)
+    script = [format_vrag("search", {"query": "q"}, think="t")] * 11 + ["<answer>done</answer>"]
+    events, trace, policy = run(ret, script, protocol="vrag", max_steps=12)
+    assert all(k == 10 for _, k in ret.queries)  # VRAG's engine returns the top 10
+    inserted = [trace.evidence[r["info_id"]]["unit"]["uid"] for e in trace.events if e["type"] == "search_results"
+                for r in e["results"]]
+    # ten searches insert the ten results in rank order; the 11th finds none unseen and shows the 10th again
+    assert inserted == [f"doc_{i}.png" for i in range(10)] + ["doc_9.png"]
+    obs = policy.calls[1][-1]
+    assert obs["role"] == "user" and [p["type"] for p in obs["content"]] == ["image"]  # no label, no text
+    # the assistant turn keeps the tags only, re-joined
+    assert policy.calls[1][-2] == {"role": "assistant", "content": "<think>t</think>\n<search>q</search>"}
+
+
+def test_vrag_images_are_resized_into_its_pixel_range(pages):
+    script = [format_vrag("search", {"query": "q"}), format_vrag("search", {"query": "q"}),
+              format_vrag("crop", {"bbox": [10, 10, 60, 40]}), "<answer>x</answer>"]
+    _, trace, policy = run(Fixed(pages), script, protocol="vrag")
+    small = policy.calls[1][-1]["content"][0]["image"]  # a 300x200 page grows to the floor
+    big = policy.calls[2][-1]["content"][0]["image"]  # a 1700x2200 page shrinks to the ceiling
+    crop = policy.calls[3][-1]["content"][0]["image"]
+    assert small.size == vrag_size(300, 200) == (548, 365)
+    assert big.size == vrag_size(1700, 2200) == (556, 720)
+    for im in (small, big, crop):
+        assert VRAG_MIN_PIXELS * 0.99 <= im.width * im.height <= VRAG_MAX_PIXELS
+    # the crop: [10, 10, 60, 40] padded by 28 in the 556x720 view, scaled to the 1700x2200 raw page with int()
+    assert trace.events[[e["type"] for e in trace.events].index("cropped")]["bbox_raw"] == \
+        [0, 0, int(1700 * 88 / 556), int(2200 * 68 / 720)]
+    # counted as the processor will see it: 556x720 snaps to 560x728
+    assert trace.steps[2].image_pixels == small_and_big_pixels(small, big)
+
+
+def small_and_big_pixels(small, big) -> int:
+    return sum(math.prod(model_view(*im.size)) for im in (small, big))
+
+
+def test_vrag_asks_for_the_answer_on_the_last_call(pages):
+    events, trace, policy = run(Fixed(pages), [format_vrag("search", {"query": "q"})], protocol="vrag",
+                                max_steps=3)
+    last_obs = policy.calls[2][-1]["content"]
+    assert [p["type"] for p in last_obs] == ["image", "text"] and "answer" in last_obs[-1]["text"].lower()
+    assert all(p["type"] == "image" for p in policy.calls[1][-1]["content"])  # not before
+    assert trace.status == "limit"
+    assert AgentConfig(protocol="vrag").max_steps == 11  # the demo's 10 actions, then one that must answer
+
+
+# --------------------------------------------------------------------------------------------- vimrag
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("mixed")
+    text = Unit(uid="note#0", source=str(folder / "note.md"), root=str(folder), modality="text", content_hash="t",
+                text="The pilot admits 12 customers.", chunk=0)
+    return [picture(folder, "poster.png", (1500, 1000), seed=1), text, video(folder),
+            picture(folder, "slide.png", (800, 600), seed=2)]
+
+
+def test_vimrag_search_appends_reply_tool_response_and_summary_prompt(mixed):
+    script = [format_call("add_search_node", {"id": "s1", "query": "pilot", "parent_ids": ["root"]}),
+              format_call("add_search_node", {"id": "s2", "query": "again", "parent_ids": ["root"]}),
+              format_call("add_answer_node", {"answer": "12", "parent_ids": ["s1"]})]
+    events, trace, policy = run(Fixed(mixed), script, top_k=4)
+    assert [m["role"] for m in policy.calls[0]] == ["system", "user"]
+    after = policy.calls[1]
+    assert [m["role"] for m in after] == ["system", "user", "assistant", "user", "user"]
+    assert after[2]["content"] == script[0]
+    response = after[3]["content"]
+    texts = [p["text"] for p in response if p["type"] == "text"]
+    # texts first, then pictures, then videos, each numbered within this response
+    assert texts[:4] == ["<tool_response>\nHere are the retrieved information:", "Text 1:",
+                         "The pilot admits 12 customers.", "Picture 1:"]
+    assert "Picture 2:" in texts and texts.index("Picture 2:") < texts.index("Video 1:")
+    assert texts[-1] == "\n</tool_response>"
+    assert after[4]["role"] == "user" and "summarize_and_memorize" in after[4]["content"]
+    # a second search before memorizing is refused, and the refusal is shown after the reply
+    err = [e for e in events if isinstance(e, ErrorEvent)]
+    assert len(err) == 1 and "not memorized yet" in err[0].message
+    assert policy.calls[2][-2:] == [{"role": "assistant", "content": script[1]},
+                                    {"role": "user", "content": err[0].message}]
+    assert trace.answer == "12"
+
+
+def test_vimrag_pictures_travel_as_the_demos_jpeg(mixed):
+    script = [format_call("add_search_node", {"id": "s1", "query": "pilot", "parent_ids": ["root"]}),
+              format_call("add_answer_node", {"answer": "12", "parent_ids": ["s1"]})]
+    _, _, policy = run(Fixed(mixed[:1]), script)
+    part = next(p for p in policy.calls[1][3]["content"] if p["type"] == "image")
+    assert part["mime"] == "image/jpeg" and len(part["data"]) <= DEMO_MAX_BYTES
+    # noise does not compress: the 1,003,520-px cap gives 1226x818, over 38 KB, so it shrank once more
+    assert part["image"].width * part["image"].height < 1226 * 818 and part["image"].width / part["image"].height == \
+        pytest.approx(1.5, rel=0.01)
+    _, _, png = run(Fixed(mixed[:1]), script, demo_jpeg=False)
+    part = next(p for p in png.calls[1][3]["content"] if p["type"] == "image")
+    assert "data" not in part and part["image"].width * part["image"].height <= 1_003_520
+
+
+def test_vimrag_memorize_keeps_useful_visual_items_and_rebuilds(mixed):
+    script = [format_call("add_search_node", {"id": "s1", "query": "pilot", "parent_ids": ["root"]}),
+              format_call("summarize_and_memorize", {"summarize": "the poster and the note", "memorize": [
+                  {"information_id": "Picture 1", "is_useful": True, "priority_score": 5},
+                  {"information_id": "Text 1", "is_useful": True, "priority_score": 5},
+                  {"information_id": "Picture 2", "is_useful": False, "priority_score": 2}]}),
+              format_call("add_answer_node", {"answer": "12", "parent_ids": ["s1"]})]
+    events, trace, policy = run(Fixed(mixed), script, top_k=4)
+    mem = next(e for e in events if isinstance(e, Memorized))
+    assert [(i["label"], i["in_memory"]) for i in mem.items] == [("Picture 1", True), ("Text 1", False),
+                                                                 ("Picture 2", False)]
+    rebuilt = policy.calls[2]
+    assert [m["role"] for m in rebuilt] == ["system", "user"]
+    parts = rebuilt[1]["content"]
+    texts = [p["text"] for p in parts if p["type"] == "text"]
+    assert texts[1:] == ["### Multimodal Memory\nHistorical information for reference only.\n", "Node: s1"]
+    assert [p["ref"] for p in parts if p["type"] == "image"] == [mem.items[0]["info_id"]]  # bare, one picture
+    graph = texts[0].split("Action graph:\n", 1)[1]
+    assert graph.startswith('[{"id": "root", "name": "Initial Node", "content": "Initial query from user: ')
+    assert '{"id": "s1", "query": "pilot", "parent_ids": ["root"], "summary": "the poster and the note"}' in graph
+
+
+def test_a_60_second_clip_is_sampled_across_its_whole_span(mixed):
+    """Acceptance: the observation carries frames from the clip's start to its end, at 1 fps up to 32."""
+    script = [format_call("add_search_node", {"id": "s1", "query": "talk", "parent_ids": ["root"]}),
+              lambda m, v: format_call("summarize_and_memorize", {"summarize": "the talk", "memorize": [
+                  {"information_id": "Video 1", "is_useful": True, "priority_score": 4,
+                   "key_timestamp": [0, 30.0, 28.8, 59.8]}]}),
+              format_call("add_answer_node", {"answer": "x", "parent_ids": ["s1"]})]
+    events, trace, policy = run(Fixed([mixed[2]]), script)
+    response = policy.calls[1][3]["content"]
+    labels = [p["text"] for p in response if p["type"] == "text" and p["text"].endswith(" seconds>")]
+    times = [float(t[1:].split()[0]) for t in labels]
+    assert len(times) == 32 and len([p for p in response if p["type"] == "image"]) == 32
+    # 300 frames at 5 fps; frame int(299 * i / 31) of 300, at index / 300 * 60 s: 0.0 ... 28.8 (i=15) ... 59.8
+    assert times[0] == 0.0 and times[15] == 28.8 and times[-1] == 59.8  # the whole minute, not its first 16 s
+    assert all(0 < b - a <= 2.0 for a, b in zip(times, times[1:]))  # evenly spread: 300 frames, 32 picks
+    # key timestamps keep the frames whose labels they match to 0.1 s; 30.0 matches no frame
+    assert time_key(30.0) not in {time_key(t) for t in times}
+    mem = next(e for e in events if isinstance(e, Memorized)).items[0]
+    assert [time_key(t) for t in mem["key_timestamps"]] == ["0.0", "28.8", "59.8"] and mem["in_memory"]
+    memory = [p for p in policy.calls[2][1]["content"] if p["type"] == "image"]
+    assert [p["time"] for p in memory] == mem["key_timestamps"]  # exactly those frames, in that order
