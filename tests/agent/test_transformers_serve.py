@@ -1,0 +1,159 @@
+"""The OpenAI-compatible backend against a server nobody here wrote: `transformers serve` on 127.0.0.1, CPU.
+
+Two tiny Qwen2.5-VL folders are served by one server (it loads a model by the request's `model` path):
+- a random one, which writes gibberish: vrag and vimrag episodes must run to their step limit cleanly, every
+  reply a corrective observation, with images sent as data URLs;
+- a scripted one (tests/tiny_vlm.py), which always writes `<think>...</think><tool_call>{add_search_node}
+  </tool_call>`. The server's own response parser turns that into `reasoning_content` and native
+  `tool_calls`, streamed and whole, so the native round trip is checked against a real parser.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agent.backends.base import PolicyConfig, Reasoning, load_policy
+from agent.events import ErrorEvent, LimitReached, SearchResults
+from agent.loop import Agent
+from agent.state import AgentConfig
+from retrieval.retriever import Retriever
+from tests.tiny_vlm import build_scripted_qwen2_5_vl, build_tiny_qwen2_5_vl
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    importlib.util.find_spec("openai") is None or importlib.util.find_spec("fastapi") is None,
+    reason="transformers serve needs its [serving] extra (openai, fastapi); scripts/setup.sh test installs it")]
+
+SEARCH = {"id": "s1", "query": "revenue by region", "parent_ids": ["root"]}
+SCRIPT = ["<think>", "I look for the table first.", "</think>", "<tool_call>",
+          json.dumps({"name": "add_search_node", "arguments": SEARCH}), "</tool_call>"]
+SMALL = dict(s_total=200_704, max_image_pixels=100_352, max_frame_pixels=50_176, top_k=2)  # fast on CPU
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("served")
+    return {"random": str(build_tiny_qwen2_5_vl(root / "random")),
+            "scripted": str(build_scripted_qwen2_5_vl(root / "scripted", SCRIPT))}
+
+
+@pytest.fixture(scope="module")
+def server(models, tmp_path_factory):
+    exe = shutil.which("transformers", path=str(Path(sys.executable).parent)) or shutil.which("transformers")
+    if exe is None:
+        pytest.fail("the transformers CLI is not installed next to this Python")
+    port = _free_port()
+    log = tmp_path_factory.mktemp("serve_log") / "serve.log"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    with open(log, "w") as out:
+        proc = subprocess.Popen([exe, "serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
+                                stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                pytest.fail(f"transformers serve did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.3)
+        yield url + "/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def retriever(mixed_index):
+    return Retriever(mixed_index)
+
+
+def policy(server, model, **kw):
+    return load_policy(PolicyConfig(**{"backend": "openai", "base_url": server, "model": model,
+                                       "max_new_tokens": 16, "timeout_s": 120, **kw}))
+
+
+def test_streamed_text_with_an_image_as_a_data_url(server, models):
+    from PIL import Image
+
+    p = policy(server, models["random"])
+    chunks = list(p.stream([{"role": "user", "content": [
+        {"type": "text", "text": "What is on this page?"},
+        {"type": "image", "image": Image.new("RGB", (56, 84), "red"), "ref": "Picture 1"}]}]))
+    p.close()
+    assert len(chunks) > 1 and all(isinstance(c, str) for c in chunks)  # streamed, several deltas
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_native_tool_calls_round_trip(server, models, stream):
+    from agent.actions import parse
+    from agent.protocols import get
+    from agent.protocols.schema import specs
+
+    class View:
+        tool_specs = specs(get("vimrag").tools)
+
+    p = policy(server, models["scripted"], tool_calling="native", max_new_tokens=32)
+    messages = [{"role": "user", "content": "Which region earned most?"}]
+    if stream:
+        out = list(p.stream(messages, view=View()))
+    else:  # the same request without streaming: the whole message, read the same way
+        choice = p.complete(messages, tools=View.tool_specs, max_tokens=32, temperature=0)
+        out = list(p._message_content({"choices": [choice]}, server))
+    p.close()
+    thoughts = "".join(c for c in out if isinstance(c, Reasoning))
+    text = "".join(c for c in out if not isinstance(c, Reasoning))
+    assert thoughts == "I look for the table first."  # the server's reasoning_content, kept apart
+    assert "<think>" not in text and text.startswith("<tool_call>")  # the server's tool_calls, rendered
+    action = parse(text, "vimrag")
+    assert action.name == "add_search_node" and action.args == SEARCH
+
+
+def test_native_vimrag_episode_through_the_server(server, models, retriever):
+    p = policy(server, models["scripted"], tool_calling="native", max_new_tokens=32)
+    events = list(Agent(retriever, p, AgentConfig(max_steps=3, **SMALL)).stream("Which region earned most?"))
+    p.close()
+    trace = events[-1].trace
+    # the search ran (results with images went back as data URLs); the same call again is refused (its id is
+    # taken), and the refusal is what the model reads next
+    assert sum(isinstance(e, SearchResults) for e in events) == 1
+    errors = [e.message for e in events if isinstance(e, ErrorEvent)]
+    assert len(errors) == 2 and all("'s1' is already used" in m for m in errors)
+    assert trace.status == "limit" and len(trace.steps) == 3
+    assert all(s.reasoning == "I look for the table first." for s in trace.steps)
+    assert trace.steps[1].image_pixels > 0  # the second request carried the results' pictures
+
+
+@pytest.mark.parametrize("protocol", ["vrag", "vimrag"])
+def test_a_random_model_runs_to_the_step_limit_cleanly(server, models, retriever, protocol):
+    p = policy(server, models["random"])
+    events = list(Agent(retriever, p, AgentConfig(protocol=protocol, max_steps=3, **SMALL))
+                  .stream("What was revenue in 2025?"))
+    p.close()
+    trace = events[-1].trace
+    assert isinstance(events[-2], LimitReached) and trace.status == "limit" and len(trace.steps) == 3
+    assert all(s.output for s in trace.steps)  # the server answered every step
+    # gibberish replies became corrective observations the model saw on the next turn
+    assert sum(isinstance(e, ErrorEvent) for e in events) >= 2
