@@ -1,0 +1,218 @@
+"""Golden contexts: what the model sees, call by call, in the exact vrag and vimrag layouts.
+
+A scripted 4-step episode over a fixed fake corpus (pages drawn here, a text chunk) is rendered to text, one
+line per content part, images replaced by their size, and compared with tests/agent/golden/<protocol>.txt.
+The prompts are marker texts (PROMPTS below), so the fixture shows where each prompt goes, whatever its
+wording. The fixture's header maps each tag ([A], [B], ...) to the lines of the published code it follows.
+
+To regenerate after an intended change: VIMRAG_UPDATE_GOLDEN=1 pytest tests/agent/test_golden_contexts.py,
+then review the diff line by line against the cited code.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageDraw
+
+from agent.actions import format_call, format_vrag
+from agent.backends.scripted import ScriptedPolicy
+from agent.loop import Agent
+from agent.state import AgentConfig
+from retrieval.units import Hit, Unit
+
+GOLDEN = Path(__file__).parent / "golden"
+QUESTION = "Which region earned the most in 2025?"
+
+# Published sources, as cited: the VRAG repository (Alibaba-NLP/VRAG at 24f8d05, February 2026) and the VimRAG
+# demo (demo/vimrag_agent.py, demo/vimrag_utils.py; read through the search index, lines of that copy).
+GEN = "VRAG-RL/vrag_agent/generation.py"
+CONV = "VRAG-RL/scripts/hf_dataset_convert.py"
+VDEMO = "demo/vrag_agent.py"
+AGENT = "demo/vimrag_agent.py"
+UTILS = "demo/vimrag_utils.py"
+
+PROMPTS = {
+    "vrag": {"user": "<VRAG-RL USER_PROMPT with the question here: {question}>",
+             "nudge": "<NUDGE: answer now>", "invalid": "<INVALID-ACTION MESSAGE>"},
+    "vimrag": {"system": "<SYSTEM_PROMPT>", "user": "<USER_PROMPT query={query} action_graph={action_graph}>",
+               "summary": "<SUMMARY_PROMPT>"},
+}
+
+CITES = {
+    "vrag": {
+        "A": f"{CONV} lines 9, 50 and 71-76: the instruction and `Question: ...` form one user turn, a string; "
+             "no system message (the chat template adds its default one)",
+        "B": f"{GEN} lines 99-108: the assistant turn keeps only the complete tags, joined by newlines",
+        "C": f"{GEN} lines 158-177: a search inserts the first page not inserted before among the results "
+             "(search_engine/search_engine.py line 76: the top 10), as a user turn holding the image alone",
+        "D": f"{GEN} lines 18-42, 143 and 167: every inserted image is scaled into [256*28*28, 512*28*28] pixels "
+             "(sides truncated); the size shown is that image's, the processor then snaps it to the 28 px grid",
+        "E": f"{GEN} lines 132-152: <bbox> crops the latest image: padded by 28, scaled with int(), clamped, "
+             "then resized as in [D]",
+        "F": f"{VDEMO} lines 27 and 170-175: 10 actions, and the last observation also asks for the answer now "
+             "(our marker text here; the demo's own words are in those lines)",
+    },
+    "vimrag": {
+        "A": f"{AGENT} `_build_initial_messages`: a system message, then one user turn holding USER_PROMPT "
+             f"formatted with the query and the action graph (json.dumps, ensure_ascii=False); {UTILS} "
+             "`fast_process_messages`: an all-text content list is sent as one string",
+        "B": f"{AGENT} `run`: the action graph is a list, the root node first",
+        "C": f"{AGENT} `_handle_search_node`: a search appends the reply, the tool response and SUMMARY_PROMPT",
+        "D": f"{AGENT} `format_search_results`: `<tool_response>` and its opening line; texts, then pictures, "
+             "then videos, each labelled `Text k:` / `Picture k:` / `Video k:`, numbered within this response",
+        "E": f"{UTILS} `process_image_to_base64`: pictures as JPEG quality 75 under 38,000 bytes, at most "
+             "1,003,520 pixels",
+        "F": f"{AGENT} `run`, summarize_and_memorize branch: the node's arguments plus its summary join the "
+             "action graph, and the next turn starts from a rebuilt context",
+        "G": f"{AGENT} `_update_messages_with_memory` and {UTILS} `generate_multimodal_messages`: the "
+             "`### Multimodal Memory` header, then per node in graph order `Node: <id>` and its top-5 items' "
+             "images, bare, each at its share of 2,007,040 pixels",
+    },
+}
+
+
+def page(folder: Path, name: str, size, title: str) -> Unit:
+    """A white page with a title bar and grey lines: it compresses well, so the JPEG rule does not shrink it."""
+    im = Image.new("RGB", size, "white")
+    d = ImageDraw.Draw(im)
+    d.rectangle((40, 40, size[0] - 40, 120), fill=(40, 70, 140))
+    for y in range(180, size[1] - 60, 48):
+        d.rectangle((60, y, size[0] // 2 + (y * 7) % (size[0] // 3), y + 16), fill=(150, 150, 150))
+    path = folder / name
+    im.save(path)
+    return Unit(uid=name, source=str(path), root=str(folder), modality="image", content_hash=name, text=title,
+                width=size[0], height=size[1])
+
+
+class Fixed:
+    ocr = None
+
+    def __init__(self, units):
+        self.units = units
+
+    def search(self, query, k=3, filters=None, mode="hybrid"):
+        return [Hit(u, 1.0 - 0.1 * i, rank=i + 1) for i, u in enumerate(self.units[:k])]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("golden")
+    text = Unit(uid="notes#0", source=str(folder / "notes.md"), root=str(folder), modality="text", content_hash="n",
+                text="Europe led revenue in 2025 with 41 percent.", chunk=0)
+    return [page(folder, "report_page.png", (1240, 1754), "Revenue by region"),
+            page(folder, "poster.png", (900, 600), "Regional poster"), text]
+
+
+SCRIPTS = {
+    "vrag": [format_vrag("search", {"query": "revenue by region 2025"}, think="I need the revenue table."),
+             format_vrag("crop", {"bbox": [40, 60, 300, 200]}, think="The table is small; zoom in."),
+             format_vrag("search", {"query": "regional revenue share"}, think="Check another source."),
+             "<think>Europe leads.</think>\n<answer>Europe</answer>"],
+    "vimrag": [format_call("add_search_node", {"id": "s1", "query": "revenue by region 2025",
+                                               "parent_ids": ["root"]}, think="Find the table."),
+               format_call("summarize_and_memorize", {"summarize": "Page 2 holds the revenue table; the note "
+                                                                   "says Europe led.", "memorize": [
+                   {"information_id": "Picture 1", "is_useful": True, "priority_score": 5},
+                   {"information_id": "Text 1", "is_useful": True, "priority_score": 4},
+                   {"information_id": "Picture 2", "is_useful": False, "priority_score": 1}]}),
+               format_call("add_search_node", {"id": "s2", "query": "regional revenue share",
+                                               "parent_ids": ["s1"]}),
+               format_call("add_answer_node", {"answer": "Europe", "parent_ids": ["s1"]})],
+}
+
+
+def render_part(p) -> str:
+    if p["type"] == "text":
+        return "text  " + json.dumps(p["text"], ensure_ascii=False)
+    im = p["image"]
+    extra = f", {p['mime'].split('/')[1]}" if p.get("mime") else ", png"
+    extra += f", max_pixels {p['max_pixels']}" if p.get("max_pixels") else ""
+    return f"image {im.width}x{im.height}{extra}"
+
+
+def _text_of(content) -> str:
+    return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+
+
+def tag_for(protocol: str, i: int, messages: list[dict], part: dict | None = None) -> str:
+    """The citation tag of message i (or of one of its parts)."""
+    m = messages[i]
+    text = _text_of(m["content"])
+    if protocol == "vrag":
+        if part is not None:
+            return "D" if part["type"] == "image" else ("F" if part["text"].startswith("<NUDGE") else "")
+        if i == 0:
+            return "A"
+        if m["role"] == "assistant":
+            return "B"
+        return "E" if "<bbox>" in _text_of(messages[i - 1]["content"]) else "C"
+    if part is not None:
+        if part["type"] == "image":
+            return "E" if text.startswith("<tool_response>") else "G"
+        t = part["text"]
+        if t.startswith("### Multimodal Memory") or t.startswith("Node: "):
+            return "G"
+        return "D" if text.startswith("<tool_response>") and t != _tool_payload(t) else ""
+    if i == 0:
+        return "A"
+    if i == 1:
+        return "A, B"
+    if m["role"] == "assistant":
+        return "C"
+    return "D" if text.startswith("<tool_response>") else "C"
+
+
+def _tool_payload(t: str) -> str:
+    """The framing strings of a tool response are format; a result's own text is payload (returned as is)."""
+    framing = t.startswith("<tool_response>") or t == "\n</tool_response>" or t.rstrip(":").split(" ")[0] in (
+        "Text", "Picture", "Video")
+    return "" if framing else t
+
+
+def render(protocol: str, calls: list[list[dict]]) -> str:
+    lines = []
+    for n, messages in enumerate(calls, start=1):
+        rebuilt = protocol == "vimrag" and n > 1 and len(messages) == 2
+        lines.append(f"=== model call {n}: {len(messages)} messages ===" + ("    [F] rebuilt" if rebuilt else ""))
+        for i, m in enumerate(messages):
+            content = m["content"]
+            head = f"[{m['role']}] " + ("string" if isinstance(content, str) else f"{len(content)} parts")
+            lines.append(f"{head}    [{tag_for(protocol, i, messages)}]")
+            if isinstance(content, str):
+                lines.append("  " + json.dumps(content, ensure_ascii=False))
+                continue
+            for p in content:
+                tag = tag_for(protocol, i, messages, p)
+                lines.append("  " + render_part(p) + (f"    [{tag}]" if tag else ""))
+    return "\n".join(lines) + "\n"
+
+
+def header(protocol: str) -> str:
+    out = [f"# Golden context: {protocol}, exact layout. Generated by tests/agent/test_golden_contexts.py;",
+           "# prompts are marker texts. Each line follows the published code its tag cites:"]
+    out += [f"# [{tag}] {text}" for tag, text in CITES[protocol].items()]
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("protocol", ["vrag", "vimrag"])
+def test_golden_context(protocol, corpus):
+    policy = ScriptedPolicy(script=SCRIPTS[protocol])
+    cfg = AgentConfig(protocol=protocol, prompts=PROMPTS[protocol], max_steps=4)
+    trace = Agent(Fixed(corpus), policy, cfg).ask(QUESTION)
+    assert trace.status == "answered" and trace.answer == "Europe"
+    assert not [s for s in trace.steps if s.observation], "the scripted episode must run without a rejection"
+    got = header(protocol) + render(protocol, policy.calls)
+    path = GOLDEN / f"{protocol}.txt"
+    if os.environ.get("VIMRAG_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(got, encoding="utf-8")
+    want = path.read_text(encoding="utf-8")
+    if got != want:
+        diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True), str(path), "now"))
+        pytest.fail(f"the {protocol} context differs from its golden fixture (if intended, regenerate with "
+                    f"VIMRAG_UPDATE_GOLDEN=1 and review every line against the cited code):\n{diff}")
