@@ -10,9 +10,9 @@ Pure functions over PIL images; the protocols call them while building a context
   is scaled by sqrt(cap / pixels) (Lanczos, int sides), saved as JPEG quality 75, and if the file is over
   38,000 bytes, scaled once more by sqrt(0.95 * 38000 / bytes) and saved again (`demo_jpeg`). The bytes are
   sent as they are; the server snaps them to the patch grid. Memory images also carry the pixel budget that
-  the energy allocation gave them (the demo's per-part `max_pixels`, lines 271-276); servers other than
+  the energy allocation gave them (the demo's per-part `max_pixels`, lines 254-266); servers other than
   DashScope ignore that field, so the resize it asks for is done here, on the decoded JPEG.
-- VimRAG demo video (`demo/vimrag_utils.py` lines 54-88): 1 frame per second, at most 32, at
+- VimRAG demo video (`demo/vimrag_utils.py` lines 54-89): 1 frame per second, at most 32, at
   `linspace(0, frames - 1, n)` frame indices across the whole clip, each labelled with its time to 0.1 s
   (`sample_times`, `time_key`).
 
@@ -28,9 +28,9 @@ import math
 from PIL import Image
 
 VRAG_MIN_PIXELS, VRAG_MAX_PIXELS = 256 * 28 * 28, 512 * 28 * 28  # generation.py lines 143, 167
-DEMO_JPEG_QUALITY = 75  # vimrag_utils.py line 33
+DEMO_JPEG_QUALITY = 75  # vimrag_utils.py lines 33, 45
 DEMO_MAX_BYTES = 38_000  # vimrag_utils.py line 17
-VIDEO_FPS, VIDEO_MAX_FRAMES = 1.0, 32  # vimrag_agent.py: fps_video 1.0, max_frames_video 32
+VIDEO_FPS, VIDEO_MAX_FRAMES = 1.0, 32  # vimrag_agent.py lines 61-62
 PROCESSOR_MAX_PIXELS = 16384 * 28 * 28  # the Qwen2.5-VL processor's default max_pixels (12,845,056)
 
 
@@ -123,7 +123,7 @@ def png_bytes(image: Image.Image) -> bytes:
 
 def sample_times(start: float, end: float, native_fps: float, fps: float = VIDEO_FPS,
                  max_frames: int = VIDEO_MAX_FRAMES) -> list[float]:
-    """Seconds of the frames the VimRAG demo samples from the clip [start, end] (vimrag_utils.py lines 63-68):
+    """Seconds of the frames the VimRAG demo samples from the clip [start, end] (vimrag_utils.py lines 64-67):
     n = min(max(1, int(duration * fps)), max_frames) frame indices `linspace(0, total - 1, n)` truncated to
     integers, at time index / total * duration.
 
@@ -144,7 +144,8 @@ def sample_times(start: float, end: float, native_fps: float, fps: float = VIDEO
 
 
 def time_key(seconds: float) -> str:
-    """A timestamp as the demo labels and matches frames: one decimal (`f"{t:.1f}"`, vimrag_agent.py).
+    """A timestamp as the demo labels and matches frames: one decimal (vimrag_utils.py line 80, vimrag_agent.py
+    lines 217-227).
 
     >>> time_key(12), time_key(59.96)
     ('12.0', '60.0')

@@ -9,7 +9,8 @@ Pure functions over a `MemoryGraph` (VimRAG, DESIGN.md section 4.2, after the of
                      image is capped at a per-image maximum, the frames of one video share their item's
                      budget (each capped per frame), and sizes snap to the model's patch grid.
 Only visual memory takes part (`Item.in_memory`: useful pictures, and videos with kept frames), as in the
-demo, where nothing else is ever stored (demo/vimrag_utils.py, `calculate_intuitive_memory_energy`).
+demo, where nothing else is ever stored (demo/vimrag_agent.py lines 295-337; demo/vimrag_utils.py
+lines 156-213).
 Items outside the top K get 0 pixels; the model keeps only their node's summary.
 """
 

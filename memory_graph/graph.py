@@ -48,8 +48,8 @@ class Item:
     def in_memory(self) -> bool:
         """Whether the item is visual memory: useful, with pixels, and for a video with frames kept. Only such
         items take part in energy and allocation; the official demo stores nothing else
-        (demo/vimrag_agent.py, `_handle_summarize_memorize`: only is_useful Picture / Video items, and a video
-        only when a key timestamp matched a sampled frame)."""
+        (demo/vimrag_agent.py lines 295-337: only is_useful Picture / Video items, and a video only when a
+        key timestamp matched a sampled frame)."""
         return self.useful and self.modality in VISUAL and (self.modality != "video" or bool(self.key_timestamps))
 
     def to_dict(self) -> dict[str, Any]:

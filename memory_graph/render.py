@@ -6,10 +6,10 @@ form (`demo/vimrag_agent.py` and `demo/vimrag_utils.py`):
 
 - `action_graph(graph)`: a JSON list. First the root `{"id": "root", "name": "Initial Node", "content":
   "Initial query from user: ..."}`, then every step in creation order as the arguments its call was written
-  with, plus its `summary` (vimrag_agent.py: the root in `run`, the steps appended after memorizing).
+  with, plus its `summary` (vimrag_agent.py lines 362-366, 298 and 421).
 - `memory_plan(graph, ...)`: the Multimodal Memory section's layout: the top-K items by energy, grouped by
   node in graph order, items inside a node best first, each with the pixels per frame it was allocated
-  (vimrag_utils.py, `generate_multimodal_messages`). Items outside the top K get nothing: only their node's
+  (vimrag_utils.py lines 216-269). Items outside the top K get nothing: only their node's
   summary in the action graph remains.
 
 Pure and free of I/O: the protocol turns the plan into image parts (agent/protocols/vimrag.py).
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from memory_graph.energy import GAMMA, LAMBDA, MAX_FRAME_PIXELS, MAX_IMAGE_PIXELS, S_TOTAL, TOP_K, allocate
 from memory_graph.graph import Item, MemoryGraph
 
-ROOT_NAME = "Initial Node"  # vimrag_agent.py, `run`: the root node's name
-ROOT_CONTENT = "Initial query from user: {question}"  # and its content
+ROOT_NAME = "Initial Node"  # vimrag_agent.py line 364: the root node's name
+ROOT_CONTENT = "Initial query from user: {question}"  # line 365: its content
 
 
 def visual_tokens(width: int, height: int, patch: int = 28) -> int:

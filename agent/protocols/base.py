@@ -187,7 +187,7 @@ def strip_answer(text: str) -> str:
 
 
 def join_text(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
-    """A content list that is all text becomes one string, as the demo sends it (vimrag_utils.py lines 147-149)."""
+    """A content list that is all text becomes one string, as the demo sends it (vimrag_utils.py lines 144-145)."""
     if all(p.get("type") == "text" for p in parts):
         return "".join(p["text"] for p in parts)
     return parts

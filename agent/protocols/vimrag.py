@@ -1,7 +1,7 @@
 """VimRAG's protocol: a DAG memory, in the official demo's exact context layout.
 
-The layout follows `demo/vimrag_agent.py` and `demo/vimrag_utils.py` of the VimRAG demo (see the README's
-protocol table and tests/agent/golden/ for the line ranges each part follows):
+The layout follows `demo/vimrag_agent.py` and `demo/vimrag_utils.py` of the VimRAG demo (the README's protocol
+table and tests/agent/golden/vimrag.txt give the line ranges each part follows):
 
 1. The context is rebuilt only after a memorize step (and at the start): a system message, then one user
    turn holding the user prompt (question and action graph as JSON) and, once something is memorized, the
@@ -39,15 +39,15 @@ from agent.tools import ToolError
 from memory_graph.graph import GraphError, Item
 from memory_graph.render import action_graph, memory_plan
 
-# The demo's fixed framing strings (formats, not prompts): demo/vimrag_agent.py, format_search_results and
-# _update_messages_with_memory; demo/vimrag_utils.py, process_single_video and generate_multimodal_messages.
+# The demo's fixed framing strings (formats, not prompts): demo/vimrag_agent.py lines 134, 172 and 265-268;
+# demo/vimrag_utils.py lines 80 and 252.
 TOOL_RESPONSE_OPEN = "<tool_response>\nHere are the retrieved information:"
 TOOL_RESPONSE_CLOSE = "\n</tool_response>"
 MEMORY_HEADER = "### Multimodal Memory\nHistorical information for reference only.\n"
 NODE_LABEL = "Node: {id}"
 FRAME_LABEL = "<{t} seconds>"
-RESPONSE_ORDER = ("text", "image", "video")  # texts, then pictures, then videos
-ANSWER_ID = "answer"  # the demo's answer node id
+RESPONSE_ORDER = ("text", "image", "video")  # texts, then pictures, then videos (vimrag_agent.py line 136)
+ANSWER_ID = "answer"  # the demo's answer node id (vimrag_agent.py line 431)
 
 _MEMO_ITEM = {"type": "object", "required": ["information_id", "is_useful", "priority_score"], "x-aliases": {
     "info_id": "information_id", "id": "information_id", "useful": "is_useful", "priority": "priority_score",
@@ -121,7 +121,7 @@ class VimragProtocol(Protocol):
     tools = TOOLS
     PROMPTS = {"system": SYSTEM, "user": USER, "summary": SUMMARY}
     PLACEHOLDERS = {"user": ("query", "action_graph")}
-    max_steps = 20  # vimrag_agent.py: max_mem_steps
+    max_steps = 20  # vimrag_agent.py line 31, max_mem_steps
     memorizes = True
     labels_per_response = True
 
@@ -175,18 +175,21 @@ class VimragProtocol(Protocol):
     def _picture(self, st: EpisodeState, ev, image, cap: int, budget: int | None = None,
                  time: float | None = None) -> dict[str, Any]:
         """An image part as the demo sends it: JPEG under 38 KB at most `cap` pixels, then `budget` pixels."""
-        key = ("vimrag", id(image), cap, budget, st.config.demo_jpeg, self.toolbox.patch)
-        hit = st.resize_cache.get(key)
-        if hit is None:
-            data = None
-            if st.config.demo_jpeg:
+        patch, jpeg = self.toolbox.patch, st.config.demo_jpeg
+        base_key = ("vimrag", id(image), cap, jpeg, patch)  # the encoding at the cap, shared by every budget
+        base = st.resize_cache.get(base_key)
+        if base is None:
+            if jpeg:
                 img, data = demo_jpeg(image, cap)
             else:
-                img = fit_budget(image.convert("RGB"), cap, self.toolbox.patch)
-            if budget is not None and img.width * img.height > budget:
-                img, data = fit_budget(img, budget, self.toolbox.patch), None  # the server's resize, done here
-            hit = st.resize_cache[key] = (image, img, data)  # holding `image` keeps its id from being reused
-        _, img, data = hit
+                img, data = fit_budget(image.convert("RGB"), cap, patch), None
+            base = st.resize_cache[base_key] = (image, img, data)  # holding `image` keeps its id from being reused
+        _, img, data = base
+        if budget is not None and img.width * img.height > budget:  # the server's resize for the budget, here
+            key = base_key + (budget,)
+            if key not in st.resize_cache:
+                st.resize_cache[key] = (image, fit_budget(img, budget, patch), None)
+            _, img, data = st.resize_cache[key]
         limit = budget if budget is not None else cap
         if ev.kind == "image":
             ev.seen_size = model_view(img.width, img.height, self.toolbox.patch, limit)

@@ -51,3 +51,25 @@ def test_ask_errors_are_one_clear_line(capsys, tmp_path, mixed_index):
     code, out = ask(capsys, mixed_index, "anything?", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
                     "--model", "m", "--timeout", "2")
     assert code != 0 and "cannot reach" in (out.err + out.out)
+
+
+def test_prompt_file_reaches_the_model_where_the_protocol_puts_it(capsys, mixed_index, tmp_path):
+    prompt = tmp_path / "vrag.txt"
+    prompt.write_text("OFFICIAL INSTRUCTION GOES HERE. Question: {question}")
+    trace_path = tmp_path / "t.json"
+    code, out = ask(capsys, mixed_index, "How many people does the Tampere factory employ?", "--model", "keyword",
+                    "--protocol", "vrag", "--prompt-file", str(prompt), "--trace", str(trace_path))
+    assert code == 0, out.err
+    first = Trace.from_dict(json.loads(trace_path.read_text())).steps[0].messages
+    assert first == [{"role": "user", "content": "OFFICIAL INSTRUCTION GOES HERE. Question: How many people does "
+                                                 "the Tampere factory employ?"}]
+    prompts = tmp_path / "vimrag.json"
+    prompts.write_text(json.dumps({"system": "SYS", "user": "Q={query} G={action_graph}", "summary": "SUM"}))
+    code, out = ask(capsys, mixed_index, "How many people does the Tampere factory employ?", "--model", "keyword",
+                    "--prompt-file", str(prompts), "--trace", str(trace_path))
+    assert code == 0, out.err
+    first = Trace.from_dict(json.loads(trace_path.read_text())).steps[0].messages
+    assert first[0] == {"role": "system", "content": "SYS"} and first[1]["content"].startswith("Q=How many people")
+    prompts.write_text(json.dumps({"user": "no placeholders"}))
+    code, out = ask(capsys, mixed_index, "anything?", "--prompt-file", str(prompts))
+    assert code == 2 and "{query}" in out.err and "{action_graph}" in out.err

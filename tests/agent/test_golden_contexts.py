@@ -58,20 +58,23 @@ CITES = {
              "(our marker text here; the demo's own words are in those lines)",
     },
     "vimrag": {
-        "A": f"{AGENT} `_build_initial_messages`: a system message, then one user turn holding USER_PROMPT "
-             f"formatted with the query and the action graph (json.dumps, ensure_ascii=False); {UTILS} "
-             "`fast_process_messages`: an all-text content list is sent as one string",
-        "B": f"{AGENT} `run`: the action graph is a list, the root node first",
-        "C": f"{AGENT} `_handle_search_node`: a search appends the reply, the tool response and SUMMARY_PROMPT",
-        "D": f"{AGENT} `format_search_results`: `<tool_response>` and its opening line; texts, then pictures, "
-             "then videos, each labelled `Text k:` / `Picture k:` / `Video k:`, numbered within this response",
-        "E": f"{UTILS} `process_image_to_base64`: pictures as JPEG quality 75 under 38,000 bytes, at most "
-             "1,003,520 pixels",
-        "F": f"{AGENT} `run`, summarize_and_memorize branch: the node's arguments plus its summary join the "
+        "A": f"{AGENT} lines 241-251 (`_build_initial_messages`): a system message, then one user turn holding "
+             "USER_PROMPT formatted with the query and the action graph (json.dumps, ensure_ascii=False); "
+             f"{UTILS} lines 144-145: an all-text content list is sent as one string",
+        "B": f"{AGENT} lines 362-366: the action graph is a list, the root node first, with these keys",
+        "C": f"{AGENT} lines 282-293 and 409-415: a search appends the reply, the tool response and SUMMARY_PROMPT; "
+             "until the next memorize, another search is refused",
+        "D": f"{AGENT} lines 129-176 (`format_search_results`): line 134 opens the response, line 136 orders "
+             "texts, pictures, videos; lines 144, 155, 168 label them, numbered within this response; line 172 "
+             "closes it",
+        "E": f"{UTILS} lines 10-51 and {AGENT} lines 180-203: pictures as JPEG quality 75, shrunk once more "
+             "above 38,000 bytes, at most 1,003,520 pixels (line 27 of the agent)",
+        "F": f"{AGENT} lines 417-423 and 380-384: after memorizing, the step's arguments plus its summary join the "
              "action graph, and the next turn starts from a rebuilt context",
-        "G": f"{AGENT} `_update_messages_with_memory` and {UTILS} `generate_multimodal_messages`: the "
-             "`### Multimodal Memory` header, then per node in graph order `Node: <id>` and its top-5 items' "
-             "images, bare, each at its share of 2,007,040 pixels",
+        "G": f"{AGENT} lines 253-269 and {UTILS} lines 216-269: the `### Multimodal Memory` header (agent lines "
+             "265-268), then per node in graph order `Node: <id>` (utils line 252) and the images of its items "
+             "among the top 5 by energy (utils lines 156-213, 231-232), bare, each at its share of 2,007,040 "
+             "pixels (utils lines 254-266)",
     },
 }
 
