@@ -8,8 +8,8 @@
 
 `convention_for` picks one from a model's name or `model_type`; a user overrides it with `--coords`.
 
-    >>> convention_for("Qwen/Qwen2.5-VL-7B-Instruct"), convention_for("qwen3_vl"), convention_for("autumncc/Qwen2.5-VL-7B-VRAG")
-    ('absolute', 'relative', 'absolute')
+    >>> [convention_for(m) for m in ("Qwen/Qwen2.5-VL-7B-Instruct", "qwen3_vl", "autumncc/Qwen2.5-VL-7B-VRAG")]
+    ['absolute', 'relative', 'absolute']
     >>> to_seen([100, 100, 200, 300], (1024, 512), "relative")
     [102.4, 51.2, 204.8, 153.6]
 """

@@ -35,6 +35,12 @@ def _fmt_bbox(b) -> str:
     return "[" + ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in b) + "]"
 
 
+def _name(row: dict[str, Any]) -> str:
+    """An evidence id as the UI shows it, with the label the model saw when the protocol relabels each response."""
+    label = row.get("label") or row["info_id"]
+    return row["info_id"] if label == row["info_id"] else f"{row['info_id']} (model: {label})"
+
+
 def step_title(name: str, args: dict[str, Any]) -> str:
     """A one-line title for a tool call, e.g. 'Search: “revenue 2025”' or 'Crop Picture 1 [10, 20, 300, 90]'."""
     kind = TOOL_KINDS.get(name, name)
@@ -108,13 +114,13 @@ class ChatView:
             self.cur.metadata["title"] = f"Step {ev.step} · " + step_title(ev.name, ev.args)
             self._think = ev.think
         elif k == "search_results":
-            rows = [f"- **{r['info_id']}** {r['citation']} · score {r.get('score', 0):.3f}" for r in ev.results]
+            rows = [f"- **{_name(r)}** {r['citation']} · score {r.get('score', 0):.3f}" for r in ev.results]
             self._body.append("Found:\n" + "\n".join(rows) if rows else "Found nothing.")
             self._render()
             self._done()
             return True
         elif k == "memorized":
-            kept = [f"- **{i['info_id']}** {i['citation']} · priority {i['priority']}" for i in ev.items
+            kept = [f"- **{_name(i)}** {i['citation']} · priority {i['priority']}" for i in ev.items
                     if i.get("useful")]
             self._body.append((f"Summary: {ev.summary}\n\n" if ev.summary else "")
                               + ("Kept:\n" + "\n".join(kept) if kept else "Kept nothing."))

@@ -302,7 +302,8 @@ class DemoApp:
                 with gr.Row():
                     backend = gr.Radio(list(BACKENDS), label="Backend", elem_id="backend",
                                        value=next(k for k, v in BACKENDS.items() if v == p0["backend"]))
-                    protocol = gr.Dropdown(list(protocol_names()), value=a0["protocol"], label="Protocol", elem_id="protocol")
+                    protocol = gr.Dropdown(list(protocol_names()), value=a0["protocol"], label="Protocol",
+                                           elem_id="protocol")
                 with gr.Row(visible=p0["backend"] == "openai") as endpoint_row:
                     base_url = gr.Textbox(p0["base_url"], label="Endpoint URL (OpenAI-compatible)", elem_id="base-url")
                     model = gr.Textbox(p0["model"] if p0["backend"] == "openai" else "", label="Model name")

@@ -181,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         mean = statistics.fmean(times) * 1000
         print(f"\nagent overhead per step, graph of 20 nodes / 50 items ({len(times)} steps, retrieval and image "
               f"decoding excluded):")
-        for name, ts in (("search step (memory only in context)", search),
-                         ("memorize step (3 fresh results shown)", memo)):
+        for name, ts in (("search step (rebuild + 3 results' turn)", search),
+                         ("memorize step (context as it was)", memo)):
             print(f"  {name:<38} p50 {statistics.median(ts) * 1000:6.1f} ms   p90 "
                   f"{ts[int(0.9 * (len(ts) - 1))] * 1000:6.1f} ms")
         print(f"  mean over all steps {mean:.1f} ms (target <= 20 ms): {'PASS' if mean <= 20 else 'FAIL'}; "

@@ -83,7 +83,8 @@ def memory_plan(graph: MemoryGraph, k: int = TOP_K, s_total: int = S_TOTAL, max_
 
     >>> g = MemoryGraph("q")
     >>> _ = g.add_node("s1", "search", ["root"], "a")
-    >>> g.nodes["s1"].items += [Item("Picture 1", "u1", "page", priority=2), Item("Picture 2", "u2", "page", priority=5)]
+    >>> g.nodes["s1"].items += [Item("Picture 1", "u1", "page", priority=2),
+    ...                         Item("Picture 2", "u2", "page", priority=5)]
     >>> [(n, [(s.item.info_id, s.pixels) for s in slots]) for n, slots in memory_plan(g)]
     [('s1', [('Picture 2', 1003520), ('Picture 1', 573440)])]
     """

@@ -235,7 +235,8 @@ def held_out_accuracy(trainer, test_q: Path, corpus: Path, index: Path, args, sa
 
     ds = load_dataset(f"jsonl:{test_q}", corpus=corpus)
     policy = make_policy(trainer.acc.unwrap_model(trainer.model), trainer.proc, False, trainer.cfg)
-    cfg = AgentConfig(protocol=args.protocol, max_steps=args.max_steps, top_k=2, prompts={"system": SYSTEM[args.protocol]})
+    cfg = AgentConfig(protocol=args.protocol, max_steps=args.max_steps, top_k=2,
+                      prompts={"system": SYSTEM[args.protocol]})
     right = n = 0
     for item in ds.items:
         for _ in range(samples):

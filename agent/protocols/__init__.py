@@ -34,7 +34,8 @@ def _load() -> dict[str, type]:
                 continue
             module = importlib.import_module(f"{__name__}.{mod.name}")
             for obj in vars(module).values():
-                if isinstance(obj, type) and issubclass(obj, Protocol) and obj.name and obj.__module__ == module.__name__:
+                if isinstance(obj, type) and issubclass(obj, Protocol) and obj.name \
+                        and obj.__module__ == module.__name__:
                     found[obj.name] = obj
         _REGISTRY.update(sorted(found.items(), key=lambda kv: (kv[1].order, kv[0])))
     return _REGISTRY

@@ -24,13 +24,15 @@ supplies the official text (`--prompt-file`); `demo/vimrag_prompt.py` is not pub
 from __future__ import annotations
 
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from PIL import Image
 
 from agent.actions import Action, Context
 from agent.events import Event, Memorized, Scaled, SearchResults
 from agent.evidence import KIND_LABEL
-from PIL import Image
-
 from agent.media import VRAG_MIN_PIXELS, demo_jpeg, fit_budget, model_view, time_key, vrag_size
 from agent.protocols import schema as S
 from agent.protocols.base import Protocol, cropped, fresh_id, join_text, result_rows
@@ -148,10 +150,12 @@ class VimragProtocol(Protocol):
                            max_frame=cfg.max_frame_pixels, lam=cfg.lam, gamma=cfg.gamma)
         if plan:
             parts.append({"type": "text", "text": MEMORY_HEADER})
-            for node_id, slots in plan:
+            slots = [slot for _, group in plan for slot in group]
+            images = dict(zip(map(id, slots), in_parallel(lambda slot: self._memory_images(st, slot), slots)))
+            for node_id, group in plan:
                 parts.append({"type": "text", "text": NODE_LABEL.format(id=node_id)})
-                for slot in slots:
-                    parts += self._memory_images(st, slot)
+                for slot in group:
+                    parts += images[id(slot)]
         messages = []
         system = self.prompt(st, "system")
         if system:
@@ -218,31 +222,39 @@ class VimragProtocol(Protocol):
 
     def _tool_response(self, st: EpisodeState, ids: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
         """The user turn holding fresh results, and their labels (label -> information id)."""
-        parts: list[dict[str, Any]] = [{"type": "text", "text": TOOL_RESPONSE_OPEN}]
         labels: dict[str, str] = {}
+        counts: dict[str, int] = {}
+        shown = []
         for kind in RESPONSE_ORDER:
             for info_id in ids:
                 ev = st.evidence.get(info_id)
                 if ev is None or ev.kind != kind:
                     continue
-                label = f"{KIND_LABEL[kind]} {sum(1 for v in labels.values() if st.evidence.get(v).kind == kind) + 1}"
+                counts[kind] = counts.get(kind, 0) + 1
+                label = f"{KIND_LABEL[kind]} {counts[kind]}"
                 labels[label] = info_id
-                parts.append({"type": "text", "text": f"{label}:"})
-                if kind == "text":
-                    parts.append({"type": "text", "text": ev.text})
-                    continue
-                try:
-                    if kind == "video":
-                        times = st.evidence.sampled_times(ev)
-                        for (img, _), t in zip(st.evidence.frames(ev, times), times):
-                            parts.append({"type": "text", "text": FRAME_LABEL.format(t=time_key(t))})
-                            parts.append(self._picture(st, ev, img, st.config.max_frame_pixels, time=t))
-                    else:
-                        parts.append(self._picture(st, ev, self._raw_view(st, ev), self._cap(st, ev)))
-                except Exception as e:  # noqa: BLE001 - a vanished or broken file must not end the episode
-                    parts.append({"type": "text", "text": f"(its pixels could not be loaded: {e})"})
+                shown.append((label, ev))
+        parts: list[dict[str, Any]] = [{"type": "text", "text": TOOL_RESPONSE_OPEN}]
+        for (label, _), body in zip(shown, in_parallel(lambda le: self._result_parts(st, le[1]), shown)):
+            parts += [{"type": "text", "text": f"{label}:"}, *body]
         parts.append({"type": "text", "text": TOOL_RESPONSE_CLOSE})
         return {"role": "user", "content": join_text(parts)}, labels
+
+    def _result_parts(self, st: EpisodeState, ev) -> list[dict[str, Any]]:
+        """One result's content: its text, its picture, or its sampled frames each after its time."""
+        if ev.kind == "text":
+            return [{"type": "text", "text": ev.text}]
+        try:
+            if ev.kind == "video":
+                parts = []
+                times = st.evidence.sampled_times(ev)
+                for (img, _), t in zip(st.evidence.frames(ev, times), times):
+                    parts.append({"type": "text", "text": FRAME_LABEL.format(t=time_key(t))})
+                    parts.append(self._picture(st, ev, img, st.config.max_frame_pixels, time=t))
+                return parts
+            return [self._picture(st, ev, self._raw_view(st, ev), self._cap(st, ev))]
+        except Exception as e:  # noqa: BLE001 - a vanished or broken file must not end the episode
+            return [{"type": "text", "text": f"(its pixels could not be loaded: {e})"}]
 
     # -- parsing -------------------------------------------------------------------------------------------
     def parse_context(self, st: EpisodeState) -> Context:
@@ -354,3 +366,12 @@ class VimragProtocol(Protocol):
         events = super().reject(st, message, raw)
         st.history += [{"role": "assistant", "content": raw}, {"role": "user", "content": message}]
         return events
+
+
+def in_parallel(fn, items: list) -> list:
+    """[fn(x) for x in items], on a few threads when there are several: resizing and JPEG-encoding pictures
+    releases the GIL, so a response's pictures are prepared side by side."""
+    if len(items) < 2:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(len(items), os.cpu_count() or 2, 4)) as pool:
+        return list(pool.map(fn, items))
