@@ -103,6 +103,7 @@ class AnswerEvent(Event):
     text: str = ""
     node_id: str = ""
     citations: list[dict[str, Any]] = field(default_factory=list)
+    support: dict[str, Any] | None = None  # the sentence and unit the answer was read from, or why none
 
 
 @dataclass
@@ -156,6 +157,7 @@ class Trace:
     status: str = "running"  # answered | limit | error
     answer: str | None = None
     citations: list[dict[str, Any]] = field(default_factory=list)
+    support: dict[str, Any] | None = None  # embedded reader: answer type, sentence, citation, note
     graph: dict[str, Any] = field(default_factory=dict)  # MemoryGraph.to_dict()
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict)  # info_id -> unit + crop/scale record
     steps: list[StepRecord] = field(default_factory=list)

@@ -138,6 +138,7 @@ class Agent:
             trace.graph = st.graph.to_dict()
             trace.evidence = st.evidence.to_dict()
             trace.citations = citations(st) if st.done else []
+            trace.support = st.support if st.done else None
             trace.timings = {"model_s": round(model_total, 4), "retrieval_s": round(tools.retrieval_s, 4),
                              "agent_s": round(max(0.0, total - model_total - tools.retrieval_s), 4),
                              "total_s": round(total, 4)}

@@ -76,6 +76,7 @@ class EpisodeState:
     searched: list[str] = field(default_factory=list)  # queries so far
     answer: str | None = None
     answer_node: str = ""
+    support: dict[str, Any] | None = None  # what a reader says the answer rests on (Reading.to_dict())
     resize_cache: dict = field(default_factory=dict, repr=False)  # resized views, reused across turns
     done: bool = False
 

@@ -173,6 +173,11 @@ def format_answer(trace) -> str:
     if trace.answer is None:
         return f"\nno answer ({trace.status}). {trace.error}".rstrip()
     lines = [f"\nanswer: {trace.answer}"]
+    sup = trace.support or {}
+    if sup.get("sentence"):
+        lines.append(f'  read from: "{sup["sentence"]}" ({sup.get("citation") or sup.get("info_id")})')
+    if sup.get("note"):
+        lines.append(f"  note: {sup['note']}")
     for c in trace.citations:
         lines.append(f"  - {c['citation']}")
     t = trace.timings

@@ -178,6 +178,11 @@ def answer_markdown(trace) -> str:
                     "and ask again; the corpus and the index are unaffected.")
         return f"**No answer** ({trace.status}). {trace.error}".strip()
     lines = [trace.answer.strip(), ""]
+    sup = trace.support or {}
+    if sup.get("sentence"):  # the embedded reader's grounding: the sentence the phrase was read from
+        lines += [f"> {sup['sentence']}", f"> — *{sup.get('citation') or sup.get('info_id')}*", ""]
+    if sup.get("note"):
+        lines += [f"ℹ️ {sup['note'][0].upper()}{sup['note'][1:]}.", ""]
     if trace.citations:
         lines.append("**Sources**")
         lines += [f"{i}. {c['citation']} ({c['info_id']})" for i, c in enumerate(trace.citations, 1)]

@@ -6,8 +6,9 @@ a VLM would, in the protocol's own syntax, so they go through the same parser, t
 
     search (query rewritten by SmolLM2)  ->  memorize the results that mention the question's words, with
     priorities from how much they match  ->  crop where those words sit in small print (OCR boxes), and
-    read the zoomed region  ->  maybe one more search when the evidence is thin  ->  answer, extracted by
-    SmolLM2 from the best evidence, citing the nodes it used.
+    read the zoomed region  ->  maybe one more search when the evidence is thin  ->  answer: a short phrase
+    of the type the question wants, read from the best sentence of the evidence (agent/backends/extract.py),
+    citing the nodes it used; the sentence and its unit go to the trace.
 
 It is an honest baseline, far below a 7B VLM. Connect a real one with `--backend openai` or
 `--backend transformers`.
@@ -16,6 +17,7 @@ It is an honest baseline, far below a 7B VLM. Connect a real one with `--backend
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from typing import Any, Iterator
 
@@ -90,6 +92,7 @@ class KeywordLM:
         return best[:160] if best and relevance(kw, best) > 0 else "Not answerable"
 
 
+MAX_PASSAGES = 8  # evidence texts the reader looks at (memorized first)
 OCR_CACHE_MAX = 256  # pictures whose OCR boxes are kept (oldest dropped first)
 
 
@@ -103,6 +106,7 @@ class EmbeddedPolicy(Policy):
         self._ocr = ocr
         self._boxes: dict[str, Any] = {}  # unit uid -> OCR result: a picture is read once per process
         self._rewrites: dict[str, str] = {}
+        self._encoder: Any = False  # not loaded yet
         self._lock = threading.Lock()
 
     def describe(self) -> str:
@@ -227,10 +231,33 @@ class EmbeddedPolicy(Policy):
         return self._rewrites[question]
 
     def answer(self, st, evidence: list) -> str:
-        texts = [ev.text for ev in evidence if ev is not None and ev.text.strip()][:4]
-        if not texts:
-            return "Not answerable"
-        return self.lm.extract_answer(st.question, texts).strip() or "Not answerable"
+        """The typed, grounded reader over the memorized evidence (best first), then the rest of what the
+        episode retrieved; what the answer rests on goes to the episode (`st.support`) for the trace and UI."""
+        from agent.backends.extract import Passage, read_answer
+
+        ranked = [ev for ev in evidence if ev is not None]
+        seen = {ev.info_id for ev in ranked}
+        rest = [ev for ev in st.evidence.by_id.values() if ev.info_id not in seen and not ev.crop_box]
+        passages = [Passage(ev.text, ev.citation(), ev.info_id, ev.unit.modality, memorized=i < len(ranked))
+                    for i, ev in enumerate((ranked + rest)[:MAX_PASSAGES]) if ev.text.strip()]
+        lm = self.lm if hasattr(self.lm, "score") else None
+        reading = read_answer(st.question, passages, lm=lm, encoder=self.encoder)
+        st.support = reading.to_dict()
+        return reading.answer
+
+    @property
+    def encoder(self):
+        """The retriever's MiniLM (process-wide, so already loaded when the index uses it); None if it
+        cannot load, and the reader scores by term coverage alone."""
+        if self._encoder is False:
+            try:
+                from retrieval.embedders import load_embedder
+
+                self._encoder = load_embedder("minilm")
+            except Exception as e:  # noqa: BLE001 - a refinement, never a reason to fail
+                print(f"the answer reader runs without MiniLM similarity: {e}", file=sys.stderr)
+                self._encoder = None
+        return self._encoder
 
     def _memory(self, st, kw: set[str]) -> list[tuple[str, Any, float]]:
         """(node id, evidence, relevance) of memorized useful items, best first; crops win ties (zoomed)."""

@@ -113,7 +113,7 @@ class Protocol:
 
     def finish(self, st: EpisodeState, answer: str, node_id: str = "") -> list[Event]:
         st.answer, st.answer_node, st.done = answer.strip(), node_id, True
-        return [AnswerEvent(st.step, text=st.answer, node_id=node_id, citations=citations(st))]
+        return [AnswerEvent(st.step, text=st.answer, node_id=node_id, citations=citations(st), support=st.support)]
 
 
 # ------------------------------------------------------------------------------------------ shared pieces
