@@ -459,13 +459,17 @@ def score_item(row_like: dict) -> dict:
     """Extract and score one prediction row (schema in eval/runner.py).
 
     Reads "pred", "gold" (list of acceptable answers) and "answer_format". MMLongBench-Doc formats get
-    the upstream score as the primary one; other rows take max(EM, numeric match, ANLS >= 0.5).
+    the upstream score as the primary one; other rows take max(EM, numeric match) when the gold holds a
+    number (ANLS would pass '48.6 million' for '15.9 million', or 'June 2025' for 'early 2026'), else
+    max(EM, ANLS >= 0.5).
 
     >>> out = score_item({"pred": "Answer: 18.3%", "gold": ["18.29%"], "answer_format": "Float"})
     >>> out["extracted"], out["scores"]["mmlb"], out["score"]
     ('18.3%', 1.0, 1.0)
     >>> score_item({"pred": "the Eiffel Tower.", "gold": ["Eiffel Tower"], "answer_format": ""})["score"]
     1.0
+    >>> score_item({"pred": "48.6 million", "gold": ["15.9 million"], "answer_format": ""})["score"]
+    0.0
     """
     fmt = row_like.get("answer_format") or ""
     golds = _as_list(row_like.get("gold") or [])
@@ -481,6 +485,8 @@ def score_item(row_like: dict) -> dict:
     }
     if mmlb is not None:
         score = mmlb
+    elif scores["num"] is not None:  # a numeric gold: the number decides ('48.6 million' is not '15.9 million')
+        score = max(scores["em"], scores["num"])
     else:
-        score = max(scores["em"], scores["num"] or 0.0, 1.0 if scores["anls"] >= 0.5 else 0.0)
+        score = max(scores["em"], 1.0 if scores["anls"] >= 0.5 else 0.0)
     return {"extracted": extracted, "scores": scores, "score": score}

@@ -33,6 +33,9 @@ from agent.backends.smollm import (NOT_ANSWERABLE, SCAFFOLD, _WORD, _fuzzy_hit, 
 
 ANSWER_TYPES = ("number", "percent", "money", "duration", "date", "year", "person", "organization", "place",
                 "yes_no", "list", "frequency", "email", "phone", "url", "text")
+_CUES = {"email", "e-mail", "phone", "telephone", "fax", "website", "url", "date", "name", "title", "figure", "table",
+         "chart", "page", "document", "report", "cover", "format", "yyyy-mm-dd", "yyyy-mm", "directly", "answer",
+         "give", "return", "integer", "float", "please", "list", "write"}
 NUMERIC = ("number", "percent", "money", "duration", "year")
 THRESHOLD = 0.2  # least question-term coverage of the answer's sentence (calibrated: eval.bench_extract)
 SIM_WEIGHT = 0.35  # weight of MiniLM cosine similarity beside term coverage in a sentence's score
@@ -81,8 +84,10 @@ _PLACE_NOUNS = r"country|city|town|region|hall|place|location|state|continent|ma
                r"province|county|booth|stand|room|building|campus|headquarters"
 _ORG_NOUNS = r"company|companies|organisation|organization|firm|agency|university|bank|institution|institute|" \
              r"publisher|brand|team|party|ministry|department|school|college|hospital|sponsor|partner"
-_PERSON_NOUNS = r"ceo|chief executive|founder|president|director|chair|chairman|chairwoman|author|head|manager|" \
-                r"minister|leader|person|people's name|editor|photographer|speaker|owner|inventor|winner"
+_PERSON_NOUNS = r"ceo|cfo|cto|chief executive|founder|president|director|chair|chairman|chairwoman|chairperson|" \
+                r"author|head|manager|minister|leader|person|editor|photographer|speaker|owner|inventor|winner|" \
+                r"governor|mayor|senator|judge|secretary|officer|chancellor|commissioner|attorney|lawyer|" \
+                r"representative|principal|dean|professor|surgeon general|spokesperson|contact person"
 _DURATION_UNITS = r"hours?|minutes?|seconds?|days?|weeks?|months?|years?|hrs?|mins?"
 
 
@@ -106,14 +111,14 @@ def answer_type(question: str) -> str:
         return "yes_no"
     if re.search(r"\bhow (often|frequently)\b", q):
         return "frequency"
-    if re.search(r"\b(which|what|in what) year\b|\bwhat year\b", q):
+    if re.search(r"\b(which|what|in what) year\b|\bwhat year\b|\b(last|first|latest|earliest) year\b", q):
         return "year"
     if re.search(r"\bhow long\b|\bduration\b|\bruntime\b|\bhow many (" + _DURATION_UNITS + r")\b", q):
         return "duration"
     if re.search(r"\bpercent|percentage|\bproportion\b|\bshare\b|%|\brate\b", q) \
             and not re.search(r"\bper (hour|day|minute|second|shift|week|month|year)\b", q):
         return "percent"
-    if re.search(r"\bwhen\b|\bwhat (date|day|month|time)\b|\bwhich (date|day|month|quarter|period)\b|"
+    if re.search(r"\bwhen\b|\bwhat (date|day|month|time)\b|\bformat the date\b|\bthe date\b|yyyy-mm|\bwhich (date|day|month|quarter|period)\b|"
                  r"\bdeadline\b|\bin (which|what) (quarter|month)\b|\bdue\b", q):
         return "date"
     if re.search(r"\bhow (much|many)\b", q) and re.search(r"\b(" + _MONEY_WORDS + r")\b", q):
@@ -123,8 +128,8 @@ def answer_type(question: str) -> str:
         return "money"
     if re.search(r"\bhow (many|much|far|big|large|tall|old|fast|heavy)\b|\bnumber of\b", q):
         return "number"
-    if re.search(r"\b(who|whom|whose)\b", q) or re.search(r"\b(name of|which|what) (the )?(" + _PERSON_NOUNS
-                                                           + r")\b", q):
+    if re.search(r"\b(who|whom|whose)\b", q) or re.search(r"\b(name of|which|what) (the |this |that )?(" +
+                                                           _PERSON_NOUNS + r")\b", q):
         return "person"
     if re.search(r"\bwhere\b", q) or re.search(r"\b(which|what|in which|in what) (\w+ )?(" + _PLACE_NOUNS + r")\b", q):
         return "place"
@@ -225,6 +230,7 @@ class _Sent:
     passage: int
     index: int  # position in the flattened list
     heading: bool
+    title: bool = False  # the passage's first line or a markdown heading: never an answer
     source: str = ""  # the passage's citation
     coverage: float = 0.0
     score: float = 0.0
@@ -238,10 +244,9 @@ def _sentences(passages: list[Passage]) -> list[_Sent]:
         lines = [ln for ln in (text or "").split("\n") if ln.strip()]
         first = lines[0].strip() if lines else ""
         for s in split_sentences([text]):
-            heading = (s.startswith("#") or (s == first and p.modality in ("text", "page", "image") and
-                                             is_heading(s, first=True)) or is_heading(s))
-            out.append(_Sent(s.lstrip("# ").strip() if s.startswith("#") else s, pi, len(out), heading,
-                              re.sub(r"\.\w+\b.*$", "", p.citation)))
+            title = s.startswith("#") or (s == first and is_heading(s, first=True))
+            out.append(_Sent(s.lstrip("# ").strip() if s.startswith("#") else s, pi, len(out),
+                              title or is_heading(s), title, re.sub(r"\.\w+\b.*$", "", p.citation)))
     return out
 
 
@@ -501,6 +506,10 @@ def _entity_spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
             bonus = 0.0
             org = bool(_ORG_SUFFIX.search(text)) or re.fullmatch(r"[A-Z]{2,6}", text) is not None
             if kind == "person":
+                if org and re.search(r"\bwho (produced|published|issued|prepared|released|funded|sponsored|"
+                                     r"developed|made|owns|wrote)\b", q):
+                    out.append(_Span(text, s, a, b, 0.2))  # 'Who produced the document?' asks for a body
+                    continue
                 if org or any(re.search(r"\d", w) for w in words) or len(words) > 4:
                     continue
                 bonus += 0.2 if len(words) in (2, 3) else -0.1
@@ -555,9 +564,16 @@ def _freq_spans(question: str, sents: list[_Sent]) -> list[_Span]:
     return [_Span(_clean(m.group()), s, m.start(), m.end()) for s in sents for m in _FREQ.finditer(s.text)]
 
 
-def _typed_spans(kind: str, sents: list[_Sent]) -> list[_Span]:
-    return [_Span(m.group().strip().rstrip("."), s, m.start(), m.end()) for s in sents
-            for m in _TYPED[kind].finditer(s.text)]
+def _typed_spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
+    """E-mails, phones, URLs; one that spells a name the question gives ('laurent nahmiash' ->
+    lnahmiash@...) comes first."""
+    names = [w.lower() for w in _WORD.findall(question) if len(w) >= 4 and w.lower() not in SCAFFOLD]
+    out = []
+    for s in sents:
+        for m in _TYPED[kind].finditer(s.text):
+            text = m.group().strip().rstrip(".")
+            out.append(_Span(text, s, m.start(), m.end(), 0.3 if any(n in text.lower() for n in names) else 0.0))
+    return out
 
 
 _LIST_CUE = re.compile(r"\b(?:are|were|include|includes|included|including|is|was|such as|namely)\b\s*:?\s+|:\s+")
@@ -634,7 +650,7 @@ def _spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
     if kind == "frequency":
         return _freq_spans(question, sents)
     if kind in _TYPED:
-        return _typed_spans(kind, sents)
+        return _typed_spans(question, kind, sents)
     if kind == "list":
         return _list_spans(question, sents) or _phrase_spans(question, sents)
     return _phrase_spans(question, sents) + _entity_spans(question, "text", sents)
@@ -703,38 +719,96 @@ def read_answer(question: str, passages: list[Passage], lm: Any = None, encoder:
     passages = [p for p in passages if p.text and p.text.strip()]
     if not passages:
         return Reading(NOT_ANSWERABLE, kind, note="no evidence text to read")
-    missing = missing_anchors(question, [p.text for p in passages])
+    missing = [w for w in missing_anchors(question, [p.text for p in passages]) if w.lower() not in _CUES]
     if missing:
         return Reading(NOT_ANSWERABLE, kind, note=f"the evidence never mentions {', '.join(missing[:3])}")
     sents = _sentences(passages)
     if not sents:
         return Reading(NOT_ANSWERABLE, kind, note=_limit_note(question, passages, sents))
     score_sentences(question, sents, passages, encoder)
-    body = sorted((s for s in sents if not s.heading), key=lambda s: (-s.score, s.index))
+    entity = kind in ("place", "person", "organization")
+    body = sorted((s for s in sents if not (s.title or s.heading and not entity)), key=lambda s: (-s.score, s.index))
     pool = [s for s in body[:8] if s.coverage > 0]
-    # a sentence with a pronoun subject ('It assembles ...') reads its antecedent from the one before
-    extra = [sents[s.index - 1] for s in pool[:5] if s.index and sents[s.index - 1].passage == s.passage
-             and re.match(r"(It|They|This|These|He|She|The company)\b", s.text)
-             and not sents[s.index - 1].heading and kind in ("place", "person", "organization")]
-    for e in extra:
-        if e not in pool:
-            e.score = max(e.score, next(p.score for p in pool if p.index == e.index + 1) - 0.1)
-            pool.append(e)
-    if not pool or max(s.coverage for s in pool) < threshold * 0.5:
+    if kind in _TYPED:  # an e-mail, phone or URL asked for: wherever the pages print one
+        pool += [s for s in body if s not in pool and _TYPED[kind].search(s.text)][:8]
+    # entities sit beside the words that ask for them: a label line over a name ('GOVERNOR' / 'Rick Scott'),
+    # or the sentence before a pronoun subject ('The Tampere factory ...' / 'It assembles ...')
+    extra: list[_Sent] = []
+    if entity:
+        for s in pool[:5]:
+            for j in (s.index - 1, s.index + 1):
+                if 0 <= j < len(sents) and sents[j].passage == s.passage and not sents[j].title \
+                        and sents[j] not in pool and sents[j] not in extra \
+                        and (len(sents[j].text) < 60 or j < s.index and re.match(r"(It|They|This|These|He|She|"
+                                                                                 r"The company)\b", s.text)):
+                    sents[j].score = max(sents[j].score, s.score - 0.1)
+                    extra.append(sents[j])
+        pool += extra
+    if not pool or max(s.coverage for s in pool) < threshold * 0.5 and kind not in _TYPED:
         return Reading(NOT_ANSWERABLE, kind, note=_limit_note(question, passages, sents))
     if kind == "yes_no":
         best = pool[0]
         return _reading(_yes_no(question, best), kind, best, passages, best.score)
     ranked = [(sc, sp) for sc, sp in _rank(question, _spans(question, kind, pool))
-              if sp.text and sp.sent.coverage + (0.15 if sp.sent in extra else 0) >= threshold]
+              if sp.text and (kind in _TYPED or sp.sent.coverage + (0.15 if sp.sent in extra else 0) >= threshold)]
     if kind == "text" and lm is not None and len(ranked) > 1:
         ranked = _lm_order(lm, question, ranked)
     if not ranked:
         return Reading(NOT_ANSWERABLE, kind, note=_limit_note(question, passages, sents))
     score, top = ranked[0]
-    out = _reading(top.text, kind, top.sent, passages, score)
+    out = _reading(reformat(question, top.text, kind), kind, top.sent, passages, score)
     out.candidates = list(dict.fromkeys(sp.text for _, sp in ranked[1:6]))
     return out
+
+
+_MONTH_NUM = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
+                                          "nov", "dec"), 1)}
+
+
+def iso_date(text: str) -> tuple[int, int | None, int | None] | None:
+    """(year, month, day) of a written date, or None.
+
+    >>> iso_date("March 15, 2026"), iso_date("15 March 2026"), iso_date("07/2009"), iso_date("2003-10-07")
+    ((2026, 3, 15), (2026, 3, 15), (2009, 7, None), (2003, 10, 7))
+    """
+    t = text.strip()
+    m = re.search(r"\b(\d{4})-(\d{1,2})(?:-(\d{1,2}))?\b", t)
+    if m:
+        return int(m.group(1)), int(m.group(2)), int(m.group(3)) if m.group(3) else None
+    m = re.search(r"\b(\d{1,2})/(\d{1,2})/(\d{2,4})\b", t)  # US order, as US documents write it
+    if m:
+        y = int(m.group(3))
+        return (y + 2000 if y < 50 else y + 1900 if y < 100 else y), int(m.group(1)), int(m.group(2))
+    m = re.search(r"\b(\d{1,2})/(\d{4})\b", t)
+    if m:
+        return int(m.group(2)), int(m.group(1)), None
+    mon = re.search(_MONTHS, t)
+    year = re.search(r"\b(1[6-9]|20)\d\d\b", t)
+    if mon and year:
+        day = re.search(r"\b(\d{1,2})(?:st|nd|rd|th)?\b(?!\d)", t.replace(year.group(), ""))
+        return int(year.group()), _MONTH_NUM[mon.group()[:3].lower()], int(day.group(1)) if day else None
+    return None
+
+
+def reformat(question: str, answer: str, kind: str) -> str:
+    """The answer in the form the question prescribes ('Format the date as YYYY-MM-DD')."""
+    fmt = re.search(r"\b(YYYY-MM-DD|YYYY-MM|MM/DD/YYYY|DD/MM/YYYY)\b", question, re.I)
+    if not fmt or kind not in ("date", "year", "text"):
+        return answer
+    d = iso_date(answer)
+    if not d:
+        return answer
+    y, m, day = d
+    f = fmt.group(1).upper()
+    if f == "YYYY-MM" and m:
+        return f"{y:04d}-{m:02d}"
+    if f == "YYYY-MM-DD" and m and day:
+        return f"{y:04d}-{m:02d}-{day:02d}"
+    if f == "MM/DD/YYYY" and m and day:
+        return f"{m:02d}/{day:02d}/{y:04d}"
+    if f == "DD/MM/YYYY" and m and day:
+        return f"{day:02d}/{m:02d}/{y:04d}"
+    return answer
 
 
 def _lm_order(lm: Any, question: str, ranked: list[tuple[float, _Span]]) -> list[tuple[float, _Span]]:

@@ -38,6 +38,19 @@ def test_one_message_per_step_titled_by_its_tool(heron_run):
     final = view.messages[-1]
     assert final.metadata is None or not final.metadata.get("title")
     assert "**Sources**" in final.content and "region [" in final.content
+    # the answer, then the sentence it was read from and the unit that holds it
+    assert final.content.startswith("12\n") and "> Footnote: pilot places are limited to 12 customers" in \
+        final.content and "> — *logimat_poster.png" in final.content.split("**Sources**")[0]
+
+
+def test_answer_markdown_says_when_a_chart_may_hold_the_answer():
+    t = Trace(question="How many robots shipped in Q3?", protocol="vimrag", backend="embedded", status="answered",
+              answer="Not answerable", support={"answer": "Not answerable", "answer_type": "number", "sentence": "",
+                                                "note": "the answer may be in a chart on report.pdf p.3; a VLM "
+                                                        "backend can read it"})
+    md = answer_markdown(t)
+    assert md.startswith("Not answerable") and "ℹ️ The answer may be in a chart on report.pdf p.3; a VLM backend " \
+        "can read it." in md
 
 
 def test_step_titles():

@@ -1,0 +1,174 @@
+"""Answer extraction alone, apart from retrieval: the readers get the gold pages' text and nothing else.
+
+    python -m eval.bench_extract                         # all 543 dev questions, old and new reader
+    python -m eval.bench_extract --limit 100 --readers new
+    python -m eval.bench_extract --index bench_out/mmlb_idx --out bench_out/extract.jsonl
+
+For every MMLongBench-Doc dev question (../shared/data) the readers see the text of its gold pages, as
+the index stores it (text layer, or OCR where a page has none; from `--index` when it holds the dev PDFs,
+else the PDFs' text layers read with pypdfium2). "Not answerable" questions have no gold pages, so they
+get the three pages of their document that BM25 ranks first for the question: what a retriever would
+hand over, and the case where abstaining is right. Questions whose gold pages are known to be wrong
+(`evidence_ok: false`) are left out.
+
+Readers, run in the same process on the same inputs:
+- `old`: the extractor before issue 13 (`agent.backends.smollm.extract_answer`: anchors, numbers by kind,
+  SmolLM2 choosing a span);
+- `new`: the typed, grounded reader (`agent.backends.extract.read_answer`) with SmolLM2 and MiniLM;
+- `new-nolm`: the same without SmolLM2 (rules alone choose free-text spans), to measure what the LM adds.
+
+Answers are scored with MMLongBench-Doc's rules by answer format (eval/answer_metrics.py). Printed: accuracy
+by format and overall for each reader, answerable Str + Int accuracy, "Not answerable" F1, the median
+seconds per question, and how many answers look like a heading or title (`agent.backends.extract.is_heading`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from tqdm import tqdm
+
+from eval.datasets import MMLB, load_dataset
+
+FORMATS = ("Str", "Int", "Float", "List", "None")
+
+
+def page_texts(index: Path | None) -> dict[tuple[str, int], str]:
+    """(file name, page) -> text, from the index's units when it has them, else {} (read from the PDFs)."""
+    if index is None or not (index / "store.sqlite").exists():
+        return {}
+    from retrieval.store import Store
+
+    _, units = Store(index).units()
+    return {(Path(u.source).name, u.page): u.text for u in units if u.modality == "page"}
+
+
+def pdf_text(path: Path, page: int) -> str:
+    import pypdfium2 as pdfium
+
+    doc = pdfium.PdfDocument(str(path))
+    try:
+        return doc[page - 1].get_textpage().get_text_range() if 0 < page <= len(doc) else ""
+    finally:
+        doc.close()
+
+
+def inputs(items, texts: dict[tuple[str, int], str]) -> list[tuple[object, list[tuple[str, str]]]]:
+    """(item, [(citation, text)]) per question: gold pages, or BM25's top 3 of the document for None."""
+    from retrieval.bm25 import Bm25Index
+
+    docs: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for (name, page), t in texts.items():
+        docs[name].append((page, t))
+    out = []
+    for it in items:
+        if not it.evidence_ok:
+            continue
+        if it.evidence:
+            pages = sorted({g.page for g in it.evidence if g.page})
+            got = [(p, texts.get((it.doc, p)) or pdf_text(MMLB / "documents" / it.doc, p)) for p in pages]
+        else:
+            pages = sorted(docs.get(it.doc, []))
+            if not pages:
+                import pypdfium2 as pdfium
+
+                n = len(pdfium.PdfDocument(str(MMLB / "documents" / it.doc)))
+                pages = [(p, pdf_text(MMLB / "documents" / it.doc, p)) for p in range(1, n + 1)]
+            scores = Bm25Index([t for _, t in pages]).scores(it.question)  # (n_pages,)
+            got = sorted(pages[i] for i in scores.argsort()[::-1][:3])
+        out.append((it, [(f"{it.doc} p.{p}", t) for p, t in got]))
+    return out
+
+
+def run_reader(name: str, pairs, lm, encoder) -> list[dict]:
+    from agent.backends.extract import Passage, is_heading, read_answer
+    from agent.backends.smollm import extract_answer
+    from eval.answer_metrics import score_item
+
+    rows = []
+    for it, pages in tqdm(pairs, desc=name, unit="q", file=sys.stderr):
+        t0 = time.perf_counter()
+        if name == "old":
+            pred = extract_answer(it.question, [t for _, t in pages], lm=lm)
+            sentence = ""
+        else:
+            r = read_answer(it.question, [Passage(t, c, modality="page") for c, t in pages],
+                            lm=lm if name == "new" else None, encoder=encoder)
+            pred, sentence = r.answer, r.sentence
+        dt = time.perf_counter() - t0
+        s = score_item({"pred": pred, "gold": it.answers, "answer_format": it.answer_format})
+        rows.append({"reader": name, "id": it.id, "format": it.answer_format, "question": it.question,
+                     "gold": it.answers, "pred": pred, "sentence": sentence, "score": s["score"], "s": dt,
+                     "heading": pred != "Not answerable" and is_heading(pred) and len(pred.split()) > 1})
+    return rows
+
+
+def na_f1(rows: list[dict]) -> float:
+    tp = sum(r["format"] == "None" and r["score"] >= 1 for r in rows)
+    pred_na = sum(r["pred"].strip().lower().startswith("not answerable") for r in rows)
+    gold_na = sum(r["format"] == "None" for r in rows)
+    p = tp / pred_na if pred_na else 0.0
+    rc = tp / gold_na if gold_na else 0.0
+    return 2 * p * rc / (p + rc) if p + rc else 0.0
+
+
+def table(results: dict[str, list[dict]]) -> str:
+    names = list(results)
+    lines = ["| format (n) | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for f in FORMATS:
+        n = sum(r["format"] == f for r in results[names[0]])
+        cells = [f"{100 * statistics.fmean([r['score'] for r in rows if r['format'] == f] or [0]):.1f}%"
+                 for rows in results.values()]
+        lines.append(f"| {f} ({n}) | " + " | ".join(cells) + " |")
+    strint = [[r["score"] for r in rows if r["format"] in ("Str", "Int")] for rows in results.values()]
+    lines.append(f"| answerable Str + Int ({len(strint[0])}) | "
+                 + " | ".join(f"{100 * statistics.fmean(s or [0]):.1f}%" for s in strint) + " |")
+    lines.append(f"| all ({len(results[names[0]])}) | " + " | ".join(
+        f"{100 * statistics.fmean([r['score'] for r in rows]):.1f}%" for rows in results.values()) + " |")
+    lines.append("| Not answerable F1 | " + " | ".join(f"{na_f1(rows):.3f}" for rows in results.values()) + " |")
+    lines.append("| median s / question | " + " | ".join(
+        f"{statistics.median([r['s'] for r in rows]):.3f}" for rows in results.values()) + " |")
+    lines.append("| answers that are headings | " + " | ".join(
+        str(sum(r["heading"] for r in rows)) for rows in results.values()) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dataset", default="mmlongbench-doc", help="mmlongbench-doc (543) or mmlongbench-doc-smoke")
+    ap.add_argument("--index", type=Path, default=Path("bench_out/mmlb_idx"),
+                    help="an index of the dev PDFs, for the text the agent sees (OCR included)")
+    ap.add_argument("--readers", default="old,new,new-nolm", help="comma-separated: old, new, new-nolm")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N questions")
+    ap.add_argument("--out", type=Path, help="write every prediction here (JSONL)")
+    a = ap.parse_args(argv)
+    ds = load_dataset(a.dataset)
+    items = ds.items[: a.limit] if a.limit else ds.items
+    texts = page_texts(a.index)
+    print(f"{len(items)} questions; page text from {'the index ' + str(a.index) if texts else 'the PDFs'}",
+          file=sys.stderr)
+    pairs = inputs(items, texts)
+    from agent.backends.smollm import get_small_lm
+    from retrieval.embedders import load_embedder
+
+    lm, encoder = get_small_lm(), load_embedder("minilm")
+    results = {name: run_reader(name, pairs, lm, encoder) for name in a.readers.split(",")}
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        with a.out.open("w") as f:
+            for rows in results.values():
+                for r in rows:
+                    f.write(json.dumps(r) + "\n")
+    print(f"\nExtraction alone on gold-page text: {a.dataset}, {len(pairs)} questions\n")
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
