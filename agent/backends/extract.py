@@ -184,9 +184,11 @@ def is_heading(line: str, first: bool = False) -> bool:
         return False
     if first:
         return True
-    caps = sum(w[0].isupper() for w in words if w.lower() not in {"of", "and", "the", "in", "at", "for", "a", "to",
-                                                                 "on", "by", "with"})
-    return bool(words) and caps >= max(2, 0.6 * len(words)) and ":" not in s[:-1]
+    significant = [w for w in words if w.lower() not in {"of", "and", "the", "in", "at", "for", "a", "to", "on",
+                                                          "by", "with"}]
+    caps = sum(w[0].isupper() for w in significant)
+    # three or more capitalised words make a title; two may be a name on its own line ('Rick Scott')
+    return caps >= 3 and caps >= 0.6 * len(significant) and ":" not in s[:-1]
 
 
 def axis_ticks(text: str) -> set[str]:
@@ -641,6 +643,13 @@ def _phrase_spans(question: str, sents: list[_Sent]) -> list[_Span]:
 
 
 def _spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
+    """Candidates of the expected type; from a heading line only a proper part of it (the line itself is
+    never an answer)."""
+    return [sp for sp in _typed(question, kind, sents)
+            if not (sp.sent.heading and sp.text.strip().lower() == sp.sent.text.strip(" .").lower())]
+
+
+def _typed(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
     if kind in NUMERIC:
         return _numeric_spans(question, kind, sents)
     if kind == "date":
