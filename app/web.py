@@ -24,8 +24,9 @@ from app.workspace import SCOPE_ALL, SCOPE_BUNDLED, SCOPE_UPLOADS, Workspace, lo
 
 EMBEDDED_NOTE = (
     "You are running the **embedded offline default**: a deterministic controller that makes the same tool "
-    "calls a VLM would (search, memorize, crop, answer) with SmolLM2-135M for reading answers out of text "
-    "and OCR. It does not see pixels, so it is a demonstration of the machinery, not of a VLM's judgement. "
+    "calls a VLM would (search, memorize, crop, answer), and reads a short answer of the type the question "
+    "asks out of text and OCR, citing the sentence. It does not see pixels, so it is a demonstration of the "
+    "machinery, not of a VLM's judgement. "
     "To use a real model, open **Settings** and choose *OpenAI-compatible endpoint* (e.g. "
     "`vllm serve Qwen/Qwen2.5-VL-7B-Instruct`, then URL `http://127.0.0.1:8000/v1`) or a local "
     "*transformers* Qwen2.5-VL / Qwen3-VL path.")

@@ -77,19 +77,14 @@ def fallback_query(question: str) -> str:
 
 
 class KeywordLM:
-    """Stand-in for the small LM without weights: keyword queries and extractive answers (best sentence).
+    """Stand-in for the small LM without weights: keyword queries, and free-text spans left in the reader's
+    rule order (it has no `score`).
 
     Used by fast tests, and by `--backend embedded --model keyword` for runs that must not load SmolLM2.
     """
 
     def rewrite_query(self, question: str) -> str:
         return fallback_query(question)
-
-    def extract_answer(self, question: str, evidence: list[str]) -> str:
-        kw = keywords(question)
-        sents = [s for t in evidence for s in best_sentences(kw, t, 1)]
-        best = max(sents, key=lambda s: relevance(kw, s), default="")
-        return best[:160] if best and relevance(kw, best) > 0 else "Not answerable"
 
 
 MAX_PASSAGES = 8  # evidence texts the reader looks at (memorized first)

@@ -118,8 +118,9 @@ def answer_type(question: str) -> str:
     if re.search(r"\bpercent|percentage|\bproportion\b|\bshare\b|%|\brate\b", q) \
             and not re.search(r"\bper (hour|day|minute|second|shift|week|month|year)\b", q):
         return "percent"
-    if re.search(r"\bwhen\b|\bwhat (date|day|month|time)\b|\bformat the date\b|\bthe date\b|yyyy-mm|\bwhich (date|day|month|quarter|period)\b|"
-                 r"\bdeadline\b|\bin (which|what) (quarter|month)\b|\bdue\b", q):
+    if re.search(r"\bwhen\b|\bwhat (date|day|month|time)\b|\bformat the date\b|\bthe date\b|yyyy-mm|"
+                 r"\bwhich (date|day|month|quarter|period)\b|\bdeadline\b|\bin (which|what) (quarter|month)\b|"
+                 r"\bdue\b", q):
         return "date"
     if re.search(r"\bhow (much|many)\b", q) and re.search(r"\b(" + _MONEY_WORDS + r")\b", q):
         return "money"

