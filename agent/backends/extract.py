@@ -32,7 +32,7 @@ from agent.backends.smollm import (NOT_ANSWERABLE, SCAFFOLD, _WORD, _fuzzy_hit, 
                                    missing_anchors, split_sentences)
 
 ANSWER_TYPES = ("number", "percent", "money", "duration", "date", "year", "person", "organization", "place",
-                "yes_no", "list", "frequency", "email", "phone", "url", "text")
+                "yes_no", "choice", "list", "frequency", "expansion", "email", "phone", "url", "text")
 _CUES = {"email", "e-mail", "phone", "telephone", "fax", "website", "url", "date", "name", "title", "figure", "table",
          "chart", "page", "document", "report", "cover", "format", "yyyy-mm-dd", "yyyy-mm", "directly", "answer",
          "give", "return", "integer", "float", "please", "list", "write"}
@@ -106,6 +106,12 @@ def answer_type(question: str) -> str:
     if re.search(r"website|\burl\b|web address|\blink\b", q):
         return "url"
     start = q.strip()
+    if re.search(r"\bstand for\b|\bstands for\b|\babbreviation\b|\bacronym\b|\bshort for\b|\bfull (form|name)\b", q):
+        return "expansion"
+    if re.search(r"['\"]?yes['\"]? or ['\"]?no['\"]?", q):
+        return "yes_no"
+    if choices(question):
+        return "choice"
     if re.match(r"(is|are|was|were|does|do|did|can|could|has|have|had|will|should|would)\b", start) \
             and not re.search(r"\bor\b", q) or "yes or no" in q:
         return "yes_no"
@@ -141,6 +147,26 @@ def answer_type(question: str) -> str:
     if re.search(r"\bwhat (is|was|will)\b.*\b(" + _MEASURE_WORDS + r")\b", q):
         return "number"
     return "text"
+
+
+def choices(question: str) -> list[str]:
+    """The two options of an either-or question ('which is greater, A or B?'), else [].
+
+    >>> choices("Which one is greater in population? Foreign born Latinos, or the Latinos interviewed by cellphone?")
+    ['Foreign born Latinos', 'the Latinos interviewed by cellphone']
+    >>> choices("How many people do not go online or only use SNS?")
+    []
+    """
+    q = question.strip()
+    if not re.search(r"\b(which|who|what|whether|are there more|is there more|is it)\b", q, re.I):
+        return []
+    m = re.search(r"(?:^|[?:,]|\b(?:between|either)\b)\s*([^?:,]{2,80}?),?\s+or\s+([^?,]{2,80}?)\s*\?", q)
+    if not m:
+        return []
+    a, b = m.group(1).strip(), m.group(2).strip()
+    if re.match(r"(which|who|what|how)\b", a, re.I) or len(a.split()) > 10 or len(b.split()) > 10:
+        return []
+    return [a, b]
 
 
 def wants_side(question: str) -> str:
@@ -575,7 +601,12 @@ def _typed_spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
     for s in sents:
         for m in _TYPED[kind].finditer(s.text):
             text = m.group().strip().rstrip(".")
-            out.append(_Span(text, s, m.start(), m.end(), 0.3 if any(n in text.lower() for n in names) else 0.0))
+            bonus = 0.3 if any(n in text.lower() for n in names) else 0.0
+            cue = re.search(r"\b(fax|tel|telephone|phone|mobile|cell)\b", question, re.I)
+            if cue and re.search(r"\b" + cue.group(1).lower()[:3] + r"\w*\.?\s*:?\s*$", s.text[max(0, m.start() - 14):
+                                                                                                m.start()].lower()):
+                bonus += 0.3  # 'Fax: 514-...' when the fax is asked, not the 'Tel:' beside it
+            out.append(_Span(text, s, m.start(), m.end(), bonus))
     return out
 
 
@@ -643,6 +674,76 @@ def _phrase_spans(question: str, sents: list[_Sent]) -> list[_Span]:
     return out
 
 
+def _expansion_spans(question: str, sents: list[_Sent]) -> list[_Span]:
+    """'National Atmospheric Research Laboratory (NARL)' or 'NARL (National ...)' for 'What does NARL stand for?'"""
+    abbrs = [w for w in re.findall(r"\b[A-Z][A-Za-z]*[A-Z]+[A-Za-z]*\b", question) if 2 <= len(w) <= 10]
+    out = []
+    for s in sents:
+        for ab in abbrs:
+            for m in re.finditer(r"((?:[A-Z][\w-]*\s+(?:(?:of|for|and|the|in|on|&)\s+)*){1,9})\(\s*" + re.escape(ab) +
+                                 r"\s*\)", s.text):
+                words = m.group(1).split()
+                caps = [w for w in words if w[0].isupper()]
+                keep = words[-len(words):]
+                # as many words as the abbreviation has capitals, counted from the parenthesis
+                need = sum(c.isupper() for c in ab)
+                n_caps, cut = 0, len(words)
+                for i in range(len(words) - 1, -1, -1):
+                    n_caps += words[i][0].isupper()
+                    if n_caps == need:
+                        cut = i
+                        break
+                keep = words[cut:] if caps else words
+                text = " ".join(keep)
+                out.append(_Span(text, s, m.start(1), m.start(1) + len(text), 0.5))
+            for m in re.finditer(re.escape(ab) + r"\s*\(([A-Z][^()]{3,80})\)", s.text):
+                out.append(_Span(m.group(1).strip(), s, m.start(1), m.end(1), 0.5))
+    return out
+
+
+def _choice_spans(question: str, sents: list[_Sent], passages_text: str) -> list[_Span]:
+    """One of the question's two options: the one whose words come with the larger (or, for 'less' /
+    'fewer' / 'lower', the smaller) number in the evidence; else the one the evidence mentions more."""
+    opts = choices(question)
+    if not opts or not sents:
+        return []
+    low = bool(re.search(r"\b(less|fewer|lower|smaller|least|lowest|minimum|shorter|cheaper)\b", question, re.I))
+    values = []
+    for o in opts:
+        ow = {_stem(w) for w in content_words(o)} - {_stem(w) for w in content_words(question.replace(o, ""))}
+        ow = ow or {_stem(w) for w in content_words(o)}
+        best = None
+        for s in sents:
+            terms = set(_terms(s.text))
+            if ow and len(ow & terms) >= max(1, len(ow) // 2):
+                nums = [v for v in (_number_value(t) for t in re.findall(r"\d[\d,]*(?:\.\d+)?", s.text))
+                        if v is not None and not (1900 <= v <= 2100)]
+                if nums:
+                    best = max(nums) if best is None else max(best, max(nums))
+        values.append((best, sum(t in set(_terms(passages_text)) for t in ow)))
+    if all(v is not None for v, _ in values) and values[0][0] != values[1][0]:
+        pick = min(range(2), key=lambda i: values[i][0]) if low else max(range(2), key=lambda i: values[i][0])
+    else:
+        pick = max(range(2), key=lambda i: values[i][1])
+    text = re.sub(r"^(the|a|an)\s+", "", opts[pick], flags=re.I)
+    return [_Span(text, sents[0], 0, 0, 0.0)]
+
+
+def _label_spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
+    """The line after a short label line that names what is asked ('Produced by:' / 'Florida Department of
+    Health'; 'Lead Coordinator' / 'Allison Crimmins, U.S. EPA'): the value, up to its first comma."""
+    out = []
+    for a, b in zip(sents, sents[1:]):
+        if a.passage != b.passage or len(a.text) > 40 or a.coverage <= 0 or len(b.text) > 120:
+            continue
+        if not (a.text.rstrip().endswith(":") or a.heading or len(a.text.split()) <= 4):
+            continue
+        value = _clean(re.split(r",\s|;\s|\s[-–]\s", b.text)[0])
+        if value and not _in_question(value, question) and len(value.split()) <= 8:
+            out.append(_Span(value, b, 0, len(value), 0.15 + 0.2 * a.coverage))
+    return out
+
+
 def _spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
     """Candidates of the expected type; from a heading line only a proper part of it (the line itself is
     never an answer)."""
@@ -655,12 +756,18 @@ def _typed(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
         return _numeric_spans(question, kind, sents)
     if kind == "date":
         return _date_spans(question, kind, sents)
-    if kind in ("person", "organization", "place"):
+    if kind == "place":
         return _entity_spans(question, kind, sents)
     if kind == "frequency":
         return _freq_spans(question, sents)
     if kind in _TYPED:
         return _typed_spans(question, kind, sents)
+    if kind == "expansion":
+        return _expansion_spans(question, sents)
+    if kind in ("person", "organization", "text"):
+        base = _entity_spans(question, kind, sents) if kind != "text" else \
+            _phrase_spans(question, sents) + _entity_spans(question, "text", sents)
+        return base + _label_spans(question, kind, sents)
     if kind == "list":
         return _list_spans(question, sents) or _phrase_spans(question, sents)
     return _phrase_spans(question, sents) + _entity_spans(question, "text", sents)
@@ -759,6 +866,10 @@ def read_answer(question: str, passages: list[Passage], lm: Any = None, encoder:
     if kind == "yes_no":
         best = pool[0]
         return _reading(_yes_no(question, best), kind, best, passages, best.score)
+    if kind == "choice":
+        picked = _choice_spans(question, pool, " ".join(p.text for p in passages))
+        if picked:
+            return _reading(picked[0].text, kind, pool[0], passages, pool[0].score)
     ranked = [(sc, sp) for sc, sp in _rank(question, _spans(question, kind, pool))
               if sp.text and (kind in _TYPED or sp.sent.coverage + (0.15 if sp.sent in extra else 0) >= threshold)]
     if kind == "text" and lm is not None and len(ranked) > 1:
