@@ -3,6 +3,7 @@
     python -m eval.bench_extract                         # all 543 dev questions, old and new reader
     python -m eval.bench_extract --limit 100 --readers new
     python -m eval.bench_extract --index bench_out/mmlb_idx --out bench_out/extract.jsonl
+    python -m eval.bench_extract --replay runs/eval/full-vimrag --thresholds 0.1,0.2,0.3   # calibrate abstention
 
 For every MMLongBench-Doc dev question (../shared/data) the readers see the text of its gold pages, as
 the index stores it (text layer, or OCR where a page has none; from `--index` when it holds the dev PDFs,
@@ -16,6 +17,11 @@ Readers, run in the same process on the same inputs:
   SmolLM2 choosing a span);
 - `new`: the typed, grounded reader (`agent.backends.extract.read_answer`) with SmolLM2 and MiniLM;
 - `new-nolm`: the same without SmolLM2 (rules alone choose free-text spans), to measure what the LM adds.
+
+`--replay RUN` calibrates the reader's abstention threshold instead: it reads an embedded `vimrag eval` run
+folder's traces, rebuilds the evidence each episode's last step read (memorized items by relevance, then the
+rest, as `EmbeddedPolicy.answer` does) and reads it again at each threshold. The answer is the episode's
+last step, so this reproduces the run's answers at its own threshold without running the agent again.
 
 Answers are scored with MMLongBench-Doc's rules by answer format (eval/answer_metrics.py). Printed: accuracy
 by format and overall for each reader, answerable Str + Int accuracy, "Not answerable" F1, the median
@@ -86,8 +92,19 @@ def inputs(items, texts: dict[tuple[str, int], str]) -> list[tuple[object, list[
     return out
 
 
+def headings(texts: list[str]) -> set[str]:
+    """The title and heading lines of page texts (lower case, two words or more): what no answer may be."""
+    from agent.backends.extract import is_heading
+
+    out = set()
+    for text in texts:
+        lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
+        out |= {ln.lstrip("# ").lower() for i, ln in enumerate(lines) if ln.startswith("#") or is_heading(ln, i == 0)}
+    return {h for h in out if len(h.split()) > 1}
+
+
 def run_reader(name: str, pairs, lm, encoder) -> list[dict]:
-    from agent.backends.extract import Passage, is_heading, read_answer
+    from agent.backends.extract import Passage, read_answer
     from agent.backends.smollm import extract_answer
     from eval.answer_metrics import score_item
 
@@ -105,7 +122,7 @@ def run_reader(name: str, pairs, lm, encoder) -> list[dict]:
         s = score_item({"pred": pred, "gold": it.answers, "answer_format": it.answer_format})
         rows.append({"reader": name, "id": it.id, "format": it.answer_format, "question": it.question,
                      "gold": it.answers, "pred": pred, "sentence": sentence, "score": s["score"], "s": dt,
-                     "heading": pred != "Not answerable" and is_heading(pred) and len(pred.split()) > 1})
+                     "heading": pred.strip().lower() in headings([t for _, t in pages])})
     return rows
 
 
@@ -139,6 +156,40 @@ def table(results: dict[str, list[dict]]) -> str:
     return "\n".join(lines)
 
 
+def replay(run: Path, thresholds: list[float], lm, encoder) -> str:
+    """Accuracy, answerable Str + Int and Not-answerable F1 of the reader at each threshold, on the evidence
+    the run's episodes ended with."""
+    from agent.backends.embedded import MAX_PASSAGES, keywords, relevance
+    from agent.backends.extract import Passage, read_answer
+    from eval.answer_metrics import score_item
+
+    cases = []
+    for line in (run / "predictions.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        t = json.loads((run / r["trace"]).read_text())
+        ev, kw = t["evidence"], keywords(r["question"])
+        useful = [it["info_id"] for n in t["graph"]["nodes"] for it in n.get("items", [])
+                  if it.get("useful") and it["info_id"] in ev]
+        useful = sorted(dict.fromkeys(useful), key=lambda i: -relevance(kw, ev[i]["text"]))
+        rest = [i for i in ev if i not in useful and not ev[i].get("crop_box")]
+        ps = [Passage(ev[i]["text"], ev[i]["citation"], i, ev[i]["unit"]["modality"], memorized=k < len(useful))
+              for k, i in enumerate((useful + rest)[:MAX_PASSAGES]) if ev[i]["text"].strip()]
+        cases.append((r, ps))
+    lines = ["| threshold | accuracy | answerable Str + Int | Not answerable F1 | 'Not answerable' answers |",
+             "|---|---|---|---|---|"]
+    for th in thresholds:
+        rows = []
+        for r, ps in tqdm(cases, desc=f"threshold {th}", unit="q", file=sys.stderr):
+            pred = read_answer(r["question"], ps, lm=lm, encoder=encoder, threshold=th).answer
+            sc = score_item({"pred": pred, "gold": r["gold"], "answer_format": r["answer_format"]})["score"]
+            rows.append({"format": r["answer_format"], "pred": pred, "score": sc})
+        si = [x["score"] for x in rows if x["format"] in ("Str", "Int")]
+        nas = sum(x["pred"].lower().startswith("not answerable") for x in rows)
+        lines.append(f"| {th} | {100 * statistics.fmean(x['score'] for x in rows):.1f}% | {sum(si):.0f} / {len(si)} | "
+                     f"{na_f1(rows):.3f} | {nas} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="mmlongbench-doc", help="mmlongbench-doc (543) or mmlongbench-doc-smoke")
@@ -147,7 +198,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--readers", default="old,new,new-nolm", help="comma-separated: old, new, new-nolm")
     ap.add_argument("--limit", type=int, default=0, help="only the first N questions")
     ap.add_argument("--out", type=Path, help="write every prediction here (JSONL)")
+    ap.add_argument("--replay", type=Path, help="an embedded vimrag eval run folder: calibrate the threshold on it")
+    ap.add_argument("--thresholds", default="0.1,0.2,0.3", help="with --replay: comma-separated thresholds")
     a = ap.parse_args(argv)
+    if a.replay:
+        from agent.backends.smollm import get_small_lm
+        from retrieval.embedders import load_embedder
+
+        print(replay(a.replay, [float(x) for x in a.thresholds.split(",")], get_small_lm(), load_embedder("minilm")))
+        return 0
     ds = load_dataset(a.dataset)
     items = ds.items[: a.limit] if a.limit else ds.items
     texts = page_texts(a.index)

@@ -744,11 +744,11 @@ def _label_spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
     return out
 
 
-def _spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
-    """Candidates of the expected type; from a heading line only a proper part of it (the line itself is
-    never an answer)."""
-    return [sp for sp in _typed(question, kind, sents)
-            if not (sp.sent.heading and sp.text.strip().lower() == sp.sent.text.strip(" .").lower())]
+def _spans(question: str, kind: str, sents: list[_Sent], heads: set[str] = frozenset()) -> list[_Span]:
+    """Candidates of the expected type; never the whole of a heading, title or running header/footer line
+    (`heads`, lower case), wherever the span was found ('PEW RESEARCH CENTER' inside a joined line)."""
+    heads = set(heads) | {s.text.strip(" .").lower() for s in sents if s.heading}
+    return [sp for sp in _typed(question, kind, sents) if sp.text.strip(" .").lower() not in heads]
 
 
 def _typed(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
@@ -870,7 +870,10 @@ def read_answer(question: str, passages: list[Passage], lm: Any = None, encoder:
         picked = _choice_spans(question, pool, " ".join(p.text for p in passages))
         if picked:
             return _reading(picked[0].text, kind, pool[0], passages, pool[0].score)
-    ranked = [(sc, sp) for sc, sp in _rank(question, _spans(question, kind, pool))
+    heads = {s.text.strip(" .").lower() for s in sents if s.heading or s.title}
+    heads |= {ln.strip(" #.").lower() for p in passages for ln in p.text.split("\n")
+              if ln.strip() and (ln.strip().startswith("#") or is_heading(ln))}
+    ranked = [(sc, sp) for sc, sp in _rank(question, _spans(question, kind, pool, heads))
               if sp.text and (kind in _TYPED or sp.sent.coverage + (0.15 if sp.sent in extra else 0) >= threshold)]
     if kind == "text" and lm is not None and len(ranked) > 1:
         ranked = _lm_order(lm, question, ranked)

@@ -9,17 +9,11 @@ Skips without ../shared/data.
 
 import re
 
-from agent.backends.extract import NOT_ANSWERABLE, Passage, is_heading, read_answer
-
-
-def titles(text: str) -> set[str]:
-    lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
-    out = {ln.lstrip("# ").lower() for i, ln in enumerate(lines) if ln.startswith("#") or is_heading(ln, first=i == 0)}
-    return {t for t in out if len(t.split()) > 1}
+from agent.backends.extract import NOT_ANSWERABLE, Passage, read_answer
 
 
 def test_no_dev_answer_is_a_heading_or_title(shared_data):
-    from eval.bench_extract import inputs
+    from eval.bench_extract import headings, inputs
     from eval.datasets import load_dataset
 
     pairs = inputs(load_dataset("mmlongbench-doc").items, {})
@@ -30,7 +24,7 @@ def test_no_dev_answer_is_a_heading_or_title(shared_data):
         if r.answer == NOT_ANSWERABLE:
             continue
         answered += 1
-        heads = set().union(*(titles(t) for _, t in pages))
+        heads = headings([t for _, t in pages])
         heads.add(re.sub(r"[_-]+", " ", it.doc.rsplit(".", 1)[0]).lower())
         if r.answer.strip().lower() in heads:
             bad.append((it.id, r.answer))
