@@ -22,9 +22,11 @@ def test_ask_prints_steps_and_a_cited_answer_and_writes_a_reloadable_trace(capsy
     text = out.out
     assert "backend: embedded" in text and "search s1" in text and "memorize s1" in text
     assert "crop Picture" in text  # the footnote is small print, so the controller zooms in
-    assert "answer:" in text and "logimat_poster.png" in text.split("answer:")[1]
+    assert "answer: 12\n" in text and "logimat_poster.png" in text.split("answer:")[1]
+    assert 'read from: "Footnote: pilot places are limited to 12 customers' in text  # the sentence, cited
     trace = Trace.from_dict(json.loads(trace_path.read_text()))
     assert trace.status == "answered" and trace.citations
+    assert trace.support["answer"] == "12" and trace.support["answer_type"] == "number"
     g = trace.memory_graph()
     assert g.to_dict() == trace.graph and {"root", "s1", "crop1"} <= set(g.nodes)
     crop_text = next(ev["text"] for ev in trace.evidence.values() if ev["crop_box"])
