@@ -563,8 +563,6 @@ def _entity_spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
                 ctx = s.text[max(0, a - 12):a].lower()
                 if re.search(r"\b(in|at|near|from|to|across|throughout)\s+$", ctx):
                     bonus += 0.2
-                if re.search(r"\bcountry\b", q) and "," in s.text[a:b + 2]:
-                    pass
             else:  # text: capitalised runs compete with other spans
                 bonus -= 0.05
             if len(words) == 1 and kind == "person":
@@ -683,19 +681,16 @@ def _expansion_spans(question: str, sents: list[_Sent]) -> list[_Span]:
             for m in re.finditer(r"((?:[A-Z][\w-]*\s+(?:(?:of|for|and|the|in|on|&)\s+)*){1,9})\(\s*" + re.escape(ab) +
                                  r"\s*\)", s.text):
                 words = m.group(1).split()
-                caps = [w for w in words if w[0].isupper()]
-                keep = words[-len(words):]
-                # as many words as the abbreviation has capitals, counted from the parenthesis
-                need = sum(c.isupper() for c in ab)
-                n_caps, cut = 0, len(words)
+                # as many words as the abbreviation has capitals, counted back from the parenthesis
+                need, cut = sum(c.isupper() for c in ab), 0
                 for i in range(len(words) - 1, -1, -1):
-                    n_caps += words[i][0].isupper()
-                    if n_caps == need:
+                    need -= words[i][0].isupper()
+                    if need == 0:
                         cut = i
                         break
-                keep = words[cut:] if caps else words
-                text = " ".join(keep)
-                out.append(_Span(text, s, m.start(1), m.start(1) + len(text), 0.5))
+                text = " ".join(words[cut:])
+                at = m.start(1) + m.group(1).find(words[cut])
+                out.append(_Span(text, s, at, at + len(text), 0.5))
             for m in re.finditer(re.escape(ab) + r"\s*\(([A-Z][^()]{3,80})\)", s.text):
                 out.append(_Span(m.group(1).strip(), s, m.start(1), m.end(1), 0.5))
     return out

@@ -111,3 +111,10 @@ def test_lists_dates_and_typed_formats():
                                     ("What was it before the upgrade?", "before"), ("What is it?", "")])
 def test_wants_side(q, side):
     assert wants_side(q) == side
+
+
+def test_abbreviations_and_either_or_questions():
+    p = Passage("The National Atmospheric Research Laboratory (NARL) at Gadanki runs the radar. In 2025, 320 visitors "
+                "came by bus and 140 visitors came by car.", "report.pdf p.5")
+    assert read_answer("What does NARL stand for?", [p]).answer == "National Atmospheric Research Laboratory"
+    assert read_answer("Which brought more visitors in 2025, bus or car?", [p]).answer == "bus"
