@@ -42,7 +42,10 @@ def add_parser(sub) -> None:
     r.add_argument("--limit", type=int, default=0, help="only the first N questions")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--concurrency", type=int, default=1, help="questions in flight (endpoint backends)")
-    r.add_argument("--page-base", type=int, default=1, choices=[0, 1], help="vidoseek/slidevqa page numbering")
+    r.add_argument("--page-base", type=int, default=1, choices=[0, 1],
+                   help="whether the dataset's pages count from 1 or 0 (vidoseek/slidevqa/jsonl)")
+    r.add_argument("--allow-missing-evidence", action="store_true",
+                   help="run even when gold evidence names files or pages the corpus lacks (jsonl)")
     j = pe.add_argument_group("LLM judge (optional)")
     j.add_argument("--judge-url", help="OpenAI-compatible endpoint of the judge model")
     j.add_argument("--judge-model", default="")
@@ -73,7 +76,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
              if args.judge_url else None)
     cfg = RunConfig(dataset=args.dataset, protocol=args.protocol, policy=policy, agent=agent, corpus=args.corpus,
                     index=args.index, scope=args.scope, limit=args.limit, seed=args.seed,
-                    concurrency=args.concurrency, out=args.out or "", judge=judge, page_base=args.page_base)
+                    concurrency=args.concurrency, out=args.out or "", judge=judge, page_base=args.page_base,
+                    allow_missing_evidence=args.allow_missing_evidence)
     run = run_eval(cfg, progress=not args.quiet)
     print((run / "report.md").read_text() if (run / "report.md").exists() else "")
     print(f"run folder: {run}", file=sys.stderr)

@@ -11,7 +11,8 @@ Names:
   searches only that PDF by default, as the benchmark intends.
 - `demo`: assets/questions.jsonl over assets/corpus.
 - `jsonl:PATH`: the generic format, one object per line: `id, question, answer[]` (acceptable answers),
-  `evidence[]` of `{"file", "page"?, "time"?: [start, end]}`, and optionally `answer_format`,
+  `evidence[]` of `{"file", "page"?, "time"?: [start, end]}` or `"dir/file.pdf#page=N"` strings (or `doc` with
+  `evidence_pages[]`; pages 1-based unless `page_base=0`), and optionally `answer_format`,
   `evidence_sources`, `doc_type`, `doc` (restrict the search to that file).
 - `vidoseek:PATH`, `slidevqa:PATH`: VRAG's unified JSON (`uid, query, reference_answer,
   meta_info{file_name, reference_page[], source_type, query_type}`), as a list, `{"examples": [...]}` or JSONL.
@@ -23,6 +24,7 @@ Every dataset declares its corpus (files or folders); the runner builds or reuse
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,25 +134,79 @@ def _mmlongbench(path: Path, name: str) -> Dataset:
     return Dataset(name, items, [MMLB / "documents"], REPO / "bench_out" / "mmlb_idx", per_doc=True)
 
 
-def _generic(path: Path, corpus: str | Path | None, name: str) -> Dataset:
+_PAGE_REF = re.compile(r"^(?P<file>.+?)#page=(?P<page>\d+)$")
+
+
+def gold_of(e: Any, page_base: int = 1, where: str = "") -> Gold:
+    """One evidence entry in the forms people write: "file", "dir/file.pdf#page=N", or {"file", "page"?,
+    "time"?}; pages are read as `page_base`-based (1 unless the file counts from 0).
+
+    >>> gold_of("documents/X.pdf#page=60"), gold_of({"file": "a/b.png"}).file, gold_of("X.pdf#page=0", 0).page
+    (Gold(file='X.pdf', page=60, time=None), 'b.png', 1)
+    """
+    if isinstance(e, str):
+        m = _PAGE_REF.match(e.strip())
+        if m:
+            return Gold(Path(m.group("file")).name, int(m.group("page")) + 1 - page_base)
+        return Gold(Path(e.strip()).name)
+    if not isinstance(e, dict) or not e.get("file"):
+        raise DatasetError(f"{where}: evidence {e!r} must be a file name, 'file#page=N' or "
+                           '{"file": ..., "page": N}')
+    t = e.get("time")
+    page = int(e["page"]) + 1 - page_base if e.get("page") is not None else None
+    return Gold(Path(e["file"]).name, page, (float(t[0]), float(t[1])) if t else None)
+
+
+def check_evidence(ds: Dataset, items: list[EvalItem] | None = None) -> list[str]:
+    """Problems with the gold evidence of `items` against the corpus: a file the corpus lacks, or a PDF page
+    beyond the file's page count. One line per problem, naming the question. Empty when all is well."""
+    files: dict[str, Path] = {}
+    for c in ds.corpus:
+        c = Path(c)
+        for f in ([c] if c.is_file() else sorted(p for p in c.rglob("*") if p.is_file())):
+            files.setdefault(f.name, f)
+    pages: dict[str, int] = {}
+    out = []
+    for it in items if items is not None else ds.items:
+        if not it.evidence_ok:
+            continue
+        for g in it.evidence:
+            f = files.get(g.file)
+            if f is None:
+                out.append(f"{it.id}: evidence file {g.file!r} is not in the corpus")
+                continue
+            if g.page is not None and f.suffix.lower() == ".pdf":
+                if g.file not in pages:
+                    try:
+                        import pypdfium2 as pdfium
+
+                        doc = pdfium.PdfDocument(str(f))
+                        pages[g.file] = len(doc)
+                        doc.close()
+                    except Exception:  # noqa: BLE001 - an unreadable PDF is the indexer's to report
+                        pages[g.file] = 10**9
+                if not 1 <= g.page <= pages[g.file]:
+                    out.append(f"{it.id}: evidence page {g.page} of {g.file} is outside its "
+                               f"{pages[g.file]} pages (pages count from 1; --page-base 0 if the file counts from 0)")
+    return out
+
+
+def _generic(path: Path, corpus: str | Path | None, name: str, page_base: int = 1) -> Dataset:
     _need(path, "question file", "give an existing JSONL file: jsonl:PATH")
     items = []
     for i, r in enumerate(read_records(path), 1):
         _required(r, ("question", "answer"), f"{path} question {i}")
         answers = r["answer"] if isinstance(r["answer"], list) else [r["answer"]]
-        ev = []
-        for e in r.get("evidence") or []:
-            if isinstance(e, str):
-                ev.append(Gold(Path(e).name))
-                continue
-            t = e.get("time")
-            ev.append(Gold(Path(e["file"]).name, int(e["page"]) if e.get("page") is not None else None,
-                           (float(t[0]), float(t[1])) if t else None))
+        ev = [gold_of(e, page_base, f"{path} question {i}") for e in r.get("evidence") or []]
+        if r.get("doc") and r.get("evidence_pages"):  # MMLongBench-Doc's own shape
+            ev += [Gold(Path(r["doc"]).name, int(p) + 1 - page_base) for p in r["evidence_pages"]
+                   if Gold(Path(r["doc"]).name, int(p) + 1 - page_base).key() not in {g.key() for g in ev}]
         items.append(EvalItem(
             id=str(r.get("id", f"q{i:04d}")), question=r["question"], answers=[str(a) for a in answers],
             evidence=ev, answer_format=r.get("answer_format", ""),
             evidence_sources=list(r.get("evidence_sources") or r.get("needs") or []),
-            doc_type=r.get("doc_type", ""), doc=Path(r["doc"]).name if r.get("doc") else ""))
+            doc_type=r.get("doc_type", ""), doc=Path(r["doc"]).name if r.get("doc") else "",
+            evidence_ok=r.get("evidence_ok", True)))
     folder = Path(corpus) if corpus else path.parent / "corpus"
     _need(folder, "corpus", f"pass the folder of documents these questions are about with --corpus DIR")
     return Dataset(name, items, [folder], REPO / "bench_out" / f"idx_{path.stem}",
@@ -186,7 +242,7 @@ def load_dataset(name: str, corpus: str | Path | None = None, page_base: int = 1
         return _generic(REPO / "assets" / "questions.jsonl", corpus or REPO / "assets" / "corpus", name)
     kind, sep, rest = name.partition(":")
     if sep and kind == "jsonl":
-        return _generic(Path(rest), corpus, name)
+        return _generic(Path(rest), corpus, name, page_base)
     if sep and kind in ("vidoseek", "slidevqa"):
         return _vrag(Path(rest), corpus, name, page_base)
     raise DatasetError(f"unknown dataset {name!r}; use one of {DATASETS} or jsonl:PATH / vidoseek:PATH / "

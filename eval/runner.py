@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.protocols import get as get_protocol
-from eval.datasets import Dataset, EvalItem, load_dataset
+from eval.datasets import Dataset, EvalItem, check_evidence, load_dataset
 from eval.retrieval_metrics import mrr, ndcg_at_k, recall_at_k
 
 # Settings that change the answers: a resumed run must use the same ones.
@@ -51,7 +51,8 @@ class RunConfig:
     concurrency: int = 1  # questions in flight (useful for endpoint backends)
     out: str = ""  # the run folder (default runs/eval/DATASET-PROTOCOL-BACKEND)
     judge: dict[str, Any] | None = None  # {"base_url", "model", "api_key"}: an LLM judge scores answers too
-    page_base: int = 1  # vidoseek/slidevqa: whether reference pages count from 1 or 0
+    page_base: int = 1  # vidoseek/slidevqa/jsonl: whether reference pages count from 1 or 0
+    allow_missing_evidence: bool = False  # jsonl: run even when gold evidence names files or pages not in the corpus
 
     def run_dir(self) -> Path:
         if self.out:
@@ -228,6 +229,14 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
     if cfg.scope not in ("auto", "doc", "corpus"):
         raise RunError(f"scope {cfg.scope!r} must be auto, doc or corpus")
     per_doc = cfg.scope == "doc" or (cfg.scope == "auto" and ds.per_doc)
+    if cfg.dataset.startswith("jsonl:") or cfg.dataset == "demo":
+        problems = check_evidence(ds, items)
+        if problems and not cfg.allow_missing_evidence:  # retrieval metrics would be silently zero
+            more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
+            raise RunError(f"{len(problems)} gold evidence entries cannot match the corpus "
+                           f"{', '.join(str(c) for c in ds.corpus)}:\n  " + "\n  ".join(problems[:10]) + more +
+                           "\nfix the file names or --corpus, or pass --allow-missing-evidence to run anyway "
+                           "(those questions then count as retrieval misses)")
     run = cfg.run_dir()
     check_config(run, cfg)
     (run / "traces").mkdir(parents=True, exist_ok=True)

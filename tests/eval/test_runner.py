@@ -211,3 +211,34 @@ def test_a_missing_judge_endpoint_fails_before_answering(setup, tmp_path):
                                                                     "model": "j"}),
                  progress=False, agent_factory=lambda acfg: asked.append(1))
     assert not asked
+
+
+def test_evidence_strings_with_page_anchors_match_the_corpus(setup, tmp_path):
+    qs, index, corpus = setup
+    pdf = next(p.name for p in corpus.iterdir() if p.suffix == ".pdf")
+    rows = [{"id": "a", "question": "q a", "answer": ["x"], "evidence": [f"documents/{pdf}#page=2"]},
+            {"id": "b", "question": "q b", "answer": ["x"], "evidence": [{"file": f"x/{pdf}", "page": 1}]},
+            {"id": "c", "question": "q c", "answer": ["x"], "doc": f"documents/{pdf}", "evidence_pages": [3]}]
+    path = tmp_path / "shapes.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ds = load_dataset(f"jsonl:{path}", corpus=corpus)
+    assert [[(g.file, g.page) for g in it.evidence] for it in ds.items] == [[(pdf, 2)], [(pdf, 1)], [(pdf, 3)]]
+    zero = load_dataset(f"jsonl:{path}", corpus=corpus, page_base=0)
+    assert zero.items[0].evidence[0].page == 3
+
+
+def test_evidence_the_corpus_cannot_match_stops_the_run_before_any_question(setup, tmp_path):
+    qs, index, corpus = setup
+    pdf = next(p.name for p in corpus.iterdir() if p.suffix == ".pdf")
+    rows = [{"id": "ok", "question": "q", "answer": ["x"], "evidence": [f"{pdf}#page=1"]},
+            {"id": "gone", "question": "q", "answer": ["x"], "evidence": ["other.pdf#page=1"]},
+            {"id": "far", "question": "q", "answer": ["x"], "evidence": [f"{pdf}#page=400"]}]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(RunError) as e:
+        run_eval(config(path, index, corpus, tmp_path / "run"), progress=False, agent_factory=factory(index))
+    msg = str(e.value)
+    assert "2 gold evidence entries" in msg and "gone: evidence file 'other.pdf' is not in the corpus" in msg
+    assert f"far: evidence page 400 of {pdf} is outside its" in msg and "--allow-missing-evidence" in msg
+    pred = tmp_path / "run" / "predictions.jsonl"
+    assert not pred.exists() or not pred.read_text()  # stopped before answering anything
