@@ -28,8 +28,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent.backends.smollm import (NOT_ANSWERABLE, SCAFFOLD, _WORD, _fuzzy_hit, _stem, _terms, content_words,
-                                   missing_anchors, split_sentences)
+from agent.backends.smollm import (NOT_ANSWERABLE, SCAFFOLD, _WORD, _fuzzy_hit, _stem, _terms, _value,
+                                   content_words, missing_anchors, split_sentences)
 
 ANSWER_TYPES = ("number", "percent", "money", "duration", "date", "year", "person", "organization", "place",
                 "yes_no", "choice", "list", "frequency", "expansion", "email", "phone", "url", "text")
@@ -395,14 +395,6 @@ def _in_question(text: str, question: str) -> bool:
     return all(_stem(w) in q or w.lower() in q for w in words)
 
 
-def _number_value(tok: str) -> float | None:
-    m = re.search(r"\d[\d,]*(?:\.\d+)?", tok)
-    try:
-        return float(m.group().replace(",", "")) if m else None
-    except ValueError:
-        return None
-
-
 def _side(sent: str, start: int) -> str:
     """Which side of a change the number at `start` is on: 'before' ('from X', 'X before', 'was X'),
     'after' ('to X', 'reached X', 'now X'), or ''."""
@@ -422,14 +414,14 @@ def _side(sent: str, start: int) -> str:
 
 
 def _numeric_spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
-    asked = {_number_value(t) for t in re.findall(r"\d[\d,]*(?:\.\d+)?", question)}
+    asked = {_value(t) for t in re.findall(r"\d[\d,]*(?:\.\d+)?", question)}
     side = wants_side(question)
     q = question.lower()
     out: list[_Span] = []
     for s in sents:
         for m in _QTY.finditer(s.text):
             num = m.group("num")
-            val = _number_value(num)
+            val = _value(num)
             if val is None:
                 continue
             text = m.group().strip()
@@ -711,7 +703,7 @@ def _choice_spans(question: str, sents: list[_Sent], passages_text: str) -> list
         for s in sents:
             terms = set(_terms(s.text))
             if ow and len(ow & terms) >= max(1, len(ow) // 2):
-                nums = [v for v in (_number_value(t) for t in re.findall(r"\d[\d,]*(?:\.\d+)?", s.text))
+                nums = [v for v in (_value(t) for t in re.findall(r"\d[\d,]*(?:\.\d+)?", s.text))
                         if v is not None and not (1900 <= v <= 2100)]
                 if nums:
                     best = max(nums) if best is None else max(best, max(nums))
@@ -739,10 +731,9 @@ def _label_spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
     return out
 
 
-def _spans(question: str, kind: str, sents: list[_Sent], heads: set[str] = frozenset()) -> list[_Span]:
+def _spans(question: str, kind: str, sents: list[_Sent], heads: set[str]) -> list[_Span]:
     """Candidates of the expected type; never the whole of a heading, title or running header/footer line
     (`heads`, lower case), wherever the span was found ('PEW RESEARCH CENTER' inside a joined line)."""
-    heads = set(heads) | {s.text.strip(" .").lower() for s in sents if s.heading}
     return [sp for sp in _typed(question, kind, sents) if sp.text.strip(" .").lower() not in heads]
 
 
