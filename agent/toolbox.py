@@ -15,6 +15,7 @@ from agent.evidence import Evidence
 from agent.state import EpisodeState
 from agent.tools import (OBS_MIN_PIXELS, ToolError, compose_box, map_bbox, resize_for_model, scaled_budget)
 from memory_graph.render import visual_tokens
+from retrieval.errors import RetrievalError
 
 TEXT_EXCERPT = 1200  # characters of a text result shown to the model
 
@@ -46,7 +47,7 @@ class Toolbox:
         try:
             try:
                 hits = self.retriever.search(q, k=k or cfg.top_k, filters=filters, mode=cfg.search_mode)
-            except (ValueError, TypeError) as e:
+            except (ValueError, TypeError, RetrievalError) as e:  # a bad query, or a search server gone away
                 raise ToolError(f"search failed: {e}") from e
             if query and query not in st.searched:
                 st.searched.append(query)

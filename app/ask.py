@@ -18,6 +18,7 @@ def add_parser(sub, default_index: str) -> None:
                                     "(searches, memorized evidence, crops, zooms) and a cited answer.")
     pa.add_argument("question", help="the question")
     pa.add_argument("--index", default=default_index, help="index folder (build one with `vimrag index`)")
+    add_search_url(pa)
     g = pa.add_argument_group("policy backend")
     g.add_argument("--backend", default="embedded", choices=["embedded", "openai", "transformers", "scripted"],
                    help="embedded: offline default (no VLM); openai: any OpenAI-compatible endpoint (vLLM, "
@@ -47,9 +48,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from agent.events import Finished
     from agent.loop import Agent
     from agent.state import AgentConfig
-    from retrieval.retriever import Retriever
+    from retrieval.retriever import open_retriever
 
-    if not Path(args.index).is_dir():
+    if not args.search_url and not Path(args.index).is_dir():
         raise FileNotFoundError(f"index folder {args.index} does not exist; build it with `vimrag index PATH "
                                 f"--index {args.index}`")
     cfg = AgentConfig(protocol=args.protocol, docs=args.doc, **agent_overrides(args))
@@ -60,7 +61,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         policy = load_policy(pcfg)
     except PolicyError as e:
         raise ValueError(str(e)) from e
-    agent = Agent(Retriever(args.index), policy, cfg)
+    agent = Agent(open_retriever(args.index, args.search_url, text_only=args.backend == "embedded"), policy, cfg)
     out = sys.stdout
     if not args.json:
         print(f"backend: {policy.describe()}\nprotocol: {cfg.protocol}\n", file=out)
@@ -94,6 +95,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"vimrag ask: error: {trace.error}", file=sys.stderr)
         return 2
     return 0 if trace.status == "answered" else 1
+
+
+def add_search_url(parser) -> None:
+    parser.add_argument("--search-url", default="", metavar="URL",
+                        help="send every search to this search server instead of a local index: `vimrag "
+                             "serve-search`'s or VRAG's (e.g. http://127.0.0.1:8002/search)")
 
 
 def add_agent_options(group) -> None:

@@ -101,7 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     pi.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to index")
     pi.add_argument("--index", default=_default_index(), help="index folder (default: $VIMRAG_INDEX or ./vimrag-index)")
     pi.add_argument("--embedder", default=None,
-                    help="minilm (default, offline) | st:PATH | clip:ID_OR_PATH | siglip:ID_OR_PATH | colqwen2:ID_OR_PATH")
+                    help="minilm (default, offline) | st:PATH | clip:ID_OR_PATH | siglip:ID_OR_PATH "
+                         "| colqwen2:ID_OR_PATH "
+                         "| gve:ID_OR_PATH (Alibaba-NLP/GVE-3B, GVE-7B) | qwen3vl-emb:ID_OR_PATH "
+                         "(Qwen/Qwen3-VL-Embedding-2B, -8B)")
     pi.add_argument("--ocr", default="auto", help="OCR for images, frames and scanned pages: auto | rapidocr | tesseract | none")
     pi.add_argument("--prune", action="store_true", help="forget indexed files under PATH that no longer exist")
     pi.add_argument("--batch-size", type=int, default=64, help="units per committed batch (checkpoint size)")
@@ -126,8 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     ps.set_defaults(func=cmd_search)
 
     pv = sub.add_parser("serve-search", help="serve the VRAG/VimRAG-compatible search API",
-                        description="POST /search {queries, top_k} -> {results: [{score, indice, data}]}; "
-                                    "GET /files/PATH serves corpus files only.")
+                        description="POST /search {queries, top_k} -> {results: [{score, indice, data}]} (VimRAG's "
+                                    "shape; PDF pages come as cached JPEGs); GET /search?queries=Q or POST with "
+                                    "vrag_ret -> [[{idx, image_file}]] (VRAG's); GET /files?path=P serves corpus "
+                                    "files and cached page images only.")
     pv.add_argument("--index", default=_default_index(), help="index folder")
     pv.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
     pv.add_argument("--port", type=int, default=8002)

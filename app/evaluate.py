@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from app.ask import add_agent_options, add_model_options, agent_overrides, model_overrides
+from app.ask import add_agent_options, add_model_options, add_search_url, agent_overrides, model_overrides
 
 
 def add_parser(sub) -> None:
@@ -25,6 +25,7 @@ def add_parser(sub) -> None:
                                       "vidoseek:PATH | slidevqa:PATH")
     pe.add_argument("--corpus", help="documents for jsonl:/vidoseek:/slidevqa: datasets")
     pe.add_argument("--index", help="index folder (default: the dataset's own, built on first use)")
+    add_search_url(pe)
     pe.add_argument("--scope", default="auto", choices=["auto", "doc", "corpus"],
                     help="doc: search only the question's document (MMLongBench-Doc's setting); corpus: all")
     g = pe.add_argument_group("policy backend")
@@ -77,7 +78,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     cfg = RunConfig(dataset=args.dataset, protocol=args.protocol, policy=policy, agent=agent, corpus=args.corpus,
                     index=args.index, scope=args.scope, limit=args.limit, seed=args.seed,
                     concurrency=args.concurrency, out=args.out or "", judge=judge, page_base=args.page_base,
-                    allow_missing_evidence=args.allow_missing_evidence)
+                    allow_missing_evidence=args.allow_missing_evidence, search_url=args.search_url)
     run = run_eval(cfg, progress=not args.quiet)
     print((run / "report.md").read_text() if (run / "report.md").exists() else "")
     print(f"run folder: {run}", file=sys.stderr)

@@ -17,6 +17,9 @@ def add_parser(sub) -> None:
                                     "Resumes from the newest checkpoint in output_dir.")
     pt.add_argument("--config", required=True, help="YAML training config (see rl/configs/)")
     pt.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. lr=5e-7 group_size=8 method=grpo")
+    pt.add_argument("--search-url", default="", metavar="URL",
+                    help="search through this server (`vimrag serve-search`'s or VRAG's) instead of the local "
+                         "index; the same as the override search_url=URL")
     pt.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     pt.set_defaults(func=cmd_train)
 
@@ -24,7 +27,8 @@ def add_parser(sub) -> None:
 def cmd_train(args: argparse.Namespace) -> int:
     from rl.trainer import TrainConfig, Trainer
 
-    cfg = TrainConfig.load(args.config, args.overrides)
+    overrides = list(args.overrides) + ([f"search_url={args.search_url}"] if args.search_url else [])
+    cfg = TrainConfig.load(args.config, overrides)
     trainer = Trainer(cfg)
     if trainer.acc.is_main_process:
         print("resolved config:", json.dumps(cfg.to_dict()))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.protocols import names as protocol_names
+from app.ask import add_search_url
 from app.workspace import SCOPE_ALL, SCOPE_BUNDLED, SCOPE_UPLOADS, Workspace, load_questions
 
 EMBEDDED_NOTE = (
@@ -383,6 +384,7 @@ def add_parser(sub) -> None:
     pd.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
     pd.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", ""))
     pd.add_argument("--no-warmup", action="store_true", help="do not load the model before serving")
+    add_search_url(pd)
     pd.set_defaults(func=cmd_demo)
 
 
@@ -390,9 +392,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from app.workspace import BUNDLED
 
     ws = Workspace(Path(args.workdir), corpus=Path(args.corpus) if args.corpus else BUNDLED,
-                   max_upload_mb=args.max_upload_mb)
+                   max_upload_mb=args.max_upload_mb, search_url=args.search_url)
     prepare_env(ws)
-    if not args.no_bundled:
+    if args.search_url:
+        print(f"searching the server at {args.search_url} (the bundled corpus and uploads are not indexed here)")
+    elif not args.no_bundled:
         print(f"indexing the bundled corpus {ws.corpus} into {ws.index_dir}")
         print(ws.index_bundled(progress=True).format())
     settings = default_settings(args.backend, args.model, args.base_url, args.api_key)

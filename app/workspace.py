@@ -107,6 +107,7 @@ class Workspace:
     corpus: Path = BUNDLED
     max_upload_mb: int = 50
     keep_runs: int = 200
+    search_url: str = ""  # search through this server instead of the local index (uploads are then refused)
     _retriever: Any = None
     _policies: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -143,9 +144,9 @@ class Workspace:
     def retriever(self):
         with self._lock:
             if self._retriever is None:
-                from retrieval.retriever import Retriever
+                from retrieval.retriever import open_retriever
 
-                self._retriever = Retriever(self.index_dir)
+                self._retriever = open_retriever(self.index_dir, self.search_url, text_only=True)  # embedded may read
             return self._retriever
 
     def index(self, paths: list[Path], progress: bool = False):
@@ -159,6 +160,8 @@ class Workspace:
         return summary
 
     def index_bundled(self, progress: bool = False):
+        if self.search_url:
+            raise ValueError(f"this demo searches the server at {self.search_url}; index files on its machine")
         if not self.corpus.is_dir():
             raise FileNotFoundError(f"the bundled corpus {self.corpus} is missing; regenerate it with "
                                     "`python -m assets.make_corpus`")
@@ -181,6 +184,9 @@ class Workspace:
         """Search filter for a scope: every indexed file under that corpus, or None for everything."""
         if scope in (None, "", SCOPE_ALL):
             return None
+        if self.search_url:
+            raise ValueError(f"this demo searches the server at {self.search_url}, which holds its own corpus; "
+                             f"choose '{SCOPE_ALL}'")
         from retrieval.store import Store
 
         root = self.corpus if scope == SCOPE_BUNDLED else self.uploads
@@ -200,6 +206,9 @@ class Workspace:
         A refused or unindexable file is removed again, so uploads/ only holds what the index could read,
         and whatever was indexed before stays as it was.
         """
+        if self.search_url:
+            return None, [f"this demo searches the server at {self.search_url}, so uploads here would never be "
+                          "searched; index them on the server's machine (`vimrag index FILES --index DIR`)"]
         problems: list[str] = []
         saved: list[Path] = []
         for f in files:

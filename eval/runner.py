@@ -53,6 +53,7 @@ class RunConfig:
     judge: dict[str, Any] | None = None  # {"base_url", "model", "api_key"}: an LLM judge scores answers too
     page_base: int = 1  # vidoseek/slidevqa/jsonl: whether reference pages count from 1 or 0
     allow_missing_evidence: bool = False  # jsonl: run even when gold evidence names files or pages not in the corpus
+    search_url: str = ""  # search through this server (ours or VRAG's) instead of a local index
 
     def run_dir(self) -> Path:
         if self.out:
@@ -222,7 +223,7 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
     from agent.backends.base import PolicyConfig, load_policy
     from agent.loop import Agent
     from agent.state import AgentConfig
-    from retrieval.retriever import Retriever
+    from retrieval.retriever import open_retriever
 
     ds = load_dataset(cfg.dataset, corpus=cfg.corpus, page_base=cfg.page_base)
     items = ds.items[: cfg.limit] if cfg.limit else ds.items
@@ -243,7 +244,8 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
     pred_path = run / "predictions.jsonl"
     done = read_predictions(pred_path, repair=True)
     todo = [it for it in items if it.id not in done]
-    config = resolved(cfg) | {"index": str(Path(cfg.index) if cfg.index else ds.default_index),
+    where = cfg.search_url or str(Path(cfg.index) if cfg.index else ds.default_index)
+    config = resolved(cfg) | {"index": where,
                               "n_items": len(items), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
                               "per_doc_search": per_doc}
     (run / "config.json").write_text(json.dumps(config, indent=1))
@@ -254,10 +256,11 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
         judge = Judge(**cfg.judge)
         judge.check()  # fail before hours of answering, not after
     if todo:
-        index = ensure_index(ds, cfg.index, progress)
+        index = None if cfg.search_url else ensure_index(ds, cfg.index, progress)  # a server holds its own
         seed_everything(cfg.seed)
         policy = None if agent_factory else load_policy(PolicyConfig.from_dict({**cfg.policy, "seed": cfg.seed}))
-        retriever = None if agent_factory else Retriever(index)
+        retriever = None if agent_factory else open_retriever(
+            index, cfg.search_url, text_only=cfg.policy.get("backend", "embedded") == "embedded")
         lock = threading.Lock()
         scores = [r["score"] for r in done.values() if r["id"] in {it.id for it in items}]
         bar = tqdm(total=len(items), initial=len(items) - len(todo), desc=f"{cfg.protocol}/{cfg.policy.get('backend')}",

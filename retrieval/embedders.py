@@ -10,6 +10,8 @@ model as the corpus:
     siglip:<id-or-path>     a SigLIP / SigLIP2 dual encoder through transformers
     colqwen2:<id-or-path>   ColQwen2 multi-vector late interaction through transformers' ColQwen2ForRetrieval
                             (use the transformers conversion, e.g. `vidore/colqwen2-v1.0-hf`)
+    gve:<id-or-path>        GVE (Alibaba-NLP/GVE-3B, GVE-7B), a Qwen2.5-VL embedder (retrieval/vl_embedders.py)
+    qwen3vl-emb:<id-or-path>  Qwen3-VL-Embedding (Qwen/Qwen3-VL-Embedding-2B, -8B) (retrieval/vl_embedders.py)
 
 Every output is float32 numpy on the CPU and L2-normalised: one row per input for single-vector models,
 one (n_tokens_i, dim) matrix per input for multi-vector ones. Models are loaded once per (spec, device)
@@ -35,9 +37,9 @@ from retrieval.errors import RetrievalError, missing_dependency
 if TYPE_CHECKING:
     from PIL import Image
 
-KINDS = ("minilm", "st", "clip", "siglip", "colqwen2")
+KINDS = ("minilm", "st", "clip", "siglip", "colqwen2", "gve", "qwen3vl-emb")
 EXAMPLES = ("minilm", "st:<id-or-path>", "clip:openai/clip-vit-base-patch32", "siglip:<id-or-path>",
-            "colqwen2:vidore/colqwen2-v1.0-hf")
+            "colqwen2:vidore/colqwen2-v1.0-hf", "gve:Alibaba-NLP/GVE-3B", "qwen3vl-emb:Qwen/Qwen3-VL-Embedding-2B")
 PROGRESS_MIN_BATCHES = 5  # tqdm only when a call has more batches than this minus one; tiny calls stay quiet
 COLQWEN2_MAX_DOC_TOKENS = 1024  # text passages for ColQwen2 are cut here so one huge chunk cannot exhaust memory
 
@@ -71,7 +73,12 @@ class Embedder(ABC):
         """Embed images. Text-only embedders raise NotImplementedError saying what to use instead."""
         raise NotImplementedError(
             f"embedder {self.spec!r} embeds text only and cannot embed images; index images through their "
-            f"OCR text, or choose a visual embedder: clip:<id-or-path>, siglip:<id-or-path> or colqwen2:<id-or-path>")
+            f"OCR text, or choose a visual embedder: clip:, siglip:, colqwen2:, gve: or qwen3vl-emb:<id-or-path>")
+
+    def encode_image_queries(self, images: list[Image.Image], batch_size: int = 8) -> np.ndarray | list[np.ndarray]:
+        """Embed images used as search queries. Most models embed them like any image; instruction-tuned ones
+        (qwen3vl-emb) frame a query differently from a document."""
+        return self.encode_images(images, batch_size)
 
     def _empty(self) -> np.ndarray | list[np.ndarray]:
         return [] if self.multi_vector else np.zeros((0, self.dim), dtype=np.float32)
@@ -506,4 +513,8 @@ def _build(kind: str, spec: str, ref: str, device: str) -> Embedder:
         return DualEncoderEmbedder(spec, ref, device)
     if kind == "colqwen2":
         return ColQwen2Embedder(spec, ref, device)
+    if kind in ("gve", "qwen3vl-emb"):
+        from retrieval.vl_embedders import GVEEmbedder, Qwen3VLEmbedder
+
+        return (GVEEmbedder if kind == "gve" else Qwen3VLEmbedder)(spec, ref, device)
     raise AssertionError(f"unhandled embedder kind {kind!r}")  # parse_spec admits only KINDS

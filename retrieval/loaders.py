@@ -6,6 +6,7 @@ about the index; `retrieval.ingest` turns what these return into units.
 
 from __future__ import annotations
 
+import io
 import math
 import threading
 import warnings
@@ -136,13 +137,14 @@ def render_pdf_page(path: str | Path, page: int, max_pixels: int | None = DEFAUL
 
 
 # ------------------------------------------------------------------------------------------- images
-def open_image(path: str | Path, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> Image.Image:
-    """Decode an image to RGB, refusing non-images and decompression bombs, shrunk to `max_pixels`."""
-    path = Path(path)
+def open_image(path: str | Path, max_pixels: int | None = DEFAULT_MAX_PIXELS, data: bytes | None = None) -> Image.Image:
+    """Decode an image to RGB, refusing non-images and decompression bombs, shrunk to `max_pixels`.
+    With `data`, the image is those bytes (fetched from a URL) and `path` only names it in errors."""
+    path = Path(path) if data is None else path
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path) as im:
+            with Image.open(path if data is None else io.BytesIO(data)) as im:
                 w, h = im.size
                 if w * h > MAX_IMAGE_PIXELS:
                     raise IngestError(path, f"image is {w}x{h} = {w * h / 1e6:.0f} Mpx, over the "

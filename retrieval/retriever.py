@@ -191,7 +191,7 @@ class Retriever:
             return {}
         emb = self.embedder
         if image is not None and emb.supports_images:
-            q = emb.encode_images([image])
+            q = emb.encode_image_queries([image])
         else:
             q = emb.encode_queries([text])
         allowed_vecs = None
@@ -247,10 +247,23 @@ def get_retriever(index: str | Path | None = None) -> Retriever:
         return _RETRIEVERS[key]
 
 
+def open_retriever(index: str | Path | None = None, search_url: str | None = None, text_only: bool = False):
+    """The local index's Retriever, or, with `search_url`, a RemoteRetriever that sends every search there.
+    `text_only`: the policy reads text, not pixels, so pictures a server returns without text are OCR'd.
+    A server that is down or answers in an unknown shape raises SearchServerError here, before any question."""
+    if search_url:
+        from retrieval.remote import RemoteRetriever
+
+        remote = RemoteRetriever(search_url, ocr_text=text_only)
+        remote.check()
+        return remote
+    return Retriever(index or DEFAULT_INDEX)
+
+
 def search(query, k: int = 5, filters: Filters | dict | None = None, *, index: str | Path | None = None,
            mode: str = "hybrid", dynamic: bool = False) -> list[Hit]:
     """Search an index (default: $VIMRAG_INDEX or ./vimrag-index) and return the best `k` hits."""
     return get_retriever(index).search(query, k=k, filters=filters, mode=mode, dynamic=dynamic)
 
 
-__all__ = ["Retriever", "search", "get_retriever", "Hit", "Unit", "Filters"]
+__all__ = ["Retriever", "open_retriever", "search", "get_retriever", "Hit", "Unit", "Filters"]

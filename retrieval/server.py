@@ -1,14 +1,22 @@
-"""The HTTP search server, compatible with the VRAG / VimRAG search API (DESIGN.md section 4.4).
+"""The HTTP search server, compatible with the VRAG / VimRAG search APIs (DESIGN.md section 4.4).
 
     POST /search  {"queries": ["..."], "top_k": 3}
       -> {"results": [{"score": [..], "indice": [..], "data": [{"type": "image|text|video",
                                                                 "file_path": "...", "content": "...", ...}]}]}
-    GET  /files?path=ABS_PATH     an indexed source file (nothing outside the index's corpus is served)
+      the VimRAG demo's and VRAG's FAISS engine's shape (VRAG search_engine/search_engine_faiss_api.py:17-25)
+    POST /search  {"queries": [...], "top_k": 10, "vrag_ret": true}    -> [[{"idx": 0, "image_file": "..."}]]
+    GET  /search?queries=..&queries=..&top_k=10                      -> [[{"idx": 0, "image_file": "..."}]]
+      VRAG's page-image engine (search_engine/search_engine_api.py:28-46, top 10 as search_engine.py:76),
+      which VRAG-RL's rollout (vrag_agent/generation.py:599) and VRAG's demo (demo/vrag_agent.py:62) call
+    GET  /files?path=ABS_PATH     an indexed source file or a cached page image; nothing else is served
     GET  /units/{uid}/image       a unit's picture as PNG (a rendered PDF page, an image, a keyframe)
     GET  /health                  index statistics
 
-One result entry per query, in order. Each `data` item carries, beyond VRAG's three keys, the unit's
-`uid`, `modality`, `page`, `start`/`end`, `citation` and an `image_url` for units with pixels.
+One result entry per query, in order. A PDF page is `"type": "image"` with `file_path` a real JPEG, rendered
+on first use into the index's page-image cache (retrieval/page_images.py: VRAG's `{stem}_{N}.jpg`, 200 dpi),
+so clients that open `file_path` with PIL work; `pdf_path` and `page` say which page it is. Each `data` item
+also carries the unit's `uid`, `modality`, `start`/`end`, `keyframes`, `citation` and an `image_url` for
+units with pixels. The list shape holds pictures only (pages and images), as VRAG's page-image index does.
 Binds to 127.0.0.1 unless told otherwise.
 """
 
@@ -21,10 +29,13 @@ from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 
-from retrieval.units import Hit
+from retrieval.page_images import cache_root, image_file
+from retrieval.units import Filters, Hit
 
-MAX_QUERIES = 64
+MAX_QUERIES = 100  # VRAG-RL sends its searches in batches of 100 (vrag_agent/generation.py:595)
 MAX_TOP_K = 100
+VRAG_TOP_K = 10  # VRAG's page-image engine returns its top 10 (search_engine/search_engine.py:76)
+PICTURES = ("page", "image")
 
 
 class SearchRequest(BaseModel):
@@ -32,13 +43,25 @@ class SearchRequest(BaseModel):
     top_k: int = Field(3, ge=1, le=MAX_TOP_K)
     mode: str = "hybrid"
     filters: dict | None = None
+    vrag_ret: bool = False  # answer in VRAG's list shape, [[{idx, image_file}]], as its newer server does
 
 
-def _item(hit: Hit) -> dict:
+def _picture(index_dir: Path, unit) -> str:
+    try:
+        return image_file(index_dir, unit)
+    except Exception as e:  # noqa: BLE001 - a PDF moved or damaged since indexing: say which and how to fix it
+        raise HTTPException(500, f"cannot render {unit.citation()} to an image ({e}); re-run `vimrag index` on "
+                                 "the corpus so the index matches the files") from e
+
+
+def _item(hit: Hit, index_dir: Path) -> dict:
     u = hit.unit
     kind = {"page": "image", "image": "image", "video": "video", "text": "text"}[u.modality]
-    item = {"type": kind, "file_path": u.source, "content": u.text, "uid": u.uid, "modality": u.modality,
-            "page": u.page, "start": u.start, "end": u.end, "citation": u.citation()}
+    item = {"type": kind, "file_path": _picture(index_dir, u) if u.modality == "page" else u.source,
+            "content": u.text, "uid": u.uid, "modality": u.modality, "page": u.page, "start": u.start,
+            "end": u.end, "keyframes": u.keyframes, "citation": u.citation()}
+    if u.modality == "page":
+        item["pdf_path"] = u.source
     if u.modality != "text":
         item["image_url"] = f"/units/{u.uid}/image"
     return item
@@ -49,30 +72,57 @@ def create_app(index_dir: str | Path, retriever=None):
     from retrieval.retriever import Retriever
 
     r = retriever or Retriever(index_dir)  # it serialises its own searches and reloads
+    index_dir = Path(index_dir)
+    cache = cache_root(index_dir).resolve()
     app = FastAPI(title="VimRAG search", version="1")
 
-    @app.post("/search")
-    def search(req: SearchRequest) -> dict:
-        results = []
-        for q in req.queries:
+    def run(queries: list[str], k: int, filters, mode: str) -> list[list[Hit]]:
+        out = []
+        for q in queries:
             if not q.strip():
                 raise HTTPException(422, "every query must have some words")
             try:
-                hits = r.search(q, k=req.top_k, filters=req.filters, mode=req.mode)
+                out.append(r.search(q, k=k, filters=filters, mode=mode))
             except (ValueError, TypeError) as e:
                 raise HTTPException(422, str(e)) from e
-            results.append({"score": [h.score for h in hits],
-                            "indice": [r.position(h.unit.uid) for h in hits],
-                            "data": [_item(h) for h in hits]})
+        return out
+
+    def vrag_lists(queries: list[str], k: int, mode: str, filters: dict | None = None) -> list[list[dict]]:
+        """VRAG's shape: per query, the best `k` pictures as {idx (rank), image_file (a JPEG path)}."""
+        try:
+            f = Filters.from_dict(filters)
+        except (ValueError, TypeError) as e:
+            raise HTTPException(422, str(e)) from e
+        f.modalities = [m for m in (f.modalities or PICTURES) if m in PICTURES]
+        if not f.modalities:
+            raise HTTPException(422, "the list shape (GET or vrag_ret) returns pictures only: pages and images")
+        return [[{"idx": i, "image_file": _picture(index_dir, h.unit)} for i, h in enumerate(hits)]
+                for hits in run(queries, k, f, mode)]
+
+    @app.post("/search")
+    def search(req: SearchRequest):
+        if req.vrag_ret:
+            return vrag_lists(req.queries, req.top_k, req.mode, req.filters)
+        results = [{"score": [h.score for h in hits], "indice": [r.position(h.unit.uid) for h in hits],
+                    "data": [_item(h, index_dir) for h in hits]}
+                   for hits in run(req.queries, req.top_k, req.filters, req.mode)]
         return {"results": results}
+
+    @app.get("/search")
+    def search_get(queries: list[str] = Query(..., min_length=1, max_length=MAX_QUERIES,
+                                              description="repeat for several queries: ?queries=a&queries=b"),
+                   top_k: int = Query(VRAG_TOP_K, ge=1, le=MAX_TOP_K), mode: str = "hybrid"):
+        return vrag_lists(queries, top_k, mode)
 
     @app.get("/health")
     def health() -> dict:
         return {"status": "ok", **r.stats()}
 
     @app.get("/files")
-    def files(path: str = Query(..., description="absolute path of an indexed file")):
+    def files(path: str = Query(..., description="absolute path of an indexed file or a cached page image")):
         real = Path(path).resolve()
+        if cache in real.parents and real.suffix == ".jpg" and real.is_file():
+            return FileResponse(str(real), media_type="image/jpeg")
         rec = r.store.file(path) or r.store.file(str(real))
         if rec is None or rec.status != "ok":
             raise HTTPException(404, "not an indexed file of this corpus")
@@ -100,5 +150,6 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8002) -> N
     import uvicorn
 
     app = create_app(index_dir)
-    print(f"VimRAG search API on http://{host}:{port}  (POST /search, GET /health); index {index_dir}")
+    print(f"VimRAG search API on http://{host}:{port}/search  (POST: VimRAG's shape, or VRAG's with vrag_ret; "
+          f"GET: VRAG's); index {index_dir}")
     uvicorn.run(app, host=host, port=port, log_level="warning")

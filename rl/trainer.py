@@ -47,6 +47,7 @@ class TrainConfig:
     dataset: str = ""  # an eval dataset name (eval/datasets.py), e.g. jsonl:PATH
     corpus: str | None = None
     index: str | None = None
+    search_url: str = ""  # search through this server (ours or VRAG's) instead of the local index
     protocol: str = "vimrag"
     prompts: dict[str, str] | None = None  # the protocol's prompts replaced by name (short ones for tiny models)
     prompt_file: str | None = None  # or read from a file (agent.protocols.read_prompt_file)
@@ -327,8 +328,11 @@ class Trainer:
     def get_retriever(self):
         if self.retriever is None:
             from eval.runner import ensure_index
-            from retrieval.retriever import Retriever
+            from retrieval.retriever import Retriever, open_retriever
 
+            if self.cfg.search_url:  # a search server holds the corpus; nothing to build here
+                self.retriever = open_retriever(search_url=self.cfg.search_url)
+                return self.retriever
             with self.acc.main_process_first():  # one process builds or updates the index, the others read it
                 self.retriever = Retriever(ensure_index(self.ds, self.cfg.index, progress=False))
         return self.retriever

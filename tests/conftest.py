@@ -39,3 +39,13 @@ def mixed_index(mixed_corpus, tmp_path_factory) -> Path:
     idx = tmp_path_factory.mktemp("mixed_idx")
     Indexer(idx).index([mixed_corpus], progress=False)
     return idx
+
+
+@pytest.fixture(scope="session")
+def bundled_index(tmp_path_factory) -> Path:
+    """The bundled demo corpus (assets/corpus) indexed once with the defaults (read-only for its tests)."""
+    from retrieval.ingest import Indexer
+
+    idx = tmp_path_factory.mktemp("bundled_idx")
+    Indexer(idx).index([REPO / "assets" / "corpus"], progress=False)
+    return idx

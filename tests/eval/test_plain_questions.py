@@ -17,15 +17,6 @@ from app.cli import main
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def bundled_index(tmp_path_factory) -> Path:
-    from retrieval.ingest import Indexer
-
-    idx = tmp_path_factory.mktemp("bundled_idx")
-    Indexer(idx).index([REPO / "assets" / "corpus"], progress=False)
-    return idx
-
-
 def run(dataset: str, index: Path, out: Path) -> list[dict]:
     args = ["eval", "--dataset", dataset, "--backend", "embedded", "--index", str(index), "--out", str(out),
             "--quiet"]

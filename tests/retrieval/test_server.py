@@ -1,5 +1,7 @@
 """The HTTP search server: VRAG-compatible shapes, file serving confined to the corpus, clear 4xx errors."""
 
+from pathlib import Path
+
 import pytest
 
 
@@ -31,8 +33,10 @@ def test_unit_image_and_files(client):
     d = client.post("/search", json={"queries": ["revenue by region"], "top_k": 1}).json()["results"][0]["data"][0]
     img = client.get(d["image_url"])
     assert img.status_code == 200 and img.headers["content-type"] == "image/png" and img.content[:4] == b"\x89PNG"
-    f = client.get("/files", params={"path": d["file_path"]})
+    f = client.get("/files", params={"path": d["pdf_path"]})
     assert f.status_code == 200 and f.content[:5] == b"%PDF-"
+    jpg = client.get("/files", params={"path": d["file_path"]})  # the cached page image is served too
+    assert jpg.status_code == 200 and jpg.headers["content-type"] == "image/jpeg" and jpg.content[:2] == b"\xff\xd8"
 
 
 @pytest.mark.parametrize("path", ["/etc/passwd", "../../etc/passwd", "/work/../etc/shadow"])
@@ -47,6 +51,28 @@ def test_bad_requests(client):
     assert client.post("/search", json={"queries": ["  "]}).status_code == 422
     assert client.post("/search", json={"queries": ["x"], "mode": "fuzzy"}).status_code == 422
     assert client.get("/units/nope/image").status_code == 404
+
+
+def test_list_shape_on_post_and_get(client):
+    """VRAG's shape: per query, pictures only, {idx: rank, image_file: a JPEG path}; GET's default is VRAG's top 10."""
+    import pypdfium2
+    from PIL import Image
+
+    posted = client.post("/search", json={"queries": ["revenue by region"], "top_k": 2, "vrag_ret": True}).json()
+    got = client.get("/search", params={"queries": ["revenue by region", "battery runtime"]}).json()
+    assert len(posted) == 1 and len(got) == 2 and [d["idx"] for d in posted[0]] == [0, 1]
+    assert posted[0] == got[0][:2]
+    assert 1 <= len(got[0]) <= 10 and all(set(d) == {"idx", "image_file"} for d in got[0])
+    first = Path(got[0][0]["image_file"])
+    assert first.name.endswith("_2.jpg") and first.parent.parent.name == "page_images"  # VRAG's {stem}_{N}.jpg
+    pdf = client.post("/search", json={"queries": ["revenue by region"], "top_k": 1}).json()["results"][0]["data"][0]
+    width_pt = pypdfium2.PdfDocument(pdf["pdf_path"])[1].get_size()[0]
+    with Image.open(first) as im:
+        assert im.format == "JPEG" and abs(im.width / width_pt * 72 - 200) < 1  # 200 dpi, as VRAG's pdf2images
+    assert client.get("/search").status_code == 422
+    assert client.get("/search", params={"queries": ["x"], "top_k": 0}).status_code == 422
+    bad = client.post("/search", json={"queries": ["x"], "vrag_ret": True, "filters": {"modalities": ["video"]}})
+    assert bad.status_code == 422 and "pictures only" in bad.text
 
 
 def test_health(client):
