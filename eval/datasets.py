@@ -15,7 +15,8 @@ Names:
   `evidence_pages[]`; pages 1-based unless `page_base=0`), and optionally `answer_format`,
   `evidence_sources`, `doc_type`, `doc` (restrict the search to that file).
 - `vidoseek:PATH`, `slidevqa:PATH`: VRAG's unified JSON (`uid, query, reference_answer,
-  meta_info{file_name, reference_page[], source_type, query_type}`), as a list, `{"examples": [...]}` or JSONL.
+  meta_info{file_name, reference_page[], source_type, query_type, doc_type?, answer_format?}`), as a list,
+  `{"examples": [...]}` (VRAG-RL/examples/rag_dataset.json) or JSONL; `query_type` is the question type.
   `reference_page` is read as 1-indexed; pass `page_base=0` when a file counts from 0.
 
 Every dataset declares its corpus (files or folders); the runner builds or reuses an index of it.
@@ -66,6 +67,7 @@ class EvalItem:
     answer_format: str = ""  # MMLongBench-Doc: Str | Int | Float | List | None
     evidence_sources: list[str] = field(default_factory=list)
     doc_type: str = ""
+    question_type: str = ""  # e.g. ViDoSeek's / SlideVQA's query_type (Single-Hop, Multi-Hop, ...)
     doc: str = ""  # the one file this question is about, when the dataset says so
     evidence_ok: bool = True  # False: the gold pages are known to be wrong (left out of retrieval metrics)
 
@@ -224,11 +226,13 @@ def _vrag(path: Path, corpus: str | Path | None, name: str, page_base: int = 1) 
         meta = r.get("meta_info") or {}
         file = Path(meta.get("file_name", "")).name
         pages = [int(p) + (1 - page_base) for p in meta.get("reference_page") or []]
+        sources = meta.get("source_type") or []  # "Chart" or ["Chart", "Table"]: both occur in VRAG's files
         items.append(EvalItem(
             id=str(r.get("uid", f"q{i:05d}")), question=r["query"], answers=[str(r["reference_answer"])],
             evidence=[Gold(file, p) for p in pages] if file else [],
-            evidence_sources=[meta["source_type"]] if meta.get("source_type") else [],
-            doc_type=meta.get("query_type", ""), doc=""))
+            evidence_sources=[str(x) for x in ([sources] if isinstance(sources, str) else sources)],
+            answer_format=str(meta.get("answer_format") or ""), doc_type=str(meta.get("doc_type") or ""),
+            question_type=str(meta.get("query_type") or ""), doc=""))
     return Dataset(name, items, [Path(corpus)], REPO / "bench_out" / f"idx_{path.stem}")
 
 

@@ -150,6 +150,7 @@ def compute_metrics(rows: list[dict], config: dict) -> dict:
         "by_format": _groups(rows, lambda r: [r["answer_format"]] if r.get("answer_format") else []),
         "by_source": _groups(rows, lambda r: r.get("evidence_sources") or []),
         "by_doc_type": _groups(rows, lambda r: [r["doc_type"]] if r.get("doc_type") else []),
+        "by_question_type": _groups(rows, lambda r: [r["question_type"]] if r.get("question_type") else []),
         "by_page_group": _groups(rows, lambda r: [_page_group(r)]) if is_mmlb else {},
         "retrieval": retrieval,
         "cost": cost,
@@ -212,9 +213,10 @@ def render_markdown(m: dict, config: dict, run_name: str = "") -> str:
     sections = [("By answer format", "by_format", "format", ""),
                 ("By evidence source", "by_source", "source", "A question with several sources counts under each."),
                 ("By document type", "by_doc_type", "doc type", ""),
+                ("By question type", "by_question_type", "question type", ""),
                 ("By evidence pages (MMLongBench-Doc)", "by_page_group", "group", "")]
     for heading, key, col, note in sections:
-        if m[key]:  # datasets without formats, sources or doc types get no empty table
+        if m.get(key):  # datasets without formats, sources or doc types get no empty table (older runs: none)
             out += [f"## {heading}", "", _group_table(col, m[key]), ""] + ([note, ""] if note else [])
 
     ret = [[k, _pct(v["mean"]) if k.endswith("hit") else _num(v["mean"], 3), str(v["n"])]

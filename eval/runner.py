@@ -122,7 +122,7 @@ def make_row(item: EvalItem, ds: Dataset, cfg: RunConfig, trace, wall_s: float, 
 
     row = {"id": item.id, "dataset": ds.name, "question": item.question, "gold": item.answers,
            "answer_format": item.answer_format, "evidence_sources": item.evidence_sources,
-           "doc_type": item.doc_type,
+           "doc_type": item.doc_type, "question_type": item.question_type,
            "gold_pages": [[g.file, g.page] for g in item.evidence if g.page is not None],
            "pred": trace.answer if trace else None,
            "status": trace.status if trace else "error", "error": error or (trace.error if trace else ""),
