@@ -43,7 +43,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from retrieval.ingest import IngestConfig, Indexer
 
     cfg = IngestConfig(embedder=args.embedder, ocr=args.ocr, batch_units=args.batch_size,
-                       clip_seconds=args.clip_seconds)
+                       clip_seconds=args.clip_seconds, page_images=not args.no_page_images)
     summary = Indexer(args.index, cfg).index(args.paths, prune=args.prune, progress=not args.quiet)
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))
@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "(Qwen/Qwen3-VL-Embedding-2B, -8B)")
     pi.add_argument("--ocr", default="auto", help="OCR for images, frames and scanned pages: auto | rapidocr | tesseract | none")
     pi.add_argument("--prune", action="store_true", help="forget indexed files under PATH that no longer exist")
+    pi.add_argument("--no-page-images", action="store_true",
+                    help="index images named X_N.jpg as plain images; by default they are page N of X.pdf (VRAG's "
+                         "corpus layout): left out when X.pdf is indexed too, so each page is indexed once")
     pi.add_argument("--batch-size", type=int, default=64, help="units per committed batch (checkpoint size)")
     pi.add_argument("--clip-seconds", type=float, default=60.0, help="split videos into clips of about this length")
     pi.add_argument("--json", action="store_true", help="print the summary as JSON")

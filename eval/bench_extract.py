@@ -50,9 +50,10 @@ def page_texts(index: Path | None) -> dict[tuple[str, int], str]:
     if index is None or not (index / "store.sqlite").exists():
         return {}
     from retrieval.store import Store
+    from retrieval.units import page_id
 
     _, units = Store(index).units()
-    return {(Path(u.source).name, u.page): u.text for u in units if u.modality == "page"}
+    return {page_id(u): u.text for u in units if u.modality == "page"}
 
 
 def pdf_text(path: Path, page: int) -> str:

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from retrieval.units import page_id, page_image_name
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
 MMLB = SHARED / "mmlongbench_doc"
@@ -47,11 +49,15 @@ class Gold:
         return (self.file, self.page, self.time)
 
     def matches(self, unit: dict[str, Any]) -> bool:
-        """Whether a retrieved unit (Unit.to_dict()) is this evidence."""
-        if Path(unit.get("source", "")).name != self.file:
+        """Whether a retrieved unit (Unit.to_dict()) is this evidence. Pages compare by retrieval.units.page_id,
+        so page 3 of X.pdf is the indexed PDF page or the page image X_3.jpg alike."""
+        if self.page is None and self.time is None and Path(unit.get("source", "")).name == self.file:
+            return True  # the file itself, named as it is (a gold "X_3.jpg")
+        doc, page = page_id(unit)
+        if doc != self.file:
             return False
         if self.page is not None:
-            return unit.get("page") == self.page
+            return page == self.page
         if self.time is not None and unit.get("start") is not None:
             a, b = self.time
             return not ((unit.get("end") or unit["start"]) < a or unit["start"] > b)
@@ -163,10 +169,14 @@ def check_evidence(ds: Dataset, items: list[EvalItem] | None = None) -> list[str
     """Problems with the gold evidence of `items` against the corpus: a file the corpus lacks, or a PDF page
     beyond the file's page count. One line per problem, naming the question. Empty when all is well."""
     files: dict[str, Path] = {}
+    page_images: dict[str, set[int]] = {}  # X.pdf -> the N of its page images X_N.jpg in the corpus
     for c in ds.corpus:
         c = Path(c)
         for f in ([c] if c.is_file() else sorted(p for p in c.rglob("*") if p.is_file())):
             files.setdefault(f.name, f)
+            named = page_image_name(f.name)
+            if named:
+                page_images.setdefault(named[0], set()).add(named[1])
     pages: dict[str, int] = {}
     out = []
     for it in items if items is not None else ds.items:
@@ -174,6 +184,12 @@ def check_evidence(ds: Dataset, items: list[EvalItem] | None = None) -> list[str
             continue
         for g in it.evidence:
             f = files.get(g.file)
+            if f is None and g.file in page_images:  # a VRAG corpus of page images without its PDFs
+                if g.page is not None and g.page not in page_images[g.file]:
+                    stem = g.file.removesuffix(".pdf")
+                    out.append(f"{it.id}: evidence page {g.page} of {g.file} has no page image {stem}_{g.page}.* "
+                               f"in the corpus (pages count from 1; --page-base 0 if the file counts from 0)")
+                continue
             if f is None:
                 out.append(f"{it.id}: evidence file {g.file!r} is not in the corpus")
                 continue
@@ -210,7 +226,7 @@ def _generic(path: Path, corpus: str | Path | None, name: str, page_base: int = 
             doc_type=r.get("doc_type", ""), doc=Path(r["doc"]).name if r.get("doc") else "",
             evidence_ok=r.get("evidence_ok", True)))
     folder = Path(corpus) if corpus else path.parent / "corpus"
-    _need(folder, "corpus", f"pass the folder of documents these questions are about with --corpus DIR")
+    _need(folder, "corpus", "pass the folder of documents these questions are about with --corpus DIR")
     return Dataset(name, items, [folder], REPO / "bench_out" / f"idx_{path.stem}",
                    per_doc=all(it.doc for it in items) and bool(items))
 

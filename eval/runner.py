@@ -230,7 +230,7 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
     if cfg.scope not in ("auto", "doc", "corpus"):
         raise RunError(f"scope {cfg.scope!r} must be auto, doc or corpus")
     per_doc = cfg.scope == "doc" or (cfg.scope == "auto" and ds.per_doc)
-    if cfg.dataset.startswith("jsonl:") or cfg.dataset == "demo":
+    if cfg.dataset.split(":")[0] in ("jsonl", "demo", "vidoseek", "slidevqa"):
         problems = check_evidence(ds, items)
         if problems and not cfg.allow_missing_evidence:  # retrieval metrics would be silently zero
             more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""

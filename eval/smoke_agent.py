@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from agent.protocols import get as get_protocol
 from agent.protocols import names as protocol_names
+from retrieval.units import page_id
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mmlongbench_doc"
 
@@ -83,9 +84,9 @@ def evidence_pages(trace, memorized_only: bool) -> set[tuple[str, int]]:
     for info_id, ev in trace.evidence.items():
         if memorized_only and info_id not in kept:
             continue
-        u = ev["unit"]
-        if u.get("page"):
-            out.add((Path(u["source"]).name, int(u["page"])))
+        doc, page = page_id(ev["unit"])
+        if page:
+            out.add((doc, int(page)))
     return out
 
 

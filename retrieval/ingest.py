@@ -37,6 +37,7 @@ class IngestConfig:
     passage_words: int = 150  # a unit's text is embedded in passages of this many words (MiniLM reads 256 tokens)
     max_passages: int = 16
     batch_units: int = 64  # units per committed batch (the checkpoint granularity)
+    page_images: bool = True  # images named X_N.jpg are page N of X.pdf (VRAG's layout); False: plain images
 
 
 @dataclass
@@ -47,6 +48,8 @@ class IngestSummary:
     pruned: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     failed: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    plain_images: list[tuple[str, str]] = field(default_factory=list)  # named like page images but not pages: why
+    page_images: int = 0  # images indexed as pages of their document (VRAG's X_N.jpg without X.pdf)
     seconds: float = 0.0
     total_units: int = 0
 
@@ -54,7 +57,11 @@ class IngestSummary:
         lines = [f"indexed {self.units_indexed} units from {self.files_indexed} files in {self.seconds:.1f}s; "
                  f"{self.unchanged} files unchanged, {len(self.skipped)} skipped, {len(self.failed)} failed"
                  + (f", {self.pruned} pruned" if self.pruned else "") + f"; index holds {self.total_units} units"]
-        for title, rows in (("skipped", self.skipped), ("failed", self.failed)):
+        if self.page_images:
+            lines.append(f"{self.page_images} page images indexed as the pages of their PDFs (X_N.jpg is page N "
+                         "of X.pdf)")
+        for title, rows in (("skipped", self.skipped), ("failed", self.failed),
+                            ("indexed as plain images, not pages", self.plain_images)):
             if rows:
                 lines.append(f"{title}:")
                 lines += [f"  {p}: {why}" for p, why in rows]
@@ -159,7 +166,7 @@ class Indexer:
 
         t0 = time.perf_counter()
         summary = IngestSummary()
-        files = walk(paths, summary)
+        files = self._pages_once(walk(paths, summary), summary)
         seen_hashes: dict[str, str] = {}
         pending: list[PendingFile] = []
         n_pending = 0
@@ -181,6 +188,33 @@ class Indexer:
         summary.total_units = self.store.count_units()
         summary.seconds = time.perf_counter() - t0
         return summary
+
+    def _pages_once(self, files: list[tuple[Path, Path]], summary: IngestSummary) -> list[tuple[Path, Path]]:
+        """Apply VRAG's page-image convention (retrieval/page_images.py): page images of a PDF that is indexed
+        are left out (and dropped from the index if an earlier run took them), and page images without their
+        PDF are marked as its pages."""
+        self._page_of: dict[Path, tuple[str, int]] = {}
+        if not self.config.page_images:
+            return files
+        from retrieval.page_images import plan_page_images
+
+        images = [f for f, _ in files if loaders.kind_of(f) == "image"]
+        if not images:
+            return files
+        pdfs = [f for f, _ in files if loaders.kind_of(f) == "pdf"]
+        pdfs += [r.path for r in self.store.files() if r.status == "ok" and loaders.kind_of(r.path) == "pdf"]
+        plan = plan_page_images(images, pdfs)
+        self._page_of = plan.pages
+        summary.plain_images += plan.plain
+        left_out: set[Path] = set()
+        for pdf, imgs in plan.duplicates.items():
+            left_out.update(imgs)
+            dropped = self.store.remove_files([str(p) for p in imgs if self.store.file(str(p))])
+            summary.skipped.append((f"{len(imgs)} page images of {pdf}",
+                                    "its pages are indexed from the PDF (text layer and rendering), so each page is "
+                                    "indexed once" + (f"; {dropped} indexed earlier were dropped" if dropped else "")
+                                    + "; --no-page-images indexes them as separate images"))
+        return [(f, root) for f, root in files if f not in left_out]
 
     def prune(self, paths: list[str | Path]) -> int:
         """Forget files under `paths` that no longer exist on disk."""
@@ -251,8 +285,9 @@ class Indexer:
         if kind == "image":
             image = loaders.open_image(path)
             text = self._ocr_text(image)
+            doc, page = self._page_of.get(path, ("", None))
             return [Unit(uid=f"{sha[:16]}:img", modality="image", text=text, width=image.width, height=image.height,
-                         text_source=f"ocr:{self.ocr.name}" if self.ocr else "", **base)]
+                         text_source=f"ocr:{self.ocr.name}" if self.ocr else "", doc=doc, page=page, **base)]
         if kind == "video":
             return self._extract_video(path, base, sha)
         if kind == "text":
@@ -299,6 +334,7 @@ class Indexer:
             if pf.record.status == "ok":
                 summary.files_indexed += 1
                 summary.units_indexed += len(pf.units)
+                summary.page_images += sum(1 for u in pf.units if u.doc)
 
     def _embed(self, pending: list[PendingFile]) -> None:
         units = [u for pf in pending for u in pf.units]

@@ -1,4 +1,5 @@
-"""Page images: a PDF page as an image file on disk, rendered once into a cache inside the index folder.
+"""Page images, both ways: a PDF page rendered once to an image file in the index's cache (for clients that
+open `file_path` with PIL), and a corpus's own page images recognised as the pages they are (`plan_page_images`).
 
 VRAG's and VimRAG's clients open a search result's `file_path` with PIL, so a page result must point at an
 image, not at its PDF. The cache follows VRAG's corpus convention: page N of `X.pdf` is `X_N.jpg`, 1-based
@@ -17,9 +18,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from retrieval.units import Unit
+from retrieval.units import Unit, page_image_name
 
 PAGE_IMAGE_DIR = "page_images"
 PAGE_IMAGE_DPI = 200.0  # pdf2image's default, used by VRAG's pdf2images.py
@@ -65,3 +67,65 @@ def image_file(index_dir: str | Path, unit: Unit) -> str:
     if unit.modality == "page":
         return str(page_image(index_dir, unit).resolve())
     return unit.source
+
+
+# ------------------------------------------------------------------------ page images found in a corpus
+@dataclass
+class PagePlan:
+    """What the indexer does with the files named like VRAG page images (`X_N.jpg`) among those it walks."""
+
+    pages: dict[Path, tuple[str, int]] = field(default_factory=dict)  # indexed as page N of X.pdf (no PDF here)
+    duplicates: dict[str, list[Path]] = field(default_factory=dict)  # X.pdf path -> its page images, not indexed
+    plain: list[tuple[str, str]] = field(default_factory=list)  # (image, why it stays a plain image)
+
+
+def _pdf_pages(path: str | Path) -> int | None:
+    import pypdfium2 as pdfium
+
+    try:
+        doc = pdfium.PdfDocument(str(path))
+    except Exception:  # noqa: BLE001 - an unreadable PDF is the indexer's to report; its page images stand in
+        return None
+    try:
+        return len(doc)
+    finally:
+        doc.close()
+
+
+def plan_page_images(images: list[Path], pdfs: list[str | Path]) -> PagePlan:
+    """Decide, for the images about to be indexed, which are pages of a PDF.
+
+    `pdfs` are the PDFs under the indexed paths and those already in the index. A page image X_N.jpg
+    - whose X.pdf is there with at least N pages is that page twice over: it is not indexed (the PDF's page
+      has the text layer and renders at any resolution), so search never shows the page twice;
+    - with no X.pdf but sibling pages (X_1.jpg, X_2.jpg, ...) is indexed as page N of X.pdf, as VRAG's
+      corpora of page images are meant;
+    - otherwise (N past the PDF's end, several PDFs named X.pdf, no PDF and no siblings) stays a plain
+      image, and the plan says why.
+    """
+    plan = PagePlan()
+    by_stem: dict[str, list[str]] = {}
+    for p in pdfs:
+        by_stem.setdefault(Path(p).name, []).append(str(p))
+    groups: dict[str, list[tuple[Path, int]]] = {}
+    for img in images:
+        named = page_image_name(img.name)
+        if named:
+            groups.setdefault(named[0], []).append((img, named[1]))
+    for doc, members in groups.items():
+        owners = sorted(set(by_stem.get(doc, [])))
+        n_pages = _pdf_pages(owners[0]) if len(owners) == 1 else None
+        for img, n in sorted(members, key=lambda m: m[1]):
+            if len(owners) > 1:
+                plan.plain.append((str(img), f"several PDFs are named {doc} ({', '.join(owners)}); which one it is a "
+                                             "page of is unclear"))
+            elif n_pages is not None and n <= n_pages:
+                plan.duplicates.setdefault(owners[0], []).append(img)
+            elif n_pages is not None:
+                plan.plain.append((str(img), f"{doc} has {n_pages} pages, so page {n} is not one of them"))
+            elif len(members) > 1:
+                plan.pages[img] = (doc, n)
+            else:
+                plan.plain.append((str(img), f"no {doc} and no sibling page images in the corpus, so it is not "
+                                             "taken for a page"))
+    return plan

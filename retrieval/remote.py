@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 from retrieval.errors import RetrievalError
-from retrieval.units import Filters, Hit, Unit
+from retrieval.units import Filters, Hit, Unit, page_image_name
 
 SHAPES = ("auto", "vimrag", "vrag-get")
 _KIND = {"image": "image", "video": "video", "text": "text"}
@@ -254,9 +254,18 @@ class RemoteRetriever:
         start, end = d.get("start"), d.get("end")
         if modality == "video" and not keyframes:
             start, end, keyframes = _video_span(path, start, end)
+        doc = ""
+        if modality == "image":
+            if "doc" in d:  # our server names the page's document; a plain image's is its own file name
+                doc = d["doc"] if d["doc"] != Path(path).name else ""
+            else:  # VRAG's servers index page images named X_N.jpg: page N of X.pdf
+                named = page_image_name(Path(path).name)
+                if named:
+                    doc, page = named
         return RemoteUnit(uid=str(uid), source=source or self.url, root="", modality=modality,
                           content_hash=str(d.get("content_hash") or ""), text=str(d.get("content") or ""),
-                          page=page if modality == "page" else None, start=start, end=end, keyframes=keyframes,
+                          page=page if modality == "page" or doc else None, doc=doc, start=start, end=end,
+                          keyframes=keyframes,
                           text_source="remote", picture=picture)
 
 

@@ -14,7 +14,8 @@
 
 One result entry per query, in order. A PDF page is `"type": "image"` with `file_path` a real JPEG, rendered
 on first use into the index's page-image cache (retrieval/page_images.py: VRAG's `{stem}_{N}.jpg`, 200 dpi),
-so clients that open `file_path` with PIL work; `pdf_path` and `page` say which page it is. Each `data` item
+so clients that open `file_path` with PIL work; `pdf_path` and `page` say which page it is. `doc` and `page` are
+the page's identity (retrieval.units.page_id), the same for a PDF page and a page image X_N.jpg. Each `data` item
 also carries the unit's `uid`, `modality`, `start`/`end`, `keyframes`, `citation` and an `image_url` for
 units with pixels. The list shape holds pictures only (pages and images), as VRAG's page-image index does.
 Binds to 127.0.0.1 unless told otherwise.
@@ -30,7 +31,7 @@ from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 
 from retrieval.page_images import cache_root, image_file
-from retrieval.units import Filters, Hit
+from retrieval.units import Filters, Hit, page_id
 
 MAX_QUERIES = 100  # VRAG-RL sends its searches in batches of 100 (vrag_agent/generation.py:595)
 MAX_TOP_K = 100
@@ -59,7 +60,7 @@ def _item(hit: Hit, index_dir: Path) -> dict:
     kind = {"page": "image", "image": "image", "video": "video", "text": "text"}[u.modality]
     item = {"type": kind, "file_path": _picture(index_dir, u) if u.modality == "page" else u.source,
             "content": u.text, "uid": u.uid, "modality": u.modality, "page": u.page, "start": u.start,
-            "end": u.end, "keyframes": u.keyframes, "citation": u.citation()}
+            "end": u.end, "keyframes": u.keyframes, "citation": u.citation(), "doc": page_id(u)[0]}
     if u.modality == "page":
         item["pdf_path"] = u.source
     if u.modality != "text":

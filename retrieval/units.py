@@ -9,11 +9,16 @@ render its page, open its image or decode its frames, but nothing is decoded unt
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 MODALITIES = ("page", "image", "video", "text")
+# VRAG's corpus convention: page N of X.pdf is rendered to X_N.jpg, 1-based (VRAG
+# search_engine/corpus/pdf2images.py:10-15), and its reward matches pages by that name (VRAG-RL
+# verl/workers/reward_manager/rm.py:328-329).
+_PAGE_IMAGE = re.compile(r"^(?P<stem>.+)_(?P<page>[0-9]+)\.(?:jpe?g|png)$", re.IGNORECASE)
 
 
 @dataclass
@@ -38,6 +43,7 @@ class Unit:
     text_source: str = ""  # "pdf-text", "ocr:<engine>", "file", or "" when no text was found
     width: int | None = None
     height: int | None = None
+    doc: str = ""  # a page image's document (X.pdf for X_3.jpg, with `page` 3); empty for everything else
 
     def __post_init__(self) -> None:
         if self.modality not in MODALITIES:
@@ -49,7 +55,7 @@ class Unit:
 
     def location(self) -> str:
         """Where in its file the unit lies: `p.5`, `01:00-02:00`, `#3`; empty for a whole image."""
-        if self.modality == "page":
+        if self.modality == "page" or self.doc:
             return f"p.{self.page}"
         if self.modality == "video":
             return f"{_mmss(self.start or 0.0)}-{_mmss(self.end or 0.0)}"
@@ -58,9 +64,11 @@ class Unit:
         return ""
 
     def citation(self) -> str:
-        """A short human-readable reference: `report.pdf p.5`, `talk.mp4 01:00-02:00`, `poster.png`."""
+        """A short human-readable reference: `report.pdf p.5`, `talk.mp4 01:00-02:00`, `poster.png`; a page
+        image cites its page of the document (`report.pdf p.5`), whichever copy of the page was indexed."""
         loc = self.location()
-        return f"{self.name} {loc}" if loc else self.name
+        name = self.doc or self.name
+        return f"{name} {loc}" if loc else name
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -91,6 +99,38 @@ class Unit:
         if self.modality != "video":
             raise ValueError(f"{self.citation()} is a {self.modality}, not a video clip")
         return loaders.read_video_frames(self.source, timestamps or self.keyframes, max_pixels=max_pixels)
+
+
+def page_image_name(name: str) -> tuple[str, int] | None:
+    """(document, page) when a file name follows VRAG's page-image convention, else None. Whether such a file
+    really is a page is the indexer's call (retrieval/ingest.py), made with the rest of the corpus in view.
+
+    >>> page_image_name("aliyun4_11.jpg"), page_image_name("slide_3_1024.PNG"), page_image_name("cat.jpg")
+    (('aliyun4.pdf', 11), ('slide_3.pdf', 1024), None)
+    """
+    m = _PAGE_IMAGE.match(name)
+    if not m or int(m.group("page")) < 1:
+        return None
+    return f"{m.group('stem')}.pdf", int(m.group("page"))
+
+
+def page_id(unit: Unit | dict[str, Any]) -> tuple[str, int | None]:
+    """The one notion of page identity: (document file name, 1-based page) for a PDF page and for a page image
+    indexed as a page of its PDF; (file name, None) for any other unit. Eval gold matching, retrieval metrics,
+    the RL rewards, citations and the search API all compare pages by this.
+
+    >>> page_id({"source": "/c/pdf/X.pdf", "modality": "page", "page": 3})
+    ('X.pdf', 3)
+    >>> page_id({"source": "/c/img/X_3.jpg", "modality": "image", "page": 3, "doc": "X.pdf"})
+    ('X.pdf', 3)
+    >>> page_id({"source": "/c/img/photo_2.jpg", "modality": "image"})  # not mapped when it was indexed
+    ('photo_2.jpg', None)
+    """
+    d = unit if isinstance(unit, dict) else {"source": unit.source, "modality": unit.modality, "page": unit.page,
+                                               "doc": unit.doc}
+    if d.get("doc"):
+        return d["doc"], d.get("page")
+    return Path(d.get("source", "")).name, d.get("page") if d.get("modality") == "page" else None
 
 
 @dataclass
@@ -139,7 +179,8 @@ class Filters:
     def accepts(self, unit: Unit) -> bool:
         if self.modalities and unit.modality not in self.modalities:
             return False
-        if self.docs and not any(_doc_matches(unit.source, d) for d in self.docs):
+        if self.docs and not any(_doc_matches(unit.source, d) or (unit.doc and unit.doc == Path(d).name)
+                                 for d in self.docs):
             return False
         if self.time_span is not None and unit.modality == "video":
             a, b = self.time_span

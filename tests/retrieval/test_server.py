@@ -1,17 +1,21 @@
 """The HTTP search server: VRAG-compatible shapes, file serving confined to the corpus, clear 4xx errors."""
 
+import shutil
 from pathlib import Path
 
 import pytest
 
 
 @pytest.fixture(scope="module")
-def client(mixed_index):
+def client(mixed_index, tmp_path_factory):
+    """A client of the app over a copy of the mixed index (the server writes page images into its folder)."""
     from fastapi.testclient import TestClient
 
     from retrieval.server import create_app
 
-    return TestClient(create_app(mixed_index))
+    idx = tmp_path_factory.mktemp("server") / "index"
+    shutil.copytree(mixed_index, idx)
+    return TestClient(create_app(idx))
 
 
 def test_search_shape(client):
