@@ -23,6 +23,7 @@ from retrieval.remote import RemoteRetriever, SearchServerError
 from retrieval.retriever import Retriever
 from tests.search_server import search_server, serve_in_thread
 
+REPO_CORPUS = Path(__file__).resolve().parents[2] / "assets" / "corpus"
 QUERIES = ["revenue by region", "battery runtime", "Heron drone pilot customers"]
 
 
@@ -276,3 +277,23 @@ def test_ask_with_a_dead_server_says_so(capsys, tmp_path):
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("vimrag ask: error: the search server at http://127.0.0.1:")
     assert "cannot be reached" in err and "vimrag serve-search" in err and "Traceback" not in err
+
+
+def test_the_demo_workspace_searches_through_the_server(served, tmp_path):
+    from app.cli import build_parser
+    from app.workspace import SCOPE_ALL, SCOPE_UPLOADS, Workspace
+
+    url, _ = served
+    assert build_parser().parse_args(["demo", "--search-url", url]).search_url == url
+    ws = Workspace(tmp_path / "ws", search_url=url)
+    try:
+        assert isinstance(ws.retriever, RemoteRetriever)
+        assert ws.retriever.search(QUERIES[0], k=1, filters={"docs": ws.docs_for(SCOPE_ALL)})[0].unit.page == 2
+        summary, problems = ws.add_uploads([REPO_CORPUS / "logimat_poster.png"])
+        assert summary is None and "uploads here would never be searched" in problems[0]
+        with pytest.raises(ValueError, match="holds its own corpus"):
+            ws.docs_for(SCOPE_UPLOADS)
+        with pytest.raises(ValueError, match="index files on its machine"):
+            ws.index_bundled()
+    finally:
+        ws.close()

@@ -150,3 +150,21 @@ def test_vimrag_train_under_accelerate_launch_with_two_cpu_processes(tiny_vl, mi
     assert [r["update"] for r in rows] == [1, 2]
     assert all(r["segments"] >= 8 for r in rows)  # 2 questions x 2 rollouts x up to 2 steps, gathered from both
     assert (out / "checkpoint-000002").is_dir()
+
+
+def test_vimrag_train_searches_through_a_server(tiny_vl, mixed_index, tmp_path):
+    """`vimrag train --search-url` rolls out against a search server (here one that is down: the run stops with
+    the server named, which shows the searches go there and nowhere else), and records the URL in its config."""
+    from app.cli import main
+    from tests.search_server import free_port, search_server
+
+    args = ["train", "--config", str(REPO / "rl/configs/tiny_cpu.yaml"), f"model={tiny_vl}", "updates=1"]
+    dead = f"http://127.0.0.1:{free_port()}/search"
+    assert main([*args, f"output_dir={tmp_path / 'dead'}", "--search-url", dead, "-q"]) == 2
+    idx = tmp_path / "idx"
+    shutil.copytree(mixed_index, idx)
+    with search_server(idx) as url:
+        assert main([*args, f"output_dir={tmp_path / 'run'}", f"index={tmp_path / 'unused'}", "--search-url", url,
+                     "-q"]) == 0
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["search_url"] == url
+    assert not (tmp_path / "unused").exists()  # nothing was indexed here
