@@ -130,7 +130,7 @@ def page_id(unit: Unit | dict[str, Any]) -> tuple[str, int | None]:
                                                "doc": unit.doc}
     if d.get("doc"):
         return d["doc"], d.get("page")
-    return Path(d.get("source", "")).name, d.get("page") if d.get("modality") == "page" else None
+    return Path(d.get("source", "")).name, d.get("page") if d.get("modality", "page") == "page" else None
 
 
 @dataclass
