@@ -64,7 +64,10 @@ class IngestSummary:
                             ("indexed as plain images, not pages", self.plain_images)):
             if rows:
                 lines.append(f"{title}:")
-                lines += [f"  {p}: {why}" for p, why in rows]
+                shown = rows if len(rows) <= 12 or title != "indexed as plain images, not pages" else rows[:5]
+                lines += [f"  {p}: {why}" for p, why in shown]
+                if len(shown) < len(rows):
+                    lines.append(f"  ... and {len(rows) - len(shown)} more (--json lists them all)")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
