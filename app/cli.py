@@ -40,11 +40,19 @@ def _default_index() -> str:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    from retrieval import sharded
     from retrieval.ingest import IngestConfig, Indexer
 
     cfg = IngestConfig(embedder=args.embedder, ocr=args.ocr, batch_units=args.batch_size,
                        clip_seconds=args.clip_seconds, page_images=not args.no_page_images)
-    summary = Indexer(args.index, cfg).index(args.paths, prune=args.prune, progress=not args.quiet)
+    if sharded.world_size() > 1:  # one of N processes under accelerate launch / torchrun (or --num-processes)
+        summary = sharded.index_distributed(args.paths, args.index, cfg, prune=args.prune, progress=not args.quiet)
+        if summary is None:  # not rank 0: rank 0 merges the shards and prints the summary
+            return 0
+    elif args.num_processes > 1:
+        return sharded.launch(args.argv, args.num_processes, args.index)
+    else:
+        summary = Indexer(args.index, cfg).index(args.paths, prune=args.prune, progress=not args.quiet)
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))
     else:
@@ -114,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     pi.add_argument("--clip-seconds", type=float, default=60.0, help="split videos into clips of about this length")
     pi.add_argument("--json", action="store_true", help="print the summary as JSON")
     pi.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    pi.add_argument("--num-processes", type=int, default=1, metavar="N",
+                    help="embed in N processes (one per GPU, or CPU processes) and merge their shards into one "
+                         "index; the same as running under `accelerate launch --multi_gpu --num_processes N -m app.cli`")
     pi.set_defaults(func=cmd_index)
 
     ps = sub.add_parser("search", help="search an index", description="Search an index; prints file, page or time "
@@ -159,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # `index --num-processes` reruns it in each worker
     _quiet_model_loading()
     from retrieval.errors import RetrievalError
 

@@ -233,6 +233,21 @@ class Store:
             last = int(vids[-1])
             yield vids, uids, arrs
 
+    def pending(self, path: str) -> PendingFile | None:
+        """One file as stored here (record, units in order, their vectors), ready to `commit` into another store.
+
+        Used to merge the shard stores of a data-parallel ingest (retrieval/sharded.py) file by file.
+        """
+        rec = self.file(path)
+        if rec is None:
+            return None
+        units, vectors = [], []
+        for row_id, data in self.conn.execute("SELECT id, data FROM units WHERE path=? ORDER BY id", (path,)).fetchall():
+            units.append(Unit.from_dict(json.loads(data)))
+            vectors.append([_unpack(blob, n) for n, blob in self.conn.execute(
+                "SELECT n_tokens, vec FROM vectors WHERE unit_id=? ORDER BY id", (row_id,))])
+        return PendingFile(rec, units, vectors)
+
     def duplicate_uids(self) -> int:
         """Units sharing one uid (must be 0: the UNIQUE constraint guarantees it; used by tests)."""
         return self.conn.execute("SELECT COUNT(*) - COUNT(DISTINCT uid) FROM units").fetchone()[0]

@@ -1,0 +1,409 @@
+"""Data-parallel ingest: N processes (one per GPU, or CPU processes) each embed a shard of the files, and rank 0
+merges the shards into one index.
+
+    accelerate launch --multi_gpu --num_processes 8 -m app.cli index corpus/ --index idx --embedder colqwen2:...
+    vimrag index corpus/ --index idx --num-processes 2     # spawns the processes itself (accelerate launch)
+
+How a run goes:
+  1. rank 0 plans, as a 1-process run would: it walks PATH..., applies the page-image convention against the
+     main index, and leaves out files the main index already holds unchanged. The file at walk position i
+     goes to rank i % N, so a rerun of the same corpus gives every file the rank it had. The plan (files and
+     ranks, page numbers of page images, embedder spec, a run id) is broadcast to every rank.
+  2. rank r runs an ordinary `Indexer` on its files into its own shard store DIR/.shards/rank-r, on its own
+     device (`accelerate.PartialState().device`), then writes DIR/.shards/rank-r/done.json with the run id
+     and its summary (or the error that stopped it).
+  3. rank 0 waits for every rank's done.json of this run, then copies the shards into DIR's store file by
+     file, in walk order, with `Store.commit` (one SQLite transaction per batch), resolving same-content
+     files across shards as a 1-process run does; then it deletes DIR/.shards.
+
+Crash safety comes from the stores: a shard commits in batches, so a killed worker keeps what it committed
+and a rerun (same plan, same shard) skips it; the merge only starts when every shard of this run has
+finished, a killed merge leaves DIR with whole files only, and a rerun leaves merged files out of the plan.
+Derived FAISS / BM25 files key on the store's version and rebuild on the next search, as after any ingest.
+
+Left out on purpose: work stealing between ranks (files[r::N] balances well enough when files are many),
+and multi-node runs without a filesystem that every node sees at DIR.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from retrieval.errors import IndexOpenError, RetrievalError
+from retrieval.ingest import IngestConfig, IngestSummary, Indexer, sha256_file, walk
+from retrieval.store import DB_NAME, PendingFile, Store
+
+SHARDS = ".shards"  # under the index folder; one store per rank while a data-parallel ingest runs
+DONE = "done.json"
+# Test hook: seconds to sleep after each committed batch (shard commits and merge commits), so a test can
+# SIGKILL a process mid-run. Unset in normal use.
+DELAY_ENV = "VIMRAG_TEST_SHARD_DELAY"
+_WORLD_ENV = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")  # as accelerate reads them
+
+
+@dataclass
+class ShardPlan:
+    """What every rank indexes in one run."""
+
+    run: str  # a fresh id per run: done.json files of earlier runs do not count
+    world: int
+    embedder: str  # canonical spec, the same on every rank
+    files: list[tuple[str, str, int]] = field(default_factory=list)  # (file, root, rank) in walk order, to index
+    page_of: dict[str, tuple[str, int]] = field(default_factory=dict)  # page images without their PDF
+    error: str = ""  # rank 0 could not plan: every rank stops with this
+
+    def shard(self, rank: int) -> list[tuple[str, str]]:
+        return [(f, root) for f, root, r in self.files if r == rank]
+
+    def to_dict(self) -> dict:
+        return {"run": self.run, "world": self.world, "embedder": self.embedder, "files": self.files,
+                "page_of": self.page_of, "error": self.error}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ShardPlan":
+        return cls(d["run"], d["world"], d["embedder"], [tuple(f) for f in d["files"]],
+                   {k: tuple(v) for k, v in d["page_of"].items()}, d.get("error", ""))
+
+
+def world_size() -> int:
+    """Processes in the distributed launch this process belongs to (1 outside `accelerate launch` / torchrun)."""
+    for name in _WORLD_ENV:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 1
+
+
+def shard_dir(index_dir: str | Path, rank: int) -> Path:
+    return Path(index_dir) / SHARDS / f"rank-{rank}"
+
+
+# ---------------------------------------------------------------------------------------------- plan (rank 0)
+def plan(index_dir: str | Path, paths: list[str | Path], config: IngestConfig, world: int) -> tuple[ShardPlan, IngestSummary]:
+    """Rank 0's plan, and the summary of what planning found (skips, unchanged files, page images)."""
+    from retrieval.embedders import canonical_spec
+
+    index_dir = Path(index_dir)
+    shutil.rmtree(index_dir / (SHARDS + ".done"), ignore_errors=True)  # a merge killed while cleaning up
+    main = Indexer(index_dir, config)  # checks the embedder against the index, as a 1-process run does
+    spec = canonical_spec(config.embedder) if config.embedder else (main.store.get_meta("embedder") or "minilm")
+    _check_leftover_shards(index_dir, spec)
+    summary = IngestSummary()
+    # The page-image plan needs every file of the corpus at once, so it is made here, not per shard.
+    files = main._pages_once(walk(paths, summary), summary)
+    # Rank by walk position, not by position among the files left to do: a rerun after a crash gives each
+    # file the shard that already holds it, and a shard meets same-content files in walk order every time.
+    todo = [(str(f), str(root), i % world) for i, (f, root) in enumerate(files) if not _unchanged(main.store, f, summary)]
+    keep = {f for f, _, _ in todo}
+    page_of = {str(p): (doc, page) for p, (doc, page) in main._page_of.items() if str(p) in keep}
+    main.store.close()
+    return ShardPlan(uuid.uuid4().hex, world, spec, todo, page_of), summary
+
+
+def _unchanged(store: Store, path: Path, summary: IngestSummary) -> bool:
+    """Whether the main index already holds `path` as it is on disk (Indexer._process's first checks)."""
+    key = str(path)
+    old = store.file(key)
+    if old is None:
+        return False
+    try:
+        st = path.stat()
+    except OSError:
+        return False  # the shard records why
+    if old.size == st.st_size and old.mtime == st.st_mtime:
+        if old.status == "ok":
+            summary.unchanged += 1
+        else:
+            summary.failed.append((key, f"{old.reason} [unchanged since it last failed]"))
+        return True
+    if old.status == "ok":
+        try:
+            same = sha256_file(path) == old.sha256
+        except OSError:
+            return False
+        if same:
+            store.touch(key, st.st_size, st.st_mtime)
+            summary.unchanged += 1
+            return True
+    return False
+
+
+def _check_leftover_shards(index_dir: Path, spec: str) -> None:
+    root = index_dir / SHARDS
+    for d in sorted(root.glob("rank-*")) if root.is_dir() else []:
+        if not (d / DB_NAME).exists():
+            continue
+        s = Store(d)
+        try:
+            built = s.get_meta("embedder")
+        finally:
+            s.close()
+        if built and built != spec:
+            raise IndexOpenError(
+                f"{root} holds an unfinished data-parallel ingest made with embedder {built!r}, not {spec!r}; "
+                f"finish it with --embedder {built}, or delete {root} to start over with {spec}")
+
+
+# ---------------------------------------------------------------------------------------------- shards (every rank)
+class _ShardIndexer(Indexer):
+    """An ordinary Indexer on one shard: the files come from the plan, the model loads on this rank's device.
+
+    Overrides Indexer._pages_once (the page-image plan was made over the whole corpus by rank 0).
+    """
+
+    def __init__(self, index_dir: Path, config: IngestConfig, files: list[tuple[str, str]],
+                 page_of: dict[str, tuple[str, int]], device: str | None) -> None:
+        super().__init__(index_dir, config)
+        self._files = [(Path(f), Path(r)) for f, r in files]
+        self._shard_page_of = {Path(p): v for p, v in page_of.items()}
+        self._device = device
+        self._delay = float(os.environ.get(DELAY_ENV, "0") or 0)
+
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            from retrieval.embedders import load_embedder
+
+            self._embedder = load_embedder(self.config.embedder, device=self._device)
+        return self._embedder
+
+    def _pages_once(self, files, summary):
+        self._page_of = self._shard_page_of
+        return self._files
+
+    def _flush(self, pending, summary, *args, **kwargs) -> None:
+        super()._flush(pending, summary, *args, **kwargs)
+        if pending and self._delay:
+            time.sleep(self._delay)
+
+
+def run_shard(index_dir: str | Path, plan: ShardPlan, rank: int, config: IngestConfig, device: str | None = None,
+              progress: bool = False) -> IngestSummary:
+    """Index rank `rank`'s files into its shard store, then write its done.json (or the error that stopped it)."""
+    d = shard_dir(index_dir, rank)
+    try:
+        mine = plan.shard(rank)
+        ix = _ShardIndexer(d, replace(config, embedder=plan.embedder), mine, plan.page_of, device)
+        try:
+            # Files of earlier plans that are not this rank's now (merged since, or moved to another rank)
+            # go, so they can never pass for an earlier copy of a file with the same content.
+            keep = {f for f, _ in mine}
+            ix.store.remove_files([r.path for r in ix.store.files() if r.path not in keep])
+            summary = ix.index([], progress=progress)
+        finally:
+            ix.store.close()
+    except BaseException as e:
+        if not isinstance(e, KeyboardInterrupt):
+            _write_json(d / DONE, {"run": plan.run, "rank": rank, "ok": False, "error": f"{type(e).__name__}: {e}"})
+        raise
+    _write_json(d / DONE, {"run": plan.run, "rank": rank, "ok": True, "summary": summary.to_dict()})
+    return summary
+
+
+def wait_for_shards(index_dir: str | Path, plan: ShardPlan, timeout: float | None = None,
+                    poll: float = 0.2) -> list[dict]:
+    """Every rank's done.json of this run (its summary), once all are there. A rank that failed stops the merge.
+
+    No timeout by default: a rank that dies is noticed by the launcher (torchrun ends the others).
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        done, missing = [], []
+        for r in range(plan.world):
+            m = _read_json(shard_dir(index_dir, r) / DONE)
+            if m is None or m.get("run") != plan.run:
+                missing.append(r)
+            elif not m["ok"]:
+                raise RetrievalError(
+                    f"rank {r} of the data-parallel ingest into {index_dir} failed ({m['error']}); nothing was merged. "
+                    f"Each shard keeps what it committed under {Path(index_dir) / SHARDS}: fix the cause and rerun "
+                    "the same command to finish")
+            else:
+                done.append(m["summary"])
+        if not missing:
+            return done
+        if deadline is not None and time.monotonic() > deadline:
+            raise RetrievalError(f"ranks {missing} of the data-parallel ingest into {index_dir} have not finished "
+                                 "their shards; nothing was merged. Rerun the same command to finish")
+        time.sleep(poll)
+
+
+# ---------------------------------------------------------------------------------------------- merge (rank 0)
+def merge(index_dir: str | Path, plan: ShardPlan, config: IngestConfig, planned: IngestSummary,
+          prune: list[str | Path] | None = None) -> IngestSummary:
+    """Copy every finished shard into the index, file by file in walk order, then delete the shards.
+
+    Refuses to run unless every rank has finished this run (`wait_for_shards`), so a partial shard is never
+    merged. A file already merged is replaced, never doubled (Store.commit replaces a file's units).
+    """
+    index_dir = Path(index_dir)
+    shard_summaries = wait_for_shards(index_dir, plan, timeout=0)
+    summary = planned
+    main = Indexer(index_dir, replace(config, embedder=plan.embedder))
+    shards = [Store(shard_dir(index_dir, r)) for r in range(plan.world)]
+    delay = float(os.environ.get(DELAY_ENV, "0") or 0)
+    try:
+        for r, s in enumerate(shards):
+            built = s.get_meta("embedder")
+            if built and built != plan.embedder:
+                raise IndexOpenError(f"{shard_dir(index_dir, r)} holds embedder {built!r}, not {plan.embedder!r}; "
+                                     f"delete {index_dir / SHARDS} and index again")
+        reported: list[set[str]] = []
+        for r, s in enumerate(shard_summaries):  # what each shard said about files it did not store
+            reported.append({p for p, _ in s["skipped"]} | {p for p, _ in s["failed"]})
+            summary.skipped += [tuple(x) for x in s["skipped"]]
+            summary.failed += [tuple(x) for x in s["failed"] if shards[r].file(x[0]) is None]
+        seen: dict[str, str] = {}
+        batch: list[PendingFile] = []
+        n_units = 0
+        for path, _, r in plan.files:
+            pf = shards[r].pending(path)
+            if pf is None:
+                if path not in reported[r]:
+                    summary.failed.append((path, f"rank {r} did not index it; rerun to index it"))
+                continue
+            sha = pf.record.sha256
+            # Same content under two paths, as Indexer._process decides it, across shards and the index.
+            twin = (seen.get(sha) or main.store.path_with_hash(sha)) if sha else None
+            if twin and twin != path and Path(twin).exists():
+                summary.skipped.append((path, f"duplicate of {twin} (same content)"))
+                continue
+            if sha:
+                seen[sha] = path
+            pf.replaces = twin if twin and twin != path else None
+            if pf.record.status != "ok":
+                summary.failed.append((path, pf.record.reason))
+            batch.append(pf)
+            n_units += len(pf.units)
+            if n_units >= config.batch_units or len(batch) >= 256:
+                _commit(main.store, shards, batch, summary, delay)
+                batch, n_units = [], 0
+        _commit(main.store, shards, batch, summary, delay)
+        if prune:
+            summary.pruned = main.prune(prune)
+        summary.total_units = main.store.count_units()
+    finally:
+        for s in shards:
+            s.close()
+        main.store.close()
+    # Rename first: a kill while deleting leaves .shards.done (removed by the next plan), never half a shard.
+    done = index_dir / (SHARDS + ".done")
+    shutil.rmtree(done, ignore_errors=True)
+    os.replace(index_dir / SHARDS, done)
+    shutil.rmtree(done, ignore_errors=True)
+    return summary
+
+
+def _commit(main: Store, shards: list[Store], batch: list[PendingFile], summary: IngestSummary, delay: float) -> None:
+    if not batch:
+        return
+    if any(pf.units for pf in batch):  # the index meta a 1-process run sets with its first units
+        for s in shards:
+            for key, value in s.conn.execute("SELECT key, value FROM meta WHERE key NOT IN ('schema', 'version')"):
+                if main.get_meta(key) is None:
+                    main.set_meta(key, value)
+    main.commit(batch)
+    for pf in batch:
+        if pf.record.status == "ok":
+            summary.files_indexed += 1
+            summary.units_indexed += len(pf.units)
+            summary.page_images += sum(1 for u in pf.units if u.doc)
+    if delay:
+        time.sleep(delay)
+
+
+# ---------------------------------------------------------------------------------------------- launch
+def index_distributed(paths: list[str | Path], index_dir: str | Path, config: IngestConfig, prune: bool = False,
+                      progress: bool = True) -> IngestSummary | None:
+    """Run this process's part of a data-parallel ingest (under accelerate launch / torchrun).
+
+    Returns the merged summary on rank 0 and None on the other ranks.
+    """
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+    from accelerate import PartialState
+    from accelerate.utils import broadcast_object_list
+
+    t0 = time.perf_counter()
+    # Without CUDA, accelerate only forms a process group when told to use the CPU (gloo).
+    cpu = os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true") or not torch.cuda.is_available()
+    state = PartialState(cpu=cpu, timeout=timedelta(hours=6))  # rank 0 plans while the others wait
+    rank, world = state.process_index, state.num_processes
+    try:
+        box, planned, err = [None], None, None
+        if rank == 0:
+            try:
+                p, planned = plan(index_dir, paths, config, world)
+                box = [p.to_dict()]
+            except Exception as e:  # every rank must get an answer, or the others wait forever
+                err = e
+                box = [ShardPlan("", world, "", error=f"rank 0 could not plan the ingest: {e}").to_dict()]
+        if world > 1:
+            broadcast_object_list(box, from_process=0)
+        if err is not None:
+            raise err
+        p = ShardPlan.from_dict(box[0])
+        if p.error:
+            raise RetrievalError(p.error)
+        run_shard(index_dir, p, rank, config, device=str(state.device), progress=progress and rank == 0)
+        if rank != 0:
+            return None
+        wait_for_shards(index_dir, p)
+        if progress:
+            print(f"merging {world} shards into {index_dir}", file=sys.stderr, flush=True)
+        summary = merge(index_dir, p, config, planned, prune=list(paths) if prune else None)
+        summary.seconds = time.perf_counter() - t0
+        return summary
+    finally:
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def launch(argv: list[str], num_processes: int, index_dir: str | Path) -> int:
+    """Run `vimrag ARGV` in `num_processes` processes via accelerate launch (one per GPU, or CPU with gloo)."""
+    import torch
+
+    gpus = torch.cuda.device_count()
+    if gpus and num_processes > gpus:
+        raise RetrievalError(f"--num-processes {num_processes} asks for more processes than this machine's {gpus} GPUs; "
+                             f"use one process per GPU (--num-processes {gpus})")
+    threads = max(1, (os.cpu_count() or 1) // num_processes)
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(num_processes),
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+           "--num_cpu_threads_per_process", str(threads), "--main_process_port", str(_free_port()),
+           "-m", "app.cli", *argv]
+    rc = subprocess.call(cmd)
+    if rc != 0:
+        print(f"vimrag index: a worker process failed (exit {rc}); each shard keeps what it committed under "
+              f"{Path(index_dir) / SHARDS}, and nothing is merged until all finish: rerun the same command to finish",
+              file=sys.stderr)
+    return rc
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)  # atomic: a reader sees the old file or the whole new one
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
