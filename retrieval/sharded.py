@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from retrieval.errors import IndexOpenError, RetrievalError
-from retrieval.ingest import IngestConfig, IngestSummary, Indexer, sha256_file, walk
+from retrieval.ingest import Indexer, IngestConfig, IngestSummary, sha256_file, walk
 from retrieval.store import DB_NAME, PendingFile, Store
 
 SHARDS = ".shards"  # under the index folder; one store per rank while a data-parallel ingest runs
@@ -69,7 +69,7 @@ class ShardPlan:
                 "page_of": self.page_of, "error": self.error}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ShardPlan":
+    def from_dict(cls, d: dict) -> ShardPlan:
         return cls(d["run"], d["world"], d["embedder"], [tuple(f) for f in d["files"]],
                    {k: tuple(v) for k, v in d["page_of"].items()}, d.get("error", ""))
 
@@ -87,7 +87,8 @@ def shard_dir(index_dir: str | Path, rank: int) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------- plan (rank 0)
-def plan(index_dir: str | Path, paths: list[str | Path], config: IngestConfig, world: int) -> tuple[ShardPlan, IngestSummary]:
+def plan(index_dir: str | Path, paths: list[str | Path], config: IngestConfig,
+         world: int) -> tuple[ShardPlan, IngestSummary]:
     """Rank 0's plan, and the summary of what planning found (skips, unchanged files, page images)."""
     from retrieval.embedders import canonical_spec
 
@@ -101,7 +102,8 @@ def plan(index_dir: str | Path, paths: list[str | Path], config: IngestConfig, w
     files = main._pages_once(walk(paths, summary), summary)
     # Rank by walk position, not by position among the files left to do: a rerun after a crash gives each
     # file the shard that already holds it, and a shard meets same-content files in walk order every time.
-    todo = [(str(f), str(root), i % world) for i, (f, root) in enumerate(files) if not _unchanged(main.store, f, summary)]
+    todo = [(str(f), str(root), i % world) for i, (f, root) in enumerate(files)
+            if not _unchanged(main.store, f, summary)]
     keep = {f for f, _, _ in todo}
     page_of = {str(p): (doc, page) for p, (doc, page) in main._page_of.items() if str(p) in keep}
     main.store.close()
@@ -202,7 +204,10 @@ def run_shard(index_dir: str | Path, plan: ShardPlan, rank: int, config: IngestC
             ix.store.close()
     except BaseException as e:
         if not isinstance(e, KeyboardInterrupt):
-            _write_json(d / DONE, {"run": plan.run, "rank": rank, "ok": False, "error": f"{type(e).__name__}: {e}"})
+            try:
+                _write_json(d / DONE, {"run": plan.run, "rank": rank, "ok": False, "error": f"{type(e).__name__}: {e}"})
+            except OSError:
+                pass  # the shard folder itself is the problem: rank 0 waits until the launcher ends it
         raise
     _write_json(d / DONE, {"run": plan.run, "rank": rank, "ok": True, "summary": summary.to_dict()})
     return summary
@@ -345,7 +350,7 @@ def index_distributed(paths: list[str | Path], index_dir: str | Path, config: In
             try:
                 p, planned = plan(index_dir, paths, config, world)
                 box = [p.to_dict()]
-            except Exception as e:  # every rank must get an answer, or the others wait forever
+            except Exception as e:  # noqa: BLE001 - every rank must get an answer, or the others wait forever
                 err = e
                 box = [ShardPlan("", world, "", error=f"rank 0 could not plan the ingest: {e}").to_dict()]
         if world > 1:
@@ -375,8 +380,8 @@ def launch(argv: list[str], num_processes: int, index_dir: str | Path) -> int:
 
     gpus = torch.cuda.device_count()
     if gpus and num_processes > gpus:
-        raise RetrievalError(f"--num-processes {num_processes} asks for more processes than this machine's {gpus} GPUs; "
-                             f"use one process per GPU (--num-processes {gpus})")
+        raise RetrievalError(f"--num-processes {num_processes} asks for more processes than this machine's {gpus} "
+                             f"GPUs; use one process per GPU (--num-processes {gpus})")
     threads = max(1, (os.cpu_count() or 1) // num_processes)
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(num_processes),
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
