@@ -155,6 +155,18 @@ def _check_leftover_shards(index_dir: Path, spec: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- shards (every rank)
+class _ShardStore(Store):
+    """A shard's store that also finds same-content files in the main index (read only while shards run), so a
+    shard skips a file the index holds under another path, as a 1-process run does, instead of embedding it."""
+
+    def __init__(self, shard: Path, main: Store) -> None:
+        super().__init__(shard, create=True)
+        self.main = main
+
+    def path_with_hash(self, sha256: str) -> str | None:
+        return super().path_with_hash(sha256) or self.main.path_with_hash(sha256)
+
+
 class _ShardIndexer(Indexer):
     """An ordinary Indexer on one shard: the files come from the plan, the model loads on this rank's device.
 
@@ -162,8 +174,10 @@ class _ShardIndexer(Indexer):
     """
 
     def __init__(self, index_dir: Path, config: IngestConfig, files: list[tuple[str, str]],
-                 page_of: dict[str, tuple[str, int]], device: str | None) -> None:
+                 page_of: dict[str, tuple[str, int]], device: str | None, main: Store) -> None:
         super().__init__(index_dir, config)
+        self.store.close()
+        self.store = _ShardStore(index_dir, main)
         self._files = [(Path(f), Path(r)) for f, r in files]
         self._shard_page_of = {Path(p): v for p, v in page_of.items()}
         self._device = device
@@ -193,7 +207,8 @@ def run_shard(index_dir: str | Path, plan: ShardPlan, rank: int, config: IngestC
     d = shard_dir(index_dir, rank)
     try:
         mine = plan.shard(rank)
-        ix = _ShardIndexer(d, replace(config, embedder=plan.embedder), mine, plan.page_of, device)
+        main = Store(index_dir)  # rank 0 created it while planning
+        ix = _ShardIndexer(d, replace(config, embedder=plan.embedder), mine, plan.page_of, device, main)
         try:
             # Files of earlier plans that are not this rank's now (merged since, or moved to another rank)
             # go, so they can never pass for an earlier copy of a file with the same content.
@@ -202,6 +217,7 @@ def run_shard(index_dir: str | Path, plan: ShardPlan, rank: int, config: IngestC
             summary = ix.index([], progress=progress)
         finally:
             ix.store.close()
+            main.close()
     except BaseException as e:
         if not isinstance(e, KeyboardInterrupt):
             try:

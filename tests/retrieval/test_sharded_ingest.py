@@ -184,12 +184,11 @@ def test_merge_refuses_unfinished_or_failed_shards(corpus, reference, tmp_path):
     summary = sharded.merge(idx, plan, cfg, planned)
     assert summary.files_indexed == 23 and summary.total_units == Store(reference).count_units()
     assert_same_index(idx, reference)
-    # The next run finds everything in the index. Only the duplicate is planned again: it is not in the index,
-    # and same-content files are told apart by the merge (a shard embeds it, the merge skips it again).
+    # The next run finds everything in the index. Only the duplicate is planned again (it is not in the index);
+    # its shard finds its twin in the index and skips it without embedding it, as a 1-process run does.
     plan, planned = sharded.plan(idx, [corpus], cfg, world=2)
     assert [f for f, _, _ in plan.files] == [str(corpus / "doc_03_copy.txt")] and planned.unchanged == 23
-    sharded.run_shard(idx, plan, 0, cfg)
-    sharded.run_shard(idx, plan, 1, cfg)
+    assert sum(sharded.run_shard(idx, plan, r, cfg).files_indexed for r in (0, 1)) == 0
     again = sharded.merge(idx, plan, cfg, planned)
     assert again.files_indexed == 0 and [p for p, why in again.skipped if "duplicate" in why] == [plan.files[0][0]]
     assert_same_index(idx, reference)
