@@ -25,6 +25,7 @@ a model id must already be in the Hugging Face cache, or be given as a local fol
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -239,12 +240,35 @@ def _batches(items: list, batch_size: int, desc: str) -> Iterator[list]:
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     starts = range(0, len(items), batch_size)
-    if len(starts) >= PROGRESS_MIN_BATCHES:
+    if _show_progress(len(items), batch_size):
         from tqdm.auto import tqdm
 
         starts = tqdm(starts, desc=desc, unit="batch")
     for s in starts:
         yield items[s:s + batch_size]
+
+
+_QUIET = threading.local()
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """No per-call progress bars inside this block (ingest draws one bar of its own for the whole run)."""
+    from transformers.utils import logging as hf_logging
+
+    before, hf_bars = getattr(_QUIET, "on", False), hf_logging.is_progress_bar_enabled()
+    _QUIET.on = True
+    hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar while a model loads
+    try:
+        yield
+    finally:
+        _QUIET.on = before
+        if hf_bars:
+            hf_logging.enable_progress_bar()
+
+
+def _show_progress(n: int, batch_size: int) -> bool:
+    return not getattr(_QUIET, "on", False) and -(-n // batch_size) >= PROGRESS_MIN_BATCHES
 
 
 def _normalize(x: np.ndarray) -> np.ndarray:
@@ -288,16 +312,19 @@ class SentenceTransformerEmbedder(Embedder):
         self.model = _from_pretrained(_STLoader(SentenceTransformer), path, spec, device=device)
         self.model.eval()
         self.supports_images = bool(self.model.supports("image"))
+        self._onnx = None if self.supports_images else _onnx_encoder(self.model, path, spec)
         dim = self.model.get_embedding_dimension()
         self.dim = int(dim) if dim else int(self._encode(["dimension probe"], "document", 1).shape[1])
 
     def _encode(self, inputs: list, role: str, batch_size: int) -> np.ndarray:
         if not inputs:
             return self._empty()
+        if self._onnx is not None and role != "image":
+            return self._onnx.encode(inputs, batch_size)
         fn = {"document": self.model.encode_document, "query": self.model.encode_query,
               "image": self.model.encode}[role]
         vecs = fn(inputs, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
-                  show_progress_bar=-(-len(inputs) // batch_size) >= PROGRESS_MIN_BATCHES)  # (n, dim)
+                  show_progress_bar=_show_progress(len(inputs), batch_size))  # (n, dim)
         return _normalize(vecs)
 
     def encode_texts(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
@@ -310,6 +337,23 @@ class SentenceTransformerEmbedder(Embedder):
         if not self.supports_images:
             return super().encode_images(images, batch_size)
         return self._encode(_rgb(list(images)), "image", batch_size)
+
+
+def _onnx_encoder(model: Any, path: str, spec: str):
+    """The ONNX Runtime encoder for a plain text model in a local folder (retrieval/onnx_text.py), else None."""
+    from retrieval import onnx_text
+
+    weights = Path(path) / "model.safetensors"
+    if not (onnx_text.wanted() and weights.is_file() and onnx_text.supported(model)):
+        return None
+    try:
+        return onnx_text.OnnxTextEncoder(model, weights)
+    except Exception as e:  # no onnxruntime, or an exporter that cannot trace this model: torch still works
+        import warnings
+
+        warnings.warn(f"embedder {spec!r}: running on torch, the ONNX Runtime backend failed "
+                      f"({type(e).__name__}: {str(e)[:200]})", stacklevel=3)
+        return None
 
 
 class _STLoader:

@@ -13,8 +13,10 @@ import hashlib
 import os
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -37,6 +39,7 @@ class IngestConfig:
     passage_words: int = 150  # a unit's text is embedded in passages of this many words (MiniLM reads 256 tokens)
     max_passages: int = 16
     batch_units: int = 64  # units per committed batch (the checkpoint granularity)
+    pipeline: bool = True  # read the next file (text, rendering, OCR) while this batch is embedded
     page_images: bool = True  # images named X_N.jpg are page N of X.pdf (VRAG's layout); False: plain images
 
 
@@ -52,6 +55,7 @@ class IngestSummary:
     page_images: int = 0  # images indexed as pages of their document (VRAG's X_N.jpg without X.pdf)
     seconds: float = 0.0
     total_units: int = 0
+    timings: dict[str, float] = field(default_factory=dict)  # busy seconds per stage; pipelined stages overlap
 
     def format(self) -> str:
         lines = [f"indexed {self.units_indexed} units from {self.files_indexed} files in {self.seconds:.1f}s; "
@@ -125,6 +129,47 @@ def walk(paths: list[str | Path], summary: IngestSummary) -> list[tuple[Path, Pa
     return found
 
 
+_READ_AHEAD = 2  # files read ahead of the one being embedded: enough to hide reading, few pages held
+
+
+@dataclass
+class _Job:
+    """A file found new or changed, with the record it will be committed under."""
+
+    path: Path
+    root: Path
+    record: FileRecord
+    replaces: str | None
+
+
+class _Clock:
+    """Adds each stage's busy seconds to a dict: `with clock("ocr"): ...`. Threads write disjoint stages."""
+
+    def __init__(self, into: dict[str, float]) -> None:
+        self.into = into
+
+    @contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.into[stage] = self.into.get(stage, 0.0) + time.perf_counter() - t
+
+
+def _expected_units(path: Path, config: IngestConfig) -> int:
+    """How many units a file will likely give, for the progress bar: pages of a PDF, else a size estimate."""
+    kind = loaders.kind_of(path)
+    if kind == "pdf":
+        return loaders.pdf_page_count(path) or 1
+    if kind == "text":
+        try:
+            return max(1, -(-path.stat().st_size // max(1, config.chunk_chars)))
+        except OSError:
+            return 1
+    return 1
+
+
 def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
@@ -165,32 +210,68 @@ class Indexer:
         return self._ocr
 
     def index(self, paths: list[str | Path], prune: bool = False, progress: bool = True) -> IngestSummary:
+        """Index what is new or changed under `paths`; one progress bar in pages, with pages/s and an ETA.
+
+        Files are checked in order (size and mtime, then content hash) on this thread, which owns the store.
+        Reading them (PDF text, rendering, OCR, video frames) runs one file ahead on a worker thread while
+        this thread embeds and commits, when `IngestConfig.pipeline` is on; both stages spend their time in
+        native code that releases the GIL. Commits stay in file order, a batch at a time.
+        """
         from tqdm.auto import tqdm
 
         t0 = time.perf_counter()
         summary = IngestSummary()
-        files = self._pages_once(walk(paths, summary), summary)
-        seen_hashes: dict[str, str] = {}
+        clock = _Clock(summary.timings)
+        with clock("plan"):
+            files = self._pages_once(walk(paths, summary), summary)
+            todo = [job for path, root in files if (job := self._check(path, root, {}, summary)) is not None]
+            sizes = [_expected_units(job.path, self.config) for job in todo]
+        bar = tqdm(total=sum(sizes), desc="indexing", unit="page", disable=not progress, dynamic_ncols=True,
+                   smoothing=0.1)
         pending: list[PendingFile] = []
         n_pending = 0
-        bar = tqdm(files, desc="indexing", unit="file", disable=not progress, dynamic_ncols=True)
-        for path, root in bar:
-            bar.set_postfix_str(_short(path.name), refresh=False)
-            pf = self._process(path, root, seen_hashes, summary)
-            if pf is None:
-                continue
-            pending.append(pf)
-            n_pending += len(pf.units)
-            if n_pending >= self.config.batch_units:
-                self._flush(pending, summary)
-                pending, n_pending = [], 0
-        self._flush(pending, summary)
-        bar.close()
+        try:
+            for job, expected, pf in self._extracted(todo, sizes, clock):
+                bar.set_postfix_str(_short(job.path.name), refresh=False)
+                if len(pf.units) != expected:  # a video's clip count, a text file's chunks: now known
+                    bar.total += len(pf.units) - expected
+                pending.append(pf)
+                n_pending += len(pf.units)
+                if n_pending >= self.config.batch_units:
+                    self._flush(pending, summary, clock)
+                    bar.update(n_pending)
+                    pending, n_pending = [], 0
+            self._flush(pending, summary, clock)
+            bar.update(n_pending)
+        finally:
+            bar.close()
         if prune:
             summary.pruned = self.prune(paths)
         summary.total_units = self.store.count_units()
         summary.seconds = time.perf_counter() - t0
         return summary
+
+    def _extracted(self, todo: list[_Job], sizes: list[int], clock: _Clock) -> Iterator[tuple[_Job, int, PendingFile]]:
+        """(job, expected units, PendingFile) in `todo` order; read ahead on one worker thread when pipelined."""
+        if not self.config.pipeline or len(todo) < 2:
+            for job, n in zip(todo, sizes):
+                yield job, n, self._read(job, clock)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vimrag-read") as pool:
+            ahead = [pool.submit(self._read, job, clock) for job in todo[:_READ_AHEAD]]
+            try:
+                for i, (job, n) in enumerate(zip(todo, sizes)):
+                    pf = ahead[i].result()
+                    if i + _READ_AHEAD < len(todo):
+                        ahead.append(pool.submit(self._read, todo[i + _READ_AHEAD], clock))
+                    ahead[i] = None  # type: ignore[call-overload]  # let the units go once committed
+                    yield job, n, pf
+            finally:
+                for f in ahead:
+                    if f is not None:
+                        f.cancel()
 
     def _pages_once(self, files: list[tuple[Path, Path]], summary: IngestSummary) -> list[tuple[Path, Path]]:
         """Apply VRAG's page-image convention (retrieval/page_images.py): page images of a PDF that is indexed
@@ -229,7 +310,8 @@ class Indexer:
         return self.store.remove_files(gone)
 
     # ------------------------------------------------------------------------------------------------
-    def _process(self, path: Path, root: Path, seen: dict[str, str], summary: IngestSummary) -> PendingFile | None:
+    def _check(self, path: Path, root: Path, seen: dict[str, str], summary: IngestSummary) -> _Job | None:
+        """A job for a file that is new or changed; None (with the reason in the summary) for one to leave."""
         key = str(path)
         try:
             st = path.stat()
@@ -258,41 +340,48 @@ class Indexer:
             return None
         seen[sha] = key
         record = FileRecord(key, str(root), sha, st.st_size, st.st_mtime, "ok")
+        # The same content under a path that is gone: a move, so the old record goes in the same commit.
+        return _Job(path, root, record, twin if twin and twin != key else None)
+
+    def _read(self, job: _Job, clock: _Clock) -> PendingFile:
+        """The file's units (no vectors yet); a file that cannot be read becomes a failed record, never an error."""
+        record = job.record
         try:
-            units = self._extract(path, root, sha)
+            units = self._extract(job.path, job.root, record.sha256 or "", clock)
         except IngestError as e:
             record.status, record.reason = "failed", f"{e.reason}" + (f"; {e.fix}" if e.fix else "")
-            summary.failed.append((key, record.reason))
             return PendingFile(record, [], [])
         except Exception as e:  # a bug or an exotic decoder failure must not end the run
             record.status, record.reason = "failed", f"unexpected {type(e).__name__}: {e}"
-            summary.failed.append((key, record.reason))
             return PendingFile(record, [], [])
-        # The same content under a path that is gone: a move, so the old record goes in the same commit.
-        return PendingFile(record, units, [], replaces=twin if twin and twin != key else None)
+        return PendingFile(record, units, [], replaces=job.replaces)
 
-    def _extract(self, path: Path, root: Path, sha: str) -> list[Unit]:
+    def _extract(self, path: Path, root: Path, sha: str, clock: _Clock) -> list[Unit]:
         kind = loaders.kind_of(path)
         base = dict(source=str(path), root=str(root), content_hash=sha)
         c = self.config
         if kind == "pdf":
             units = []
-            for pg in loaders.read_pdf(path):
+            with clock("pdf text"):
+                pages = loaders.read_pdf(path)
+            for pg in pages:
                 text, src = pg.text, "pdf-text" if pg.text else ""
-                if len(pg.text) < c.min_text_chars and self.ocr is not None:
-                    image = loaders.render_pdf_page(path, pg.page, dpi=c.ocr_dpi)
-                    text, src = self._ocr_text(image) or text, f"ocr:{self.ocr.name}"
+                if len(pg.text) < c.min_text_chars and self._ocr_engine(clock) is not None:
+                    with clock("render"):
+                        image = loaders.render_pdf_page(path, pg.page, dpi=c.ocr_dpi)
+                    text, src = self._ocr_text(image, clock) or text, f"ocr:{self.ocr.name}"
                 units.append(Unit(uid=f"{sha[:16]}:p{pg.page}", modality="page", page=pg.page, text=text,
                                   text_source=src, width=pg.width, height=pg.height, **base))
             return units
         if kind == "image":
-            image = loaders.open_image(path)
-            text = self._ocr_text(image)
+            with clock("decode"):
+                image = loaders.open_image(path)
+            text = self._ocr_text(image, clock)
             doc, page = self._page_of.get(path, ("", None))
             return [Unit(uid=f"{sha[:16]}:img", modality="image", text=text, width=image.width, height=image.height,
                          text_source=f"ocr:{self.ocr.name}" if self.ocr else "", doc=doc, page=page, **base)]
         if kind == "video":
-            return self._extract_video(path, base, sha)
+            return self._extract_video(path, base, sha, clock)
         if kind == "text":
             chunks = loaders.chunk_text(loaders.read_text(path), c.chunk_chars)
             if not chunks:
@@ -301,18 +390,21 @@ class Indexer:
                     for i, t in enumerate(chunks)]
         raise IngestError(path, "unsupported file type", "see `vimrag index --help` for the types indexed")
 
-    def _extract_video(self, path: Path, base: dict, sha: str) -> list[Unit]:
+    def _extract_video(self, path: Path, base: dict, sha: str, clock: _Clock) -> list[Unit]:
         c = self.config
-        info = loaders.video_info(path)
+        with clock("decode"):
+            info = loaders.video_info(path)
         units = []
         for i, (a, b) in enumerate(loaders.clip_spans(info.duration, c.clip_seconds)):
             times = loaders.keyframe_times(a, b, c.keyframe_every, c.max_keyframes)
             lines, last = [], None
-            for t, frame in loaders.read_video_frames(path, times):
+            with clock("decode"):
+                frames = loaders.read_video_frames(path, times)
+            for t, frame in frames:
                 if not _changed(frame, last):  # compared with the last frame read, so slow drifts still count
                     continue
                 last = frame
-                text = self._ocr_text(frame)
+                text = self._ocr_text(frame, clock)
                 if text:
                     lines.append(f"[{int(t) // 60:02d}:{int(t) % 60:02d}] {text}")
             units.append(Unit(uid=f"{sha[:16]}:c{i}", modality="video", start=round(a, 3), end=round(b, 3),
@@ -320,21 +412,37 @@ class Indexer:
                               text_source=f"ocr:{self.ocr.name}" if self.ocr else "", **base))
         return units
 
-    def _ocr_text(self, image) -> str:
-        if self.ocr is None:
+    def _ocr_engine(self, clock: _Clock):
+        if self._ocr_loaded:
+            return self._ocr
+        with clock("model load"):
+            return self.ocr
+
+    def _ocr_text(self, image, clock: _Clock) -> str:
+        if self._ocr_engine(clock) is None:
             return ""
-        return self.ocr.read(image).text.strip()
+        with clock("ocr"):
+            return self.ocr.read(image).text.strip()
 
     # ------------------------------------------------------------------------------------------------
-    def _flush(self, pending: list[PendingFile], summary: IngestSummary) -> None:
+    def _flush(self, pending: list[PendingFile], summary: IngestSummary, clock: _Clock) -> None:
         if not pending:
             return
-        self._embed(pending)
-        if self.store.get_meta("embedder") is None and any(pf.units for pf in pending):
-            self.store.set_meta("embedder", self.embedder.spec)
-        self.store.commit(pending)
+        from retrieval.embedders import quiet
+
+        if self._embedder is None and any(pf.units for pf in pending):
+            with clock("model load"), quiet():
+                self.embedder  # noqa: B018 - load it here so its seconds are not counted as embedding
+        with clock("embed"):
+            self._embed(pending)
+        with clock("commit"):
+            if self.store.get_meta("embedder") is None and any(pf.units for pf in pending):
+                self.store.set_meta("embedder", self.embedder.spec)
+            self.store.commit(pending)
         for pf in pending:
-            if pf.record.status == "ok":
+            if pf.record.status != "ok":
+                summary.failed.append((pf.record.path, pf.record.reason))
+            else:
                 summary.files_indexed += 1
                 summary.units_indexed += len(pf.units)
                 summary.page_images += sum(1 for u in pf.units if u.doc)
@@ -345,11 +453,10 @@ class Indexer:
             for pf in pending:
                 pf.vectors = []
             return
-        emb = self.embedder
-        if emb.supports_images:
-            per_unit = self._embed_visual(units)
-        else:
-            per_unit = self._embed_passages(units)
+        from retrieval.embedders import quiet
+
+        with quiet():  # the run's one bar counts pages; no per-batch bars under it
+            per_unit = self._embed_visual(units) if self.embedder.supports_images else self._embed_passages(units)
         i = 0
         for pf in pending:
             pf.vectors = per_unit[i:i + len(pf.units)]

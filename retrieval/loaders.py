@@ -98,6 +98,21 @@ def read_pdf(path: str | Path) -> list[PdfPage]:
             doc.close()
 
 
+def pdf_page_count(path: str | Path) -> int | None:
+    """The PDF's page count, or None when pdfium cannot open it (reading it later reports why)."""
+    import pypdfium2 as pdfium
+
+    with PDFIUM_LOCK:
+        try:
+            doc = pdfium.PdfDocument(str(path))
+        except Exception:  # noqa: BLE001 - read_pdf turns each failure into a clear IngestError
+            return None
+        try:
+            return len(doc)
+        finally:
+            doc.close()
+
+
 def _pageless(path: Path) -> bool:
     """A PDF whose page tree says /Count 0 and that has no /Type /Page object (checked on the raw bytes,
     since pdfium reports an empty page tree as a generic load failure)."""

@@ -21,6 +21,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from retrieval import loaders
 from retrieval.units import Unit, page_image_name
 
 PAGE_IMAGE_DIR = "page_images"
@@ -44,9 +45,7 @@ def page_image(index_dir: str | Path, unit: Unit) -> Path:
     path = page_image_path(index_dir, unit)
     if path.exists():
         return path
-    from retrieval.loaders import render_pdf_page
-
-    image = render_pdf_page(unit.source, unit.page or 1, max_pixels=PAGE_IMAGE_MAX_PIXELS, dpi=PAGE_IMAGE_DPI)
+    image = loaders.render_pdf_page(unit.source, unit.page or 1, max_pixels=PAGE_IMAGE_MAX_PIXELS, dpi=PAGE_IMAGE_DPI)
     # Two requests for one page may both render it; each writes its own temporary file and the rename
     # leaves one whole JPEG either way.
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,19 +78,6 @@ class PagePlan:
     plain: list[tuple[str, str]] = field(default_factory=list)  # (image, why it stays a plain image)
 
 
-def _pdf_pages(path: str | Path) -> int | None:
-    import pypdfium2 as pdfium
-
-    try:
-        doc = pdfium.PdfDocument(str(path))
-    except Exception:  # noqa: BLE001 - an unreadable PDF is the indexer's to report; its page images stand in
-        return None
-    try:
-        return len(doc)
-    finally:
-        doc.close()
-
-
 def plan_page_images(images: list[Path], pdfs: list[str | Path]) -> PagePlan:
     """Decide, for the images about to be indexed, which are pages of a PDF.
 
@@ -114,7 +100,7 @@ def plan_page_images(images: list[Path], pdfs: list[str | Path]) -> PagePlan:
             groups.setdefault(named[0], []).append((img, named[1]))
     for doc, members in groups.items():
         owners = sorted(set(by_stem.get(doc, [])))
-        n_pages = _pdf_pages(owners[0]) if len(owners) == 1 else None
+        n_pages = loaders.pdf_page_count(owners[0]) if len(owners) == 1 else None
         for img, n in sorted(members, key=lambda m: m[1]):
             if len(owners) > 1:
                 plan.plain.append((str(img), f"several PDFs are named {doc} ({', '.join(owners)}); which one it is a "

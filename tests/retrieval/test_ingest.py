@@ -4,6 +4,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from retrieval.ingest import IngestConfig, Indexer, passages_of
@@ -97,3 +98,47 @@ def test_passages_cover_long_text():
     assert ps[0].split()[0] == "w0" and ps[-1].split()[-1] == "w399"
     assert all(len(p.split()) <= 150 for p in ps)
     assert passages_of("") == ["(empty)"]
+
+
+def test_pipelined_ingest_equals_the_sequential_one(mixed_corpus, tmp_path):
+    # Reading runs ahead on a worker thread; the units, their order and their vectors must not change.
+    runs = {}
+    for pipeline in (False, True):
+        idx = tmp_path / f"p{pipeline}"
+        s = Indexer(idx, IngestConfig(ocr="none", pipeline=pipeline, batch_units=2)).index([mixed_corpus],
+                                                                                             progress=False)
+        assert s.files_indexed == 4 and not s.failed
+        assert {"plan", "pdf text", "embed", "commit"} <= set(s.timings) and all(v >= 0 for v in s.timings.values())
+        store = Store(idx)
+        runs[pipeline] = ([(u.uid, u.text) for u in store.units()[1]], _vectors(store))
+    (u0, v0), (u1, v1) = runs[False], runs[True]
+    assert u0 == u1 and v0.keys() == v1.keys()
+    assert all(np.allclose(v0[k], v1[k], atol=1e-6) for k in v0)
+
+
+def test_one_progress_bar_in_pages(mixed_corpus, tmp_path, capsys):
+    Indexer(tmp_path / "idx", IngestConfig(ocr="none")).index([mixed_corpus], progress=True)
+    err = capsys.readouterr().err
+    assert "indexing" in err and "page" in err and "Batches" not in err and "Loading weights" not in err
+
+
+def test_a_file_that_fails_mid_pipeline_is_reported_and_the_rest_indexed(tmp_path):
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("Forklifts are inspected every spring.")
+    (corpus / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
+    (corpus / "b.txt").write_text("The canteen serves rye bread.")
+    s = Indexer(tmp_path / "idx", IngestConfig(ocr="none")).index([corpus], progress=False)
+    assert s.files_indexed == 2 and [p for p, _ in s.failed] == [str(corpus / "broken.pdf")]
+    assert "not a readable PDF" in s.failed[0][1]
+
+
+def _vectors(store) -> dict[str, np.ndarray]:
+    """Each unit's vectors, stacked in id order, by uid."""
+    ids, units = store.units()
+    uid_of = dict(zip(ids.tolist(), [u.uid for u in units]))
+    out: dict[str, list] = {}
+    for _, owners, rows in store.iter_vectors():
+        for owner, row in zip(owners.tolist(), rows):
+            out.setdefault(uid_of[owner], []).append(row)
+    return {k: np.stack(v) for k, v in out.items()}

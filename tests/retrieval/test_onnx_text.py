@@ -1,0 +1,61 @@
+"""MiniLM on ONNX Runtime: the same vectors as torch, exported once and cached, and torch when asked or unsure."""
+
+import numpy as np
+import pytest
+
+from retrieval import embedders, onnx_text
+
+pytest.importorskip("onnxruntime")
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return embedders.load_embedder("minilm")
+
+
+def _texts() -> list[str]:
+    rng = np.random.default_rng(0)
+    words = "the defect rate fell from 2.1 percent to 0.8 percent after the new calibration rig in Tampere".split()
+    # Lengths from one word to past MiniLM's 256-token window, in one call, so batches mix padding and truncation.
+    return [" ".join(rng.choice(words, n)) for n in rng.integers(1, 400, size=40)] + ["", "x"]
+
+
+def test_the_default_text_embedder_runs_on_onnx_and_matches_torch(minilm):
+    assert isinstance(minilm._onnx, onnx_text.OnnxTextEncoder) and minilm._onnx.path.is_file()
+    texts = _texts()
+    fast = minilm.encode_texts(texts, batch_size=8)  # (n, 384)
+    ref = minilm.model.encode(texts, batch_size=8, normalize_embeddings=True)  # torch
+    assert fast.shape == ref.shape == (len(texts), 384) and fast.dtype == np.float32
+    assert np.einsum("nd,nd->n", fast, ref).min() > 0.99999
+    q = minilm.encode_queries(["defect rate after the rig"])
+    assert np.dot(q[0], minilm.model.encode(["defect rate after the rig"], normalize_embeddings=True)[0]) > 0.99999
+
+
+def test_the_export_is_cached_and_reused(minilm, monkeypatch):
+    stamp = minilm._onnx.path.stat().st_mtime_ns
+    again = onnx_text.OnnxTextEncoder(minilm.model, onnx_text.Path(embedders._minilm_path()) / "model.safetensors")
+    assert again.path == minilm._onnx.path and again.path.stat().st_mtime_ns == stamp
+
+
+def test_torch_when_asked_or_when_the_pipeline_is_not_plain(minilm, monkeypatch):
+    path = embedders._minilm_path()
+    monkeypatch.setenv(onnx_text.BACKEND_ENV, "torch")
+    assert embedders._onnx_encoder(minilm.model, path, "minilm") is None
+    monkeypatch.setenv(onnx_text.BACKEND_ENV, "fastest")
+    with pytest.raises(ValueError, match="auto, onnx or torch"):
+        onnx_text.wanted()
+    monkeypatch.delenv(onnx_text.BACKEND_ENV)
+    monkeypatch.setattr(minilm.model, "prompts", {"query": "query: ", "document": ""})
+    assert not onnx_text.supported(minilm.model)  # a prompt would change the text torch sees
+
+
+def test_a_failed_export_falls_back_to_torch_with_a_warning(minilm, monkeypatch, tmp_path):
+    monkeypatch.setenv(onnx_text.CACHE_ENV, str(tmp_path))
+
+    def broken(*a, **k):
+        raise RuntimeError("exporter exploded")
+
+    monkeypatch.setattr("torch.onnx.export", broken)
+    with pytest.warns(UserWarning, match="running on torch.*exporter exploded"):
+        assert embedders._onnx_encoder(minilm.model, embedders._minilm_path(), "minilm") is None
+    assert not list(tmp_path.rglob("*.onnx")) and not list(tmp_path.rglob("*.tmp"))  # no half-written graph
