@@ -21,7 +21,7 @@ and a rerun (same plan, same shard) skips it; the merge only starts when every s
 finished, a killed merge leaves DIR with whole files only, and a rerun leaves merged files out of the plan.
 Derived FAISS / BM25 files key on the store's version and rebuild on the next search, as after any ingest.
 
-Left out on purpose: work stealing between ranks (files[r::N] balances well enough when files are many),
+Left out on purpose: work stealing between ranks (rank i % N balances well enough when files are many),
 and multi-node runs without a filesystem that every node sees at DIR.
 """
 
@@ -111,7 +111,8 @@ def plan(index_dir: str | Path, paths: list[str | Path], config: IngestConfig,
 
 
 def _unchanged(store: Store, path: Path, summary: IngestSummary) -> bool:
-    """Whether the main index already holds `path` as it is on disk (Indexer._process's first checks)."""
+    """Whether the main index already holds `path` as it is on disk (a 1-process run's checks: size and
+    mtime, then the content hash)."""
     key = str(path)
     old = store.file(key)
     if old is None:
@@ -292,7 +293,7 @@ def merge(index_dir: str | Path, plan: ShardPlan, config: IngestConfig, planned:
                     summary.failed.append((path, f"rank {r} did not index it; rerun to index it"))
                 continue
             sha = pf.record.sha256
-            # Same content under two paths, as Indexer._process decides it, across shards and the index.
+            # Same content under two paths, decided as a 1-process run does, across shards and the index.
             twin = (seen.get(sha) or main.store.path_with_hash(sha)) if sha else None
             if twin and twin != path and Path(twin).exists():
                 summary.skipped.append((path, f"duplicate of {twin} (same content)"))
