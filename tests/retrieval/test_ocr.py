@@ -279,3 +279,73 @@ def test_result_round_trips_through_dict():
     d = r.to_dict()
     assert d["boxes"][0]["box"] == [1, 2, 3, 4]
     assert OcrResult.from_dict(d) == r
+
+
+# ---------------------------------------------------------------------------------------------------
+# The split pipeline (issue 15): detection on a reduced copy of the inked area, recognition from
+# full-resolution crops in tightly padded batches.
+
+
+def test_ink_box_finds_the_inked_area_on_light_and_dark_pages():
+    page = np.full((400, 600, 3), 255, np.uint8)
+    page[100:150, 200:380] = 0  # one dark block
+    assert ocr.ink_box(page, pad=10) == (190, 90, 390, 160)
+    slide = np.full((400, 600, 3), 30, np.uint8)  # dark slide with a light title
+    slide[20:60, 50:500] = 240
+    assert ocr.ink_box(slide, pad=0) == (50, 20, 500, 60)
+    x0, y0, x1, y1 = ocr.ink_box(np.full((50, 80, 3), 200, np.uint8))
+    assert x1 <= x0  # blank: nothing to detect
+
+
+def test_ink_box_padding_stays_inside_the_image():
+    page = np.full((100, 100, 3), 255, np.uint8)
+    page[0:5, 95:100] = 0
+    assert ocr.ink_box(page, pad=16) == (79, 0, 100, 21)
+
+
+class _FakeRec:
+    """Stands in for rapidocr's recogniser: records batch shapes, reads every line as its crop width."""
+
+    def __init__(self):
+        self.shapes = []
+
+    def session(self, batch):
+        self.shapes.append(batch.shape)
+        return [batch]
+
+    def postprocess_op(self, preds):
+        # The width a crop occupies (non-padding columns) tells which crop it was.
+        return [(str(int((p[0] != 0).any(axis=0).sum())), 0.9) for p in preds]
+
+
+def test_recogniser_batches_by_width_and_pads_only_to_the_widest_crop():
+    engine = ocr.RapidOcrEngine(rec_height=48, rec_batch=2)
+    rec = _FakeRec()
+    engine._ocr = type("Fake", (), {"text_rec": rec})()
+    # Crops 24 px high: widths at 48 px high are twice their own. Ink everywhere (value 0 -> -1.0).
+    crops = [np.zeros((24, w, 3), np.uint8) for w in (40, 10, 300, 20)]
+    out = engine._recognise(crops)
+    assert [t for t, _ in out] == ["80", "20", "600", "40"]  # results in the callers' order
+    # Sorted by width, two per batch, each padded to its own widest: not to rapidocr's 320 px minimum.
+    assert rec.shapes == [(2, 3, 48, 40), (2, 3, 48, 600)]
+
+
+def test_unknown_pipeline_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match="split.*rapidocr"):
+        ocr.RapidOcrEngine(pipeline="fast")
+
+
+@needs_rapidocr
+def test_split_pipeline_maps_boxes_back_from_a_reduced_detection():
+    # A large page with text in one corner: detection runs on a 1024 px copy of the inked corner only,
+    # yet boxes come back in the page's pixels and agree with detection at full size.
+    page = Image.new("RGB", (2000, 1500), "white")
+    ImageDraw.Draw(page).text((1100, 1200), SENTENCE, fill="black", font=ImageFont.load_default(size=40))
+    split = ocr.RapidOcrEngine(det_side=1024).read(page)
+    whole = ocr.RapidOcrEngine(pipeline="rapidocr").read(page)
+    assert cer(split.text, SENTENCE) < 0.05, split.text
+    assert len(split.boxes) == len(whole.boxes) == 1
+    got, want = np.array(split.boxes[0].box), np.array(whole.boxes[0].box)
+    assert np.abs(got - want).max() <= 6, (got, want)
+    x1, y1, x2, y2 = got
+    assert 1080 <= x1 < 1110 and 1180 <= y1 < 1215 and x2 > 1700
