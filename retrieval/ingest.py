@@ -224,7 +224,8 @@ class Indexer:
         clock = _Clock(summary.timings)
         with clock("plan"):
             files = self._pages_once(walk(paths, summary), summary)
-            todo = [job for path, root in files if (job := self._check(path, root, {}, summary)) is not None]
+            seen: dict[str, str] = {}  # content hash -> path, so a second copy of a file is skipped
+            todo = [job for path, root in files if (job := self._check(path, root, seen, summary)) is not None]
             sizes = [_expected_units(job.path, self.config) for job in todo]
         bar = tqdm(total=sum(sizes), desc="indexing", unit="page", disable=not progress, dynamic_ncols=True,
                    smoothing=0.1)

@@ -1,0 +1,147 @@
+"""Ingest benchmark: index the dev corpus from scratch, end to end, with today's ingest and the code before issue 15.
+
+    python -m eval.bench_ingest                  # all 67 dev PDFs (2,435 pages), both configurations
+    python -m eval.bench_ingest --docs 8         # a quick look on the 8 smallest PDFs
+    python -m eval.bench_ingest --only current   # skip the baseline
+
+Each configuration runs in a fresh process, one after the other, into a fresh index folder and a fresh model
+cache, so the figures include Python start-up, imports, model loading (and the one-time ONNX export) and the
+first `Retriever` open that builds BM25 and FAISS: the time from `vimrag index` to the first answerable search.
+
+- `baseline` is the ingest before issue 15, still runnable behind switches: MiniLM on torch
+  (VIMRAG_TEXT_BACKEND=torch), no read-ahead (`IngestConfig(pipeline=False)`), and rapidocr's own
+  detection and recognition loop (`RapidOcrEngine(pipeline="rapidocr")`).
+- `current` is the default ingest.
+
+Printed per configuration: pages, seconds, pages/s and its ratio to the baseline, busy seconds per stage
+(stages overlap when reading runs ahead), and corpus-wide hybrid page retrieval on the dev questions
+(R@5, NDCG@5, as `eval.bench_retrieval` measures them) with the difference to the baseline. The machine
+is shared, so read the ratio, not the absolute figures. Needs ../shared/data/mmlongbench_doc.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from eval.bench_retrieval import DATA
+
+CONFIGS = ("baseline", "current")
+STAGES = ("plan", "model load", "pdf text", "render", "ocr", "decode", "embed", "commit", "search index")
+
+
+def run_child(name: str, corpus: Path, index: Path, cache: Path) -> dict:
+    """One configuration in its own process; returns its figures."""
+    env = dict(os.environ, VIMRAG_CACHE=str(cache), BENCH_T0=repr(time.time()), HF_HUB_OFFLINE="1",
+               TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    if name == "baseline":
+        env["VIMRAG_TEXT_BACKEND"] = "torch"
+    out = subprocess.run([sys.executable, "-m", "eval.bench_ingest", "--child", name, "--corpus", str(corpus),
+                          "--index", str(index)], env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"the {name} run failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def child(name: str, corpus: Path, index: Path) -> dict:
+    t0 = float(os.environ["BENCH_T0"])
+    from retrieval.ingest import IngestConfig, Indexer
+    from retrieval.retriever import Retriever
+
+    if name == "baseline":
+        from retrieval.ocr import RapidOcrEngine
+
+        indexer = Indexer(index, IngestConfig(pipeline=False), ocr=RapidOcrEngine(pipeline="rapidocr"))
+    else:
+        indexer = Indexer(index, IngestConfig())
+    summary = indexer.index([corpus], progress=False)
+    t = time.perf_counter()
+    retriever = Retriever(index)
+    summary.timings["search index"] = time.perf_counter() - t
+    seconds = time.time() - t0  # from process start: imports and model loads included
+    return {"name": name, "pages": summary.units_indexed, "files": summary.files_indexed,
+            "failed": summary.failed, "seconds": seconds, "timings": summary.timings,
+            "quality": _quality(retriever, corpus)}
+
+
+def _quality(retriever, corpus: Path) -> dict[str, float]:
+    import eval.bench_retrieval as br
+
+    names = {p.name for p in corpus.glob("*.pdf")}
+    questions = br.load_questions(Path(os.environ.get("BENCH_DATA", DATA)), names)
+    modes, br.MODES = br.MODES, ("hybrid",)
+    try:
+        q = br.quality(retriever, questions, scoped=False)["hybrid"]
+    finally:
+        br.MODES = modes
+    return {"R@5": q["R@5"], "NDCG@5": q["NDCG@5"], "questions": len(questions)}
+
+
+def report(runs: dict[str, dict]) -> str:
+    base = runs.get("baseline")
+    lines = ["| ingest | pages | s end to end | pages/s | speed-up | hybrid R@5 | NDCG@5 | ΔR@5 | ΔNDCG@5 |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, r in runs.items():
+        rate = r["pages"] / r["seconds"]
+        q = r["quality"]
+        up = f"{rate / (base['pages'] / base['seconds']):.2f}x" if base else "-"
+        d5 = f"{q['R@5'] - base['quality']['R@5']:+.3f}" if base else "-"
+        dn = f"{q['NDCG@5'] - base['quality']['NDCG@5']:+.3f}" if base else "-"
+        lines.append(f"| {name} | {r['pages']} | {r['seconds']:.0f} | {rate:.2f} | {up} | {q['R@5']:.3f} | "
+                     f"{q['NDCG@5']:.3f} | {d5} | {dn} |")
+    lines += ["", "Busy seconds per stage (reading runs ahead of embedding in `current`, so its stages overlap):",
+              "", "| stage | " + " | ".join(runs) + " |", "|---|" + "---:|" * len(runs)]
+    stages = list(STAGES) + sorted({s for r in runs.values() for s in r["timings"]} - set(STAGES))
+    for stage in stages:
+        cells = [f"{r['timings'][stage]:.1f}" if stage in r["timings"] else "-" for r in runs.values()]
+        if any(c != "-" for c in cells):
+            lines.append(f"| {stage} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=str(DATA), help="the MMLongBench-Doc folder (documents/ and the JSONL)")
+    ap.add_argument("--docs", type=int, default=0, help="only the N smallest PDFs (0 = all)")
+    ap.add_argument("--only", choices=CONFIGS, help="run one configuration")
+    ap.add_argument("--json", help="also write the figures to this JSON file")
+    ap.add_argument("--child", choices=CONFIGS, help=argparse.SUPPRESS)
+    ap.add_argument("--corpus", help=argparse.SUPPRESS)
+    ap.add_argument("--index", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, Path(args.corpus), Path(args.index))))
+        return
+
+    data = Path(args.data)
+    if not (data / "mmlongbench_doc.jsonl").is_file():
+        raise SystemExit(f"no MMLongBench-Doc data at {data}; pass --data (it lives in ../shared/data)")
+    pdfs = sorted((data / "documents").glob("*.pdf"), key=lambda p: p.stat().st_size)[: args.docs or None]
+    os.environ["BENCH_DATA"] = str(data)
+    runs: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="bench_ingest_") as tmp:
+        corpus = Path(tmp) / "corpus"  # copies (the indexer does not follow links out of a corpus folder)
+        corpus.mkdir()
+        for p in pdfs:
+            shutil.copy2(p, corpus / p.name)
+        for name in [args.only] if args.only else CONFIGS:
+            print(f"{name}: indexing {len(pdfs)} PDFs from scratch ...", flush=True)
+            runs[name] = run_child(name, corpus, Path(tmp) / f"idx_{name}", Path(tmp) / f"cache_{name}")
+            r = runs[name]
+            print(f"{name}: {r['pages']} pages in {r['seconds']:.0f} s ({r['pages'] / r['seconds']:.2f} pages/s)"
+                  + (f"; failed: {r['failed']}" if r["failed"] else ""), flush=True)
+    print()
+    print(report(runs))
+    if args.json:
+        Path(args.json).write_text(json.dumps(runs, indent=2))
+
+
+if __name__ == "__main__":
+    main()
