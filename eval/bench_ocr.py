@@ -48,13 +48,9 @@ BASELINE = "rapidocr-legacy@2.0"
 VARIANTS = {
     "rapidocr-legacy@2.0": ("rapidocr", 2.0, {"pipeline": "rapidocr"}),  # before issue 15
     "rapidocr@2.0": ("rapidocr", 2.0, {}),
-    "rapidocr-det768@2.0": ("rapidocr", 2.0, {"det_side": 768}),
-    "rapidocr-det1280@2.0": ("rapidocr", 2.0, {"det_side": 1280}),
+    "rapidocr-det1024@2.0": ("rapidocr", 2.0, {"det_side": 1024}),
     "rapidocr-detfull@2.0": ("rapidocr", 2.0, {"det_side": None}),
     "rapidocr-rec40@2.0": ("rapidocr", 2.0, {"rec_height": 40}),
-    "rapidocr-rec32@2.0": ("rapidocr", 2.0, {"rec_height": 32}),
-    "rapidocr-batch1@2.0": ("rapidocr", 2.0, {"rec_batch": 1}),
-    "rapidocr-batch24@2.0": ("rapidocr", 2.0, {"rec_batch": 24}),
     "rapidocr@1.5": ("rapidocr", 1.5, {}),
     "rapidocr-stock@2.0": ("rapidocr", 2.0, {"space_prob": None}),
     "tesseract@2.0": ("tesseract", 2.0, {}),
