@@ -1,4 +1,4 @@
-"""Spec for retrieval/index.py: exact and approximate search, filtering, atomic saves, late interaction."""
+"""Spec for retrieval/index.py: exact and approximate search, filtering, atomic saves (late interaction: test_late_interaction.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from retrieval import index as vindex
 from retrieval.errors import IndexOpenError
 from retrieval.index import VectorIndex
-from retrieval.late_interaction import MultiVectorIndex, maxsim_scores
+from retrieval.late_interaction import MultiVectorIndex
 
 DIM = 32
 
@@ -198,77 +198,6 @@ def test_unreadable_file_says_to_rebuild(tmp_path):
     VectorIndex(DIM).save(tmp_path / "single.faiss")
     with pytest.raises(IndexOpenError, match="not a MultiVectorIndex"):
         MultiVectorIndex.load(tmp_path / "single.faiss")
-
-
-# ---------------------------------------------------------------- late interaction
-
-
-def test_maxsim_scores_hand_computed():
-    q = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)
-    docs = [np.array([[1.0, 0.0], [0.6, 0.8]], np.float32), np.array([[0.0, 1.0]], np.float32),
-            np.array([[0.6, -0.8], [-1.0, 0.0], [0.8, 0.6]], np.float32)]
-    # doc0: max(1, .6) + max(0, .8) = 1.8; doc1: 0 + 1 = 1; doc2: max(.6, -1, .8) + max(-.8, 0, .6) = 1.4
-    np.testing.assert_allclose(maxsim_scores(q, docs), [1.8, 1.0, 1.4], atol=1e-6)
-    padded = np.zeros((3, 3, 2), np.float32)
-    mask = np.zeros((3, 3), bool)
-    for i, d in enumerate(docs):
-        padded[i, : len(d)], mask[i, : len(d)] = d, True
-    np.testing.assert_allclose(maxsim_scores(q, padded, mask), [1.8, 1.0, 1.4], atol=1e-6)
-    # tiny batches exercise the batching; an empty document scores -inf
-    np.testing.assert_allclose(maxsim_scores(q, docs, batch_tokens=2), [1.8, 1.0, 1.4], atol=1e-6)
-    assert np.isneginf(maxsim_scores(q, [np.empty((0, 2), np.float32)])[0])
-
-
-def mv_corpus(n_docs: int, seed: int = 0) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    topics = units(rng.standard_normal((64, DIM)))
-    docs = []
-    for _ in range(n_docs):
-        n_tok = int(rng.integers(5, 40))
-        centres = topics[rng.choice(64, 4)[rng.integers(0, 4, n_tok)]]  # (n_tok, DIM): 4 topics per doc
-        docs.append(units(centres + rng.standard_normal((n_tok, DIM)) * 0.15))
-    queries = []
-    for d in rng.choice(n_docs, 10, replace=False):
-        copies = docs[d][rng.choice(len(docs[d]), 3)]
-        queries.append(units(np.concatenate([copies + rng.standard_normal(copies.shape) * 0.02,
-                                             rng.standard_normal((3, DIM))])))
-    return np.arange(n_docs, dtype=np.int64) * 10 + 1, docs, queries
-
-
-@pytest.mark.parametrize("kind", ["flat", "ivf"])
-def test_multivector_top_k_equals_brute_force(kind):
-    doc_ids, docs, queries = mv_corpus(400)
-    # approx_threshold=1 forces the two-stage path; probing every list keeps stage 1 from missing
-    mvi = MultiVectorIndex(DIM, kind=kind, approx_threshold=1, nprobe=1024, token_k=256, n_candidates=60)
-    mvi.build(doc_ids[:250], docs[:250]).add(doc_ids[250:], docs[250:])
-    assert mvi.kind == kind and mvi.ntotal == 400 and mvi.n_tokens == sum(len(d) for d in docs)
-    np.testing.assert_allclose(mvi.doc_tokens(doc_ids[300]), docs[300])
-    for q in queries:
-        brute = maxsim_scores(q, docs)  # (400,)
-        want = doc_ids[np.argsort(-brute, kind="stable")[:10]]
-        got = mvi.search(q, 10)
-        assert [d for d, _ in got] == want.tolist()
-        np.testing.assert_allclose([s for _, s in got], np.sort(brute)[::-1][:10], rtol=1e-5)
-        assert [d for d, _ in mvi.exact_search(q, 10)] == want.tolist()
-
-
-def test_multivector_allowed_ids_and_round_trip(tmp_path):
-    doc_ids, docs, queries = mv_corpus(300, seed=2)
-    mvi = MultiVectorIndex(DIM, kind="ivf", nprobe=1024, n_candidates=20).build(doc_ids, docs)
-    allowed = doc_ids[100:200]
-    for q in queries[:4]:
-        got = [d for d, _ in mvi.search(q, 5, allowed_ids=allowed)]
-        brute = maxsim_scores(q, docs[100:200])
-        assert got == allowed[np.argsort(-brute, kind="stable")[:5]].tolist()
-    two = maxsim_scores(queries[0], docs[:2])
-    assert [d for d, _ in mvi.search(queries[0], 5, allowed_ids=doc_ids[:2])] == doc_ids[:2][np.argsort(-two)].tolist()
-    path = tmp_path / "mv.faiss"
-    mvi.save(path)
-    back = MultiVectorIndex.load(path)
-    assert (back.ntotal, back.n_tokens, back.kind) == (300, mvi.n_tokens, "ivf")
-    np.testing.assert_array_equal(back.tokens, mvi.tokens)
-    for q in queries:
-        assert back.search(q, 10) == mvi.search(q, 10)
 
 
 # ---------------------------------------------------------------- validation
