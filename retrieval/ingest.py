@@ -61,6 +61,10 @@ class IngestSummary:
         lines = [f"indexed {self.units_indexed} units from {self.files_indexed} files in {self.seconds:.1f}s; "
                  f"{self.unchanged} files unchanged, {len(self.skipped)} skipped, {len(self.failed)} failed"
                  + (f", {self.pruned} pruned" if self.pruned else "") + f"; index holds {self.total_units} units"]
+        busy = sorted(((v, k) for k, v in self.timings.items() if v >= 0.05), reverse=True)
+        if busy and self.units_indexed:
+            lines.append(f"{self.units_indexed / max(self.seconds, 1e-9):.1f} units/s; busy seconds per stage: "
+                         + ", ".join(f"{k} {v:.1f}" for v, k in busy))
         if self.page_images:
             lines.append(f"{self.page_images} page images indexed as the pages of their PDFs (X_N.jpg is page N "
                          "of X.pdf)")
