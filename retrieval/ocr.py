@@ -329,7 +329,7 @@ class RapidOcrEngine:
     def __init__(self, space_prob: float | None = 0.02, max_side: int = 2000, min_side: int = 0,
                  columns: bool = True, threads: int = -1, min_conf: float = 0.5,
                  upside_down: bool = False, pipeline: str = "split", det_side: int | None = 1280,
-                 rec_height: int = 48, rec_batch: int = 8) -> None:
+                 rec_height: int = 48, rec_batch: int = 8, split_gap: float | None = 0.8) -> None:
         # min_side=0: no upscaling. The recogniser resizes every line to 48 px high anyway, and upscaling
         # hurt: 8 px text on a 100x14 image read perfectly as is, with 4 errors in 21 chars at 4x.
         if pipeline not in self.PIPELINES:
@@ -343,8 +343,11 @@ class RapidOcrEngine:
         self.upside_down = upside_down  # run rapidocr's 180-degree line classifier
         self.pipeline = pipeline
         self.det_side = det_side  # long side of the detector's input; None: the image's own size
-        self.rec_height = rec_height  # line height the recogniser sees (PP-OCRv4 was trained at 48)
+        # The recogniser's line height. PP-OCRv4 was trained at 48; on 10 bench pages 40 px cut BoW F1 from
+        # 0.937 to 0.864 and 32 px to 0.500, so the cost of recognition stays what it is.
+        self.rec_height = rec_height
         self.rec_batch = rec_batch
+        self.split_gap = split_gap  # cut line boxes at blank stretches this many line heights wide
         self._ocr = None
         self._lock = threading.Lock()
 
@@ -419,6 +422,8 @@ class RapidOcrEngine:
         quads = o._get_origin_points(quads, record, rh, rw)  # (n, 4, 2) in region pixels
         quads = (quads + np.array([x0, y0], np.float32)) / np.array([fx, fy], np.float32)  # full-image pixels
         quads = [np.ascontiguousarray(q, dtype=np.float32) for q in quads]
+        if self.split_gap:
+            quads = [piece for q in quads for piece in split_at_gaps(bgr, q, self.split_gap)]
         crops = o.get_crop_img_list(bgr, quads)
         if self.upside_down:
             crops, _, _ = o.text_cls(crops)
@@ -448,6 +453,45 @@ class RapidOcrEngine:
             for i, res in zip(idx, rec.postprocess_op(preds)):
                 out[i] = (res[0], float(res[1]))
         return out
+
+
+def split_at_gaps(bgr, quad, gap: float, threshold: int = 40) -> list:
+    """An upright line box cut at blank stretches at least `gap` line heights wide, blank ends dropped.
+
+    A detector working on a reduced page sometimes joins a line of the left column to the line beside
+    it in the right one (an arXiv gutter is about one line height), which scrambles the reading order;
+    blank stretches are also recognition time spent on nothing. 0.8 line heights is the gap the reading
+    order already treats as a column gutter; word spaces are about 0.3. Slanted boxes are returned as
+    they are.
+    """
+    import numpy as np
+
+    xs, ys = quad[:, 0], quad[:, 1]
+    x1, x2, y1, y2 = int(xs.min()), int(np.ceil(xs.max())), int(ys.min()), int(np.ceil(ys.max()))
+    h = y2 - y1
+    slant = max(2.0, 0.01 * (x2 - x1))  # two lines joined at slightly different heights tilt the box
+    if h < 4 or x2 - x1 < 2 * h or np.ptp(ys[[0, 1]]) > slant or np.ptp(xs[[0, 3]]) > slant:
+        return [quad]
+    grey = bgr[y1:y2, x1:x2].min(axis=2)  # (h, w)
+    ink = (np.abs(grey.astype(np.int16) - int(np.median(grey))) > threshold).any(axis=0)  # (w,)
+    cols = np.flatnonzero(ink)
+    if cols.size == 0:
+        return [quad]
+    pieces, start, last = [], cols[0], cols[0]
+    for c in cols[1:]:
+        if c - last > gap * h:
+            pieces.append((start, last))
+            start = c
+        last = c
+    pieces.append((start, last))
+    if len(pieces) == 1:
+        return [quad]
+    pad = h // 4  # the detector's boxes leave about this much margin around the ink
+    out = []
+    for a, b in pieces:
+        l, r = max(x1, x1 + a - pad), min(x2, x1 + b + 1 + pad)
+        out.append(np.array([[l, y1], [r, y1], [r, y2], [l, y2]], np.float32))
+    return out
 
 
 def _quiet_session(model_path: str, threads: int):

@@ -349,3 +349,33 @@ def test_split_pipeline_maps_boxes_back_from_a_reduced_detection():
     assert np.abs(got - want).max() <= 6, (got, want)
     x1, y1, x2, y2 = got
     assert 1080 <= x1 < 1110 and 1180 <= y1 < 1215 and x2 > 1700
+
+
+@needs_rapidocr
+def test_split_pipeline_detects_without_dilation_and_legacy_keeps_it():
+    # At a reduced size the detector's 2x2 dilation closed the gutter of a two-column dev page.
+    split = ocr.RapidOcrEngine()._load()
+    legacy = ocr.RapidOcrEngine(pipeline="rapidocr")._load()
+    assert split.text_det.postprocess_op.dilation_kernel is None
+    assert legacy.text_det.postprocess_op.dilation_kernel is not None
+
+
+def _quad(x1, y1, x2, y2):
+    return np.array([[x1, y1], [x2, y1], [x2, y2], [x1, y2]], np.float32)
+
+
+def test_line_box_is_cut_at_a_column_gutter_but_not_at_word_spaces():
+    page = np.full((60, 700, 3), 255, np.uint8)
+    # Strokes every 4 px, so ink is the minority as on a page: three "words" 40 px wide, 10 px apart
+    # (a third of the 30 px line), then the next column 150 px (5 line heights) to the right.
+    for a, b in ((10, 50), (60, 100), (110, 150), (300, 500)):
+        page[15:45, a:b:4] = 0
+    pieces = ocr.split_at_gaps(page, _quad(5, 15, 505, 45), gap=0.8)
+    spans = [(int(q[0, 0]), int(q[1, 0])) for q in pieces]
+    assert len(spans) == 2, spans
+    assert spans[0][0] <= 10 and 150 <= spans[0][1] < 300 and 150 < spans[1][0] <= 300 and spans[1][1] >= 500
+    assert all(q[0, 1] == 15 and q[2, 1] == 45 for q in pieces)  # the line's own height
+    # One word: the box stays as it is; so does a steeply slanted box.
+    assert len(ocr.split_at_gaps(page, _quad(5, 15, 155, 45), gap=0.8)) == 1
+    slanted = np.array([[5, 15], [505, 40], [505, 70], [5, 45]], np.float32)
+    assert ocr.split_at_gaps(page, slanted, gap=0.8)[0] is slanted
