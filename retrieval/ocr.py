@@ -20,8 +20,9 @@ left to right joined by spaces, lines joined by newlines.
 Speed (issue 15). Recognition dominates: every line is resized to 48 px high, so its cost grows with
 the line's length, not the page's resolution. `RapidOcrEngine` therefore detects lines on a reduced copy
 of the page's inked area (margins and blank pages cost nothing), cuts each line from the full-resolution
-image, and recognises lines sorted by width in batches padded only to their widest line (rapidocr pads
-every batch to at least 320 px). `pipeline="rapidocr"` keeps rapidocr's own loop for comparison.
+image, cuts line boxes at blank stretches (a column gutter the reduced detection bridged), and
+recognises lines sorted by width in batches padded only to their widest line (rapidocr pads every
+batch to at least 320 px). `pipeline="rapidocr"` keeps rapidocr's own loop for comparison.
 
 `get_ocr("auto")` picks the engine that measured most accurate in `python -m eval.bench_ocr`: rapidocr,
 else tesseract. Ask for "tesseract" to trade a little accuracy for speed. Engines are created once per
