@@ -48,7 +48,6 @@ import gc
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -359,7 +358,10 @@ def _rss_bytes() -> int:
 
 
 def _peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    """This process's peak resident memory. Not ru_maxrss: Linux carries that over from the forked parent
+    across exec, so a worker started by a big parent would report the parent's size."""
+    with open("/proc/self/status") as f:
+        return next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmHWM:"))
 
 
 def mv_worker(args) -> dict:
