@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -147,10 +148,11 @@ class _Job:
 
 
 class _Clock:
-    """Adds each stage's busy seconds to a dict: `with clock("ocr"): ...`. Threads write disjoint stages."""
+    """Adds each stage's busy seconds to a dict: `with clock("ocr"): ...`, from any thread."""
 
     def __init__(self, into: dict[str, float]) -> None:
         self.into = into
+        self._lock = threading.Lock()
 
     @contextmanager
     def __call__(self, stage: str) -> Iterator[None]:
@@ -158,7 +160,8 @@ class _Clock:
         try:
             yield
         finally:
-            self.into[stage] = self.into.get(stage, 0.0) + time.perf_counter() - t
+            with self._lock:
+                self.into[stage] = self.into.get(stage, 0.0) + time.perf_counter() - t
 
 
 def _expected_units(path: Path, config: IngestConfig) -> int:
