@@ -220,9 +220,9 @@ class Indexer:
         """Index what is new or changed under `paths`; one progress bar in pages, with pages/s and an ETA.
 
         Files are checked in order (size and mtime, then content hash) on this thread, which owns the store.
-        Reading them (PDF text, rendering, OCR, video frames) runs one file ahead on a worker thread while
-        this thread embeds and commits, when `IngestConfig.pipeline` is on; both stages spend their time in
-        native code that releases the GIL. Commits stay in file order, a batch at a time.
+        When `IngestConfig.pipeline` is on, reading them (PDF text, rendering, OCR, video frames) runs up to
+        two files ahead on a worker thread while this thread embeds and commits; both stages spend their time
+        in native code that releases the GIL. Commits stay in file order, a batch at a time.
         """
         from tqdm.auto import tqdm
 
