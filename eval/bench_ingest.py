@@ -8,9 +8,9 @@ Each configuration runs in a fresh process, one after the other, into a fresh in
 cache, so the figures include Python start-up, imports, model loading (and the one-time ONNX export) and the
 first `Retriever` open that builds BM25 and FAISS: the time from `vimrag index` to the first answerable search.
 
-- `baseline` is the ingest before issue 15, still runnable behind switches: MiniLM on torch
-  (VIMRAG_TEXT_BACKEND=torch), no read-ahead (`IngestConfig(pipeline=False)`), and rapidocr's own
-  detection and recognition loop (`RapidOcrEngine(pipeline="rapidocr")`).
+- `baseline` is the ingest before issue 15, still runnable behind switches: no read-ahead
+  (`IngestConfig(pipeline=False)`) and rapidocr's own detection and recognition loop
+  (`RapidOcrEngine(pipeline="rapidocr")`); MiniLM on torch in both.
 - `current` is the default ingest.
 
 Printed per configuration: pages, seconds, pages/s and its ratio to the baseline, busy seconds per stage
@@ -41,8 +41,7 @@ def run_child(name: str, corpus: Path, index: Path, cache: Path) -> dict:
     """One configuration in its own process; returns its figures."""
     env = dict(os.environ, VIMRAG_CACHE=str(cache), BENCH_T0=repr(time.time()), HF_HUB_OFFLINE="1",
                TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    if name == "baseline":
-        env["VIMRAG_TEXT_BACKEND"] = "torch"
+    env.pop("VIMRAG_TEXT_BACKEND", None)  # the default (torch) in both
     out = subprocess.run([sys.executable, "-m", "eval.bench_ingest", "--child", name, "--corpus", str(corpus),
                           "--index", str(index)], env=env, capture_output=True, text=True)
     if out.returncode != 0:
