@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -52,18 +51,13 @@ def write_text_pdf(path: Path, pages: int, seed: int = 0) -> list[str]:
     return markers
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def measure(pages: int) -> dict:
     """One upload through a demo started in this process; the figures as a dict."""
     import gradio_client
 
     from app.web import DemoApp, default_settings, prepare_env
     from app.workspace import Workspace
+    from eval.bench_server import free_port
 
     with tempfile.TemporaryDirectory(prefix="bench_upload_") as tmp:
         tmp = Path(tmp)
@@ -73,7 +67,7 @@ def measure(pages: int) -> dict:
         prepare_env(ws)
         ws.index_bundled()  # untimed: the demo script does this before the page opens
         app = DemoApp(ws, default_settings("embedded", model="keyword"))
-        port = _free_port()
+        port = free_port()
         demo = app.launch(port=port, prevent_thread_lock=True, quiet=True)
         try:
             client = gradio_client.Client(f"http://127.0.0.1:{port}", verbose=False, download_files=str(tmp),
