@@ -111,21 +111,12 @@ def pool_tokens(tokens: Any, pool_factor: int) -> np.ndarray:
     if pool_factor <= 1 or k >= n:
         return x
     try:
-        from scipy.cluster.hierarchy import linkage
-        from scipy.spatial.distance import pdist
+        from scipy.cluster.hierarchy import fcluster, linkage
     except ImportError as e:
         raise missing_dependency("scipy", purpose="token pooling (pool_factor > 1)") from e
-    merges = linkage(pdist(x), method="ward")[: n - k, :2].astype(np.int64)  # (n - k, 2): Ward heights only grow,
-    parent = np.arange(2 * n - 1)  # so the first n - k merges leave exactly k clusters (fcluster's maxclust)
-    parent[merges.ravel()] = np.repeat(np.arange(n, 2 * n - k), 2)
-    root = parent[:n]
-    while True:  # follow every leaf up to its cluster's root, all leaves at once
-        up = parent[root]
-        if (up == root).all():
-            break
-        root = up
-    order = np.argsort(root, kind="stable")  # tokens grouped by cluster
-    starts = np.flatnonzero(np.r_[True, root[order][1:] != root[order][:-1]])  # (c,)
+    labels = fcluster(linkage(x, method="ward"), t=k, criterion="maxclust")  # (n,) cluster of each token
+    order = np.argsort(labels, kind="stable")  # tokens grouped by cluster
+    starts = np.flatnonzero(np.r_[True, labels[order][1:] != labels[order][:-1]])  # (c,)
     means = np.add.reduceat(x[order], starts, axis=0)  # (c, dim) cluster sums; their direction is the mean's
     return means / np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-12)
 
