@@ -52,17 +52,50 @@ from agent import lenient_json
 from agent.lenient_json import MAX_DEPTH
 from agent.protocols.schema import SCALE_RANGE
 
-__all__ = ["parse", "validate", "format_call", "format_vrag", "tool_specs", "Context", "Action", "Rejection",
-           "REASONS", "MAX_CHARS", "MAX_DEPTH", "MAX_ABS", "SCALE_RANGE", "syntax_of"]
+__all__ = [
+    "parse",
+    "validate",
+    "format_call",
+    "format_vrag",
+    "tool_specs",
+    "Context",
+    "Action",
+    "Rejection",
+    "REASONS",
+    "MAX_CHARS",
+    "MAX_DEPTH",
+    "MAX_ABS",
+    "SCALE_RANGE",
+    "syntax_of",
+]
 
 MAX_CHARS = 20_000  # output past this is not read: no real call is this long, and it bounds parse time
 MAX_ABS = 1e9  # |numbers| above this are garbage, and would overflow pixel arithmetic downstream
 
 # Rejection.reason codes (for traces, format rewards and tests); the observation carries the words
-REASONS = ("empty_output", "no_tool_call", "bad_json", "not_a_call", "unknown_tool", "missing_argument",
-           "bad_type", "empty_value", "empty_answer", "missing_query", "out_of_range", "unknown_node",
-           "duplicate_id", "unknown_info_id", "not_memorizable", "not_an_image", "bad_bbox", "bbox_outside",
-           "duplicate_item", "no_action", "internal_error")
+REASONS = (
+    "empty_output",
+    "no_tool_call",
+    "bad_json",
+    "not_a_call",
+    "unknown_tool",
+    "missing_argument",
+    "bad_type",
+    "empty_value",
+    "empty_answer",
+    "missing_query",
+    "out_of_range",
+    "unknown_node",
+    "duplicate_id",
+    "unknown_info_id",
+    "not_memorizable",
+    "not_an_image",
+    "bad_bbox",
+    "bbox_outside",
+    "duplicate_item",
+    "no_action",
+    "internal_error",
+)
 
 
 @dataclass
@@ -163,11 +196,11 @@ def _think_and_start(text: str, first_action: int) -> tuple[str, int]:
     if o and o.start() < limit:
         c = _THINK_CLOSE.search(text, o.end())
         if c:
-            return text[o.end():c.start()].strip(), c.end()
-        return text[o.end():limit].strip(), o.end()
+            return text[o.end() : c.start()].strip(), c.end()
+        return text[o.end() : limit].strip(), o.end()
     c = _THINK_CLOSE.search(text)
     if o is None and c and c.start() < limit:  # the chat template opened <think> for the model
-        return text[:c.start()].strip(), c.end()
+        return text[: c.start()].strip(), c.end()
     return "", 0
 
 
@@ -183,7 +216,7 @@ def _tagged_spans(text: str, start: int) -> list[tuple[int, str]]:
         o = _OBJ_START.search(text, m.end(), limit)
         b = o.start() if o else -1
         if b < 0:  # a tag with no object in it
-            spans.append((m.start(), _NOISE.sub("", text[m.end():limit]).strip()))
+            spans.append((m.start(), _NOISE.sub("", text[m.end() : limit]).strip()))
             pos = m.end()
             continue
         end, complete = lenient_json.value_end(text, b)
@@ -243,8 +276,14 @@ def _unpack(obj: Any, tools: dict) -> tuple[str | None, Any]:
 
 # ---- validation ---------------------------------------------------------------------------------------
 _BAD = object()  # a value that failed validation (its problem is already recorded)
-_TYPE_WORDS = {"string": "a string", "number": "a number", "integer": "a whole number",
-               "boolean": "true or false", "array": "a list", "object": "an object"}
+_TYPE_WORDS = {
+    "string": "a string",
+    "number": "a number",
+    "integer": "a whole number",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "an object",
+}
 _INT = re.compile(r"[-+]?\d+")
 _TIME = re.compile(r"(?:(\d+):)?(\d+):(\d+(?:\.\d*)?)")
 
@@ -254,7 +293,7 @@ def _short(v: Any, n: int = 60) -> str:
         s = repr(v)
     except ValueError:  # an int beyond Python's digit limit (from ast.literal_eval)
         s = f"<a {type(v).__name__} too long to show>"
-    return s if len(s) <= n else s[:n - 3] + "..."
+    return s if len(s) <= n else s[: n - 3] + "..."
 
 
 def _norm(s: str) -> str:
@@ -347,24 +386,42 @@ class _Checker:
             return s
         if ref == "new_node":
             if _norm(s) in {_norm(n) for n in ctx.node_ids}:
-                return self.bad("duplicate_id", f"node id {_short(s)} is already used; give this step a new id "
-                                                f"such as {_fresh_id(ctx)!r}", path)
+                return self.bad(
+                    "duplicate_id",
+                    f"node id {_short(s)} is already used; give this step a new id such as {_fresh_id(ctx)!r}",
+                    path,
+                )
             return s
         pool = {"node": ctx.node_ids, "memorizable": ctx.memorizable}.get(ref, ctx.info_ids)
         hit = s if s in pool else next(iter([p for p in pool if _norm(p) == _norm(s)][:1]), None)
         if hit is None:
             if ref == "node":
-                return self.bad("unknown_node", f"`{path}` names node {_short(s)}, which does not exist; "
-                                                f"existing nodes: {_listing(sorted(ctx.node_ids))}", path)
+                return self.bad(
+                    "unknown_node",
+                    f"`{path}` names node {_short(s)}, which does not exist; "
+                    f"existing nodes: {_listing(sorted(ctx.node_ids))}",
+                    path,
+                )
             if ref == "memorizable" and (s in ctx.info_ids or any(_norm(k) == _norm(s) for k in ctx.info_ids)):
-                return self.bad("not_memorizable", f"`{path}` = {_short(s)} is not among the current search "
-                                f"results; memorize only these: {_listing(sorted(ctx.memorizable))}", path)
+                return self.bad(
+                    "not_memorizable",
+                    f"`{path}` = {_short(s)} is not among the current search "
+                    f"results; memorize only these: {_listing(sorted(ctx.memorizable))}",
+                    path,
+                )
             known = sorted(ctx.memorizable) if ref == "memorizable" else list(ctx.info_ids)
-            return self.bad("unknown_info_id", f"`{path}` = {_short(s)} is not an information id you have been "
-                                               f"shown; use one of: {_listing(known)}", path)
+            return self.bad(
+                "unknown_info_id",
+                f"`{path}` = {_short(s)} is not an information id you have been shown; use one of: {_listing(known)}",
+                path,
+            )
         if ref == "image" and ctx.info_ids.get(hit) is None:
-            return self.bad("not_an_image", f"{hit!r} is not an image (text and video items have no pixels to "
-                                            f"crop); use one of: {_listing(_images(ctx))}", path)
+            return self.bad(
+                "not_an_image",
+                f"{hit!r} is not an image (text and video items have no pixels to "
+                f"crop); use one of: {_listing(_images(ctx))}",
+                path,
+            )
         return hit
 
     def number(self, v: Any, schema: dict, path: str) -> Any:
@@ -415,8 +472,9 @@ class _Checker:
         lo, hi = schema.get("minItems"), schema.get("maxItems")
         if (lo is not None and len(v) < lo) or (hi is not None and len(v) > hi):
             if bbox:
-                return self.bad("bad_bbox", f"`{path}` must be exactly 4 numbers [x1, y1, x2, y2], got {len(v)} "
-                                            f"values", path)
+                return self.bad(
+                    "bad_bbox", f"`{path}` must be exactly 4 numbers [x1, y1, x2, y2], got {len(v)} values", path
+                )
             return self.bad("missing_argument", f"`{path}` must list at least {lo} item(s); it is empty", path)
         out = [self.value(x, items, f"{path}[{i}]") for i, x in enumerate(v[:256])]
         if len(v) > 256:
@@ -430,8 +488,9 @@ class _Checker:
             try:
                 v = lenient_json.loads_any(v) if v.strip() else {}
             except lenient_json.ParseError as e:
-                return self.bad("bad_json", f"`{path or 'arguments'}` is a string that is not a JSON object "
-                                            f"({e})", path)
+                return self.bad(
+                    "bad_json", f"`{path or 'arguments'}` is a string that is not a JSON object ({e})", path
+                )
         if not isinstance(v, dict):
             return self.bad("bad_type", f"`{path or 'arguments'}` must be a JSON object, got {_short(v)}", path)
         props = schema["properties"]
@@ -452,8 +511,11 @@ class _Checker:
                 out[key] = got
         for r in schema["required"]:
             if r not in seen:
-                self.bad("missing_argument", f"`{self.tool}` needs `{f'{path}.{r}' if path else r}`: "
-                                             f"{props[r]['description']}", f"{path}.{r}" if path else r)
+                self.bad(
+                    "missing_argument",
+                    f"`{self.tool}` needs `{f'{path}.{r}' if path else r}`: {props[r]['description']}",
+                    f"{path}.{r}" if path else r,
+                )
         if unknown:
             names = ", ".join(_short(u, 30) for u in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
             self.warnings.append(f"ignored unknown argument(s) {names} of {self.tool}; it takes {', '.join(props)}")
@@ -462,16 +524,26 @@ class _Checker:
     def bbox(self, b: list, size: tuple[int, int] | None, image: str | None, path: str = "bbox") -> None:
         x1, y1, x2, y2 = b
         if x2 <= x1 or y2 <= y1:
-            self.bad("bad_bbox", f"`{path}` {b} is empty or inverted: it needs x1 < x2 and y1 < y2 "
-                                 f"(left, top, right, bottom)", path)
+            self.bad(
+                "bad_bbox",
+                f"`{path}` {b} is empty or inverted: it needs x1 < x2 and y1 < y2 (left, top, right, bottom)",
+                path,
+            )
         elif size is not None:
             w, h = size
             if x2 <= 0 or y2 <= 0 or x1 >= w or y1 >= h:
-                self.bad("bbox_outside", f"`{path}` {b} lies entirely outside {image}, which you see at {w}x{h} "
-                                         f"pixels; give coordinates inside 0..{w} (x) and 0..{h} (y)", path)
+                self.bad(
+                    "bbox_outside",
+                    f"`{path}` {b} lies entirely outside {image}, which you see at {w}x{h} "
+                    f"pixels; give coordinates inside 0..{w} (x) and 0..{h} (y)",
+                    path,
+                )
             elif max(abs(c) for c in b) <= 1 and max(w, h) > 100:
-                self.bad("bad_bbox", f"`{path}` {b} looks like fractions of the image; give pixels of {image} "
-                                     f"as you see it ({w}x{h})", path)
+                self.bad(
+                    "bad_bbox",
+                    f"`{path}` {b} looks like fractions of the image; give pixels of {image} as you see it ({w}x{h})",
+                    path,
+                )
 
 
 def _images(ctx: Context) -> list[str]:
@@ -490,8 +562,13 @@ def _check(name: str, args: Any, proto: Any, ctx: Context | None) -> _Checker:
     out = chk.object(args, spec["parameters"], "", spec["aliases"])
     chk.args = a = out if isinstance(out, dict) else {}
     failed = chk.failed
-    if name == "add_search_node" and "query" not in failed and not str(a.get("query", "")).strip() \
-            and "image" not in a and "image" not in failed:
+    if (
+        name == "add_search_node"
+        and "query" not in failed
+        and not str(a.get("query", "")).strip()
+        and "image" not in a
+        and "image" not in failed
+    ):
         chk.bad("missing_query", "`add_search_node` needs a non-empty `query` (or an `image` to search with)")
     if name == "add_search_node" and "bbox" in a and "image" not in a and "image" not in failed:
         chk.bad("missing_argument", "`bbox` marks a region of an image, so `image` must name that image")
@@ -528,10 +605,11 @@ def _example(name: str, ctx: Context | None) -> dict:
     bbox = [round(w * 0.1), round(h * 0.1), round(w * 0.6), round(h * 0.5)]
     mem = sorted(ctx.memorizable)[0] if ctx and ctx.memorizable else "Picture 1"
     return {
-        "add_search_node": {"id": _fresh_id(ctx), "query": "a short, specific search query",
-                            "parent_ids": [parent]},
-        "summarize_and_memorize": {"summarize": f"What {mem} shows that bears on the question.",
-                                   "memorize": [{"information_id": mem, "is_useful": True, "priority_score": 4}]},
+        "add_search_node": {"id": _fresh_id(ctx), "query": "a short, specific search query", "parent_ids": [parent]},
+        "summarize_and_memorize": {
+            "summarize": f"What {mem} shows that bears on the question.",
+            "memorize": [{"information_id": mem, "is_useful": True, "priority_score": 4}],
+        },
         "crop": {"image": image, "bbox": bbox},
         "scale": {"image": image, "factor": 2},
         "add_answer_node": {"answer": "the final answer, stated briefly", "parent_ids": [parent]},
@@ -557,19 +635,24 @@ def _default_tool(proto: Any, ctx: Context | None) -> str:
     return kinds.get("search", next(iter(proto.tools)))
 
 
-def _reject(code: str, problems: list[str], proto: Any, ctx: Context | None, raw: Any,
-            tool: str | None = None) -> Rejection:
+def _reject(
+    code: str, problems: list[str], proto: Any, ctx: Context | None, raw: Any, tool: str | None = None
+) -> Rejection:
     tool = tool if tool in proto.tools else _default_tool(proto, ctx)
     lines = "\n".join(f"- {p}" for p in problems[:6])
     if len(problems) > 6:
         lines += f"\n- ... and {len(problems) - 6} more problems"
     if proto.syntax == "tags":
-        obs = (f"My previous action is invalid:\n{lines}\nFirst reason inside <think> and </think>, then write "
-               f"exactly one of <search>query</search>, <bbox>[x1, y1, x2, y2]</bbox> or <answer>answer</answer>. "
-               f"For example:\n{_vrag_example(tool, ctx)}")
+        obs = (
+            f"My previous action is invalid:\n{lines}\nFirst reason inside <think> and </think>, then write "
+            f"exactly one of <search>query</search>, <bbox>[x1, y1, x2, y2]</bbox> or <answer>answer</answer>. "
+            f"For example:\n{_vrag_example(tool, ctx)}"
+        )
     else:
-        obs = (f"Your last output was not executed:\n{lines}\nReply with exactly one tool call "
-               f"({', '.join(proto.tools)}), for example:\n{format_call(tool, _example(tool, ctx))}")
+        obs = (
+            f"Your last output was not executed:\n{lines}\nReply with exactly one tool call "
+            f"({', '.join(proto.tools)}), for example:\n{format_call(tool, _example(tool, ctx))}"
+        )
     return Rejection(reason=code, observation=obs, raw=raw if isinstance(raw, str) else _short(raw, 200))
 
 
@@ -580,8 +663,9 @@ def parse(text: str, protocol: Any, ctx: Context | None = None) -> Action | Reje
     try:
         return _parse(text, proto, ctx)
     except Exception as e:  # noqa: BLE001 - last line of defence; tests assert it never fires
-        return _reject("internal_error", [f"the output could not be read ({type(e).__name__}); write it again"],
-                       proto, ctx, text)
+        return _reject(
+            "internal_error", [f"the output could not be read ({type(e).__name__}); write it again"], proto, ctx, text
+        )
 
 
 def _parse(text: Any, protocol: Any, ctx: Context | None) -> Action | Rejection:
@@ -594,8 +678,9 @@ def _parse(text: Any, protocol: Any, ctx: Context | None) -> Action | Rejection:
         warnings.append(f"your output was longer than {MAX_CHARS} characters; only the start was read")
     if not isinstance(text, str) or not text.strip():
         where = f" (in its first {MAX_CHARS} characters)" if warnings else ""
-        return _reject("empty_output", [f"the output was empty{where}"], protocol, ctx,
-                       raw if isinstance(raw, str) else "")
+        return _reject(
+            "empty_output", [f"the output was empty{where}"], protocol, ctx, raw if isinstance(raw, str) else ""
+        )
     if protocol.syntax == "tags":
         return _parse_vrag(text, raw, protocol, ctx, warnings)
     return _parse_call(text, raw, protocol, ctx, warnings)
@@ -611,10 +696,17 @@ def _parse_call(text: str, raw: str, protocol: Any, ctx: Context | None, warning
         tagged = bool(tag)
         spans = _tagged_spans(text, 0) if tagged else _bare_spans(text, 0)
     if not spans:
-        hint = " (VRAG-style tags are not this protocol's syntax)" if re.search(r"<(search|answer|bbox)>", text) \
-            else ""
-        return _reject("no_tool_call", [f"no tool call was found{hint}; put one JSON object with \"name\" and "
-                                        f"\"arguments\" between <tool_call> and </tool_call>"], protocol, ctx, raw)
+        hint = " (VRAG-style tags are not this protocol's syntax)" if re.search(r"<(search|answer|bbox)>", text) else ""
+        return _reject(
+            "no_tool_call",
+            [
+                f'no tool call was found{hint}; put one JSON object with "name" and '
+                f'"arguments" between <tool_call> and </tool_call>'
+            ],
+            protocol,
+            ctx,
+            raw,
+        )
     # tagged: the first <tool_call> is the call and every other tag is one more call; untagged: the first
     # object naming a tool is the call (prose may hold other braces) and later such objects are more calls
     found, extra, error = None, 0, None
@@ -623,14 +715,27 @@ def _parse_call(text: str, raw: str, protocol: Any, ctx: Context | None, warning
             obj = lenient_json.loads_any(span)
         except lenient_json.ParseError as e:
             if tagged and found is None:
-                return _reject("bad_json", [f"the JSON of the tool call could not be read: {e}; write valid JSON, "
-                                            f"with double-quoted keys and strings"], protocol, ctx, raw)
+                return _reject(
+                    "bad_json",
+                    [
+                        f"the JSON of the tool call could not be read: {e}; write valid JSON, "
+                        f"with double-quoted keys and strings"
+                    ],
+                    protocol,
+                    ctx,
+                    raw,
+                )
             error = error or e
             continue
         name, args = _unpack(obj, tools)
         if name is None and tagged and found is None:
-            return _reject("not_a_call", [f"the tool call {_short(obj)} has no tool \"name\"; write "
-                                          f"{{\"name\": <tool>, \"arguments\": {{...}}}}"], protocol, ctx, raw)
+            return _reject(
+                "not_a_call",
+                [f'the tool call {_short(obj)} has no tool "name"; write {{"name": <tool>, "arguments": {{...}}}}'],
+                protocol,
+                ctx,
+                raw,
+            )
         if name is None:
             continue
         listed = len(obj) if isinstance(obj, list) else 1  # a JSON list of calls
@@ -643,28 +748,42 @@ def _parse_call(text: str, raw: str, protocol: Any, ctx: Context | None, warning
             extra += listed
     if found is None:
         if error is not None and re.search(r"""["']?name["']?\s*:""", text):
-            return _reject("bad_json", [f"the JSON of the tool call could not be read: {error}"],
-                           protocol, ctx, raw)
-        return _reject("no_tool_call", ["no tool call was found; put one JSON object with \"name\" and "
-                                        "\"arguments\" between <tool_call> and </tool_call>"], protocol, ctx, raw)
+            return _reject("bad_json", [f"the JSON of the tool call could not be read: {error}"], protocol, ctx, raw)
+        return _reject(
+            "no_tool_call",
+            [
+                'no tool call was found; put one JSON object with "name" and '
+                '"arguments" between <tool_call> and </tool_call>'
+            ],
+            protocol,
+            ctx,
+            raw,
+        )
     pos, name, args = found
     if not think:
         think = _NOISE.sub("", text[start:pos]).strip()
     if extra:
-        warnings.append(f"only one tool call per turn is executed: ran the first ({_short(name, 40)}) and ignored "
-                        f"the other {extra}; make the next call after you see this result")
+        warnings.append(
+            f"only one tool call per turn is executed: ran the first ({_short(name, 40)}) and ignored "
+            f"the other {extra}; make the next call after you see this result"
+        )
     canon = _canon_name(name)
     if canon not in tools:
         close = difflib.get_close_matches(canon, list(tools), n=1)
         guess = f" Did you mean {close[0]!r}?" if close else ""
-        return _reject("unknown_tool", [f"unknown tool {_short(name, 40)}; available tools: "
-                                        f"{', '.join(tools)}.{guess}"], protocol, ctx, raw, close[0] if close else None)
+        return _reject(
+            "unknown_tool",
+            [f"unknown tool {_short(name, 40)}; available tools: {', '.join(tools)}.{guess}"],
+            protocol,
+            ctx,
+            raw,
+            close[0] if close else None,
+        )
     raw_args = copy.deepcopy(args) if isinstance(args, dict) else None
     chk = _check(canon, args, protocol, ctx)
     if chk.problems:
         return _reject(chk.problems[0][0], [m for _, m in chk.problems], protocol, ctx, raw, canon)
-    return Action(name=canon, args=chk.args, raw=raw, think=think, warnings=warnings + chk.warnings,
-                  raw_args=raw_args)
+    return Action(name=canon, args=chk.args, raw=raw, think=think, warnings=warnings + chk.warnings, raw_args=raw_args)
 
 
 _VRAG_OPEN = re.compile(r"<(search|answer|bbox)>", re.I)
@@ -685,9 +804,9 @@ def _vrag_action(text: str, start: int) -> tuple[int, str, str] | None:
             close = _VRAG_CLOSE.search(text, m.end())
             while close.group(1).lower() != tag:
                 close = _VRAG_CLOSE.search(text, close.end())
-            return m.start(), tag, text[m.end():close.start()]
+            return m.start(), tag, text[m.end() : close.start()]
     if first_open is not None:
-        body = text[first_open.end():]
+        body = text[first_open.end() :]
         return first_open.start(), first_open.group(1).lower(), _TRAILING_NOISE.sub("", body)
     return None
 

@@ -23,7 +23,7 @@ SCALE = 1000  # Qwen3-VL's normalized range
 
 
 def convention_for(model: str) -> str:
-    """"relative" for the Qwen3 family (Qwen3-VL, Qwen3.5, ...), "absolute" otherwise."""
+    """ "relative" for the Qwen3 family (Qwen3-VL, Qwen3.5, ...), "absolute" otherwise."""
     return "relative" if re.search(r"qwen[-_]?3", model or "", re.I) else "absolute"
 
 
@@ -33,8 +33,9 @@ def resolve(setting: str, model: str) -> str:
     if setting == "auto":
         return convention_for(model)
     if setting not in CONVENTIONS:
-        raise ValueError(f"unknown coordinate convention {setting!r}; use auto, absolute (Qwen2.5-VL) or "
-                         "relative (0-1000, Qwen3-VL)")
+        raise ValueError(
+            f"unknown coordinate convention {setting!r}; use auto, absolute (Qwen2.5-VL) or relative (0-1000, Qwen3-VL)"
+        )
     return setting
 
 

@@ -202,6 +202,19 @@ class Finished(Event):
         return {"type": self.kind, "step": self.step, "trace": self.trace.to_dict() if self.trace else None}
 
 
-EVENT_TYPES: dict[str, type[Event]] = {c.kind: c for c in (
-    StepStarted, ModelOutput, ToolCall, SearchResults, Memorized, Cropped, Scaled, AnswerEvent, ErrorEvent,
-    LimitReached, Finished)}
+EVENT_TYPES: dict[str, type[Event]] = {
+    c.kind: c
+    for c in (
+        StepStarted,
+        ModelOutput,
+        ToolCall,
+        SearchResults,
+        Memorized,
+        Cropped,
+        Scaled,
+        AnswerEvent,
+        ErrorEvent,
+        LimitReached,
+        Finished,
+    )
+}

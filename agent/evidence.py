@@ -46,17 +46,33 @@ class Evidence:
         return c
 
     def to_dict(self) -> dict[str, Any]:
-        return {"info_id": self.info_id, "unit": self.unit.to_dict(), "node_id": self.node_id,
-                "score": self.score, "crop_box": self.crop_box, "scale": self.scale, "parent": self.parent,
-                "text": self.text, "seen_size": list(self.seen_size) if self.seen_size else None,
-                "citation": self.citation()}
+        return {
+            "info_id": self.info_id,
+            "unit": self.unit.to_dict(),
+            "node_id": self.node_id,
+            "score": self.score,
+            "crop_box": self.crop_box,
+            "scale": self.scale,
+            "parent": self.parent,
+            "text": self.text,
+            "seen_size": list(self.seen_size) if self.seen_size else None,
+            "citation": self.citation(),
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Evidence":
         seen = d.get("seen_size")
-        return cls(info_id=d["info_id"], unit=Unit.from_dict(d["unit"]), node_id=d["node_id"],
-                   score=d.get("score", 0.0), crop_box=d.get("crop_box"), scale=d.get("scale", 1.0),
-                   parent=d.get("parent", ""), text=d.get("text", ""), seen_size=tuple(seen) if seen else None)
+        return cls(
+            info_id=d["info_id"],
+            unit=Unit.from_dict(d["unit"]),
+            node_id=d["node_id"],
+            score=d.get("score", 0.0),
+            crop_box=d.get("crop_box"),
+            scale=d.get("scale", 1.0),
+            parent=d.get("parent", ""),
+            text=d.get("text", ""),
+            seen_size=tuple(seen) if seen else None,
+        )
 
 
 @dataclass
@@ -80,11 +96,19 @@ class EvidenceStore:
         self.by_id[ev.info_id] = ev
         return ev
 
-    def derive(self, parent: Evidence, node_id: str, crop_box: list[int] | None = None,
-               scale: float = 1.0, text: str = "") -> Evidence:
-        ev = Evidence(self._next_id(parent.kind), parent.unit, node_id, parent.score,
-                      crop_box=crop_box if crop_box is not None else parent.crop_box,
-                      scale=scale, parent=parent.info_id, text=text or parent.text)
+    def derive(
+        self, parent: Evidence, node_id: str, crop_box: list[int] | None = None, scale: float = 1.0, text: str = ""
+    ) -> Evidence:
+        ev = Evidence(
+            self._next_id(parent.kind),
+            parent.unit,
+            node_id,
+            parent.score,
+            crop_box=crop_box if crop_box is not None else parent.crop_box,
+            scale=scale,
+            parent=parent.info_id,
+            text=text or parent.text,
+        )
         self.by_id[ev.info_id] = ev
         return ev
 
@@ -130,8 +154,10 @@ class EvidenceStore:
         with self._lock:
             cached = self._raw.get(key)
         if cached is None:
-            cached = [(img, f"t={_mmss(t)}") for t, img in unit.load_frames(times or None,
-                                                                              max_pixels=self.raw_max_pixels // 4)]
+            cached = [
+                (img, f"t={_mmss(t)}")
+                for t, img in unit.load_frames(times or None, max_pixels=self.raw_max_pixels // 4)
+            ]
             with self._lock:
                 self._raw[key] = cached
         if ev.crop_box:

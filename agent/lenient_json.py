@@ -48,7 +48,8 @@ class ParseError(ValueError):
     """The text holds no value that can be read, even leniently; the message says why."""
 
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<ws>\s+|//[^\n]*|/\*.*?(?:\*/|\Z))
   | (?P<str>"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|'[^'\\]*(?:\\.[^'\\]*)*(?:'|\\?\Z))
   | (?P<num>[-+]?(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|Infinity|NaN))
@@ -58,11 +59,21 @@ _TOKEN = re.compile(r"""
   | (?P<colon>:)
   | (?P<comma>,)
   | (?P<other>.)
-""", re.S | re.X)
+""",
+    re.S | re.X,
+)
 _COLON_AHEAD = re.compile(r"\s*:")
 _BARE_RUN = re.compile(r"(?:[^,}\]\n\"']|(?<=\w)'(?=\w))*")  # an unquoted value runs to the next separator
-_LITERALS = {"true": "true", "false": "false", "null": "null", "none": "null", "undefined": "null",
-             "nan": "NaN", "infinity": "Infinity", "inf": "Infinity"}
+_LITERALS = {
+    "true": "true",
+    "false": "false",
+    "null": "null",
+    "none": "null",
+    "undefined": "null",
+    "nan": "NaN",
+    "infinity": "Infinity",
+    "inf": "Infinity",
+}
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|.)", re.S)
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
 _INT = re.compile(r"[-+]?\d+")
@@ -71,15 +82,16 @@ _SCAN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|\'[^\'\\]*(?:\\.[^\'\\]*)*\'|[{}\[
 
 def _preview(s: str, n: int) -> str:
     r = repr(s)
-    return r if len(r) <= n else r[:n - 3] + "..."
+    return r if len(r) <= n else r[: n - 3] + "..."
 
 
 def _unquote(tok: str) -> str:
     q, body = tok[0], tok[1:-1]
     if len(tok) < 2 or not tok.endswith(q) or (len(body) - len(body.rstrip("\\"))) % 2:
         # a value cut short would run as if complete (a half answer), so this is not repaired
-        raise ParseError(f"the string starting {_preview(tok, 30)} is never closed: the output was cut off or a "
-                         f"quote is missing")
+        raise ParseError(
+            f"the string starting {_preview(tok, 30)} is never closed: the output was cut off or a quote is missing"
+        )
     if "\\" not in body:
         return body
 

@@ -18,8 +18,17 @@ from typing import Any, Iterator
 
 from agent.actions import Rejection
 from agent.backends.base import Policy, PolicyError, Reasoning
-from agent.events import (ErrorEvent, Event, Finished, LimitReached, ModelOutput, StepRecord, StepStarted,
-                          ToolCall, Trace)
+from agent.events import (
+    ErrorEvent,
+    Event,
+    Finished,
+    LimitReached,
+    ModelOutput,
+    StepRecord,
+    StepStarted,
+    ToolCall,
+    Trace,
+)
 from agent.protocols import make_protocol
 from agent.protocols.base import citations
 from agent.state import AgentConfig, EpisodeState
@@ -48,14 +57,21 @@ class Agent:
             raise ValueError("the question is empty; ask something about the corpus")
         cfg = AgentConfig.from_dict({**self.config.to_dict(), **overrides}) if overrides else self.config
         backend = self.policy.describe()  # resolves a served model's name, and with it its patch grid and boxes
-        tools = Toolbox(self.retriever, patch=getattr(self.policy, "patch", 28),
-                        ocr_crops=not getattr(self.policy, "is_vlm", True),
-                        coords=getattr(self.policy, "coords", "absolute"))
+        tools = Toolbox(
+            self.retriever,
+            patch=getattr(self.policy, "patch", 28),
+            ocr_crops=not getattr(self.policy, "is_vlm", True),
+            coords=getattr(self.policy, "coords", "absolute"),
+        )
         proto = make_protocol(cfg.protocol, tools, native_tools=getattr(self.policy, "native_tools", False))
         st = self.state = EpisodeState(question=question.strip(), config=cfg)
         st.tool_specs = proto.tool_specs() if proto.syntax == "calls" else []  # for native tool calling
-        trace = Trace(question=st.question, protocol=cfg.protocol, backend=backend,
-                      config={"agent": cfg.to_dict(), "policy": _policy_config(self.policy)})
+        trace = Trace(
+            question=st.question,
+            protocol=cfg.protocol,
+            backend=backend,
+            config={"agent": cfg.to_dict(), "policy": _policy_config(self.policy)},
+        )
         t_start = time.perf_counter()
         model_total = 0.0
 
@@ -66,8 +82,10 @@ class Agent:
         try:
             while not st.done:
                 if st.step >= cfg.max_steps:
-                    msg = (f"stopped after {cfg.max_steps} steps without an answer; raise max_steps or ask a "
-                           "narrower question")
+                    msg = (
+                        f"stopped after {cfg.max_steps} steps without an answer; raise max_steps or ask a "
+                        "narrower question"
+                    )
                     trace.status = "limit"
                     yield emit(LimitReached(st.step, limit=cfg.max_steps, message=msg))
                     break
@@ -76,15 +94,23 @@ class Agent:
                 r0 = tools.retrieval_s
                 try:
                     messages = proto.context(st)
-                except Exception as e:  # a tool inside context building (vanilla's search) failed
+                except Exception as e:  # noqa: BLE001 - a tool inside context building (vanilla's search) failed
                     trace.status, trace.error = "error", f"could not build the context: {e}"
                     yield emit(ErrorEvent(st.step, message=trace.error))
                     break
                 pixels, vtok, ttok = count_context(messages, tools.patch)
-                rec = StepRecord(step=st.step, messages=strip_images(messages), image_pixels=pixels,
-                                 visual_tokens=vtok, text_tokens=ttok)
-                yield emit(StepStarted(st.step, protocol=cfg.protocol, image_pixels=pixels, visual_tokens=vtok,
-                                       text_tokens=ttok))
+                rec = StepRecord(
+                    step=st.step,
+                    messages=strip_images(messages),
+                    image_pixels=pixels,
+                    visual_tokens=vtok,
+                    text_tokens=ttok,
+                )
+                yield emit(
+                    StepStarted(
+                        st.step, protocol=cfg.protocol, image_pixels=pixels, visual_tokens=vtok, text_tokens=ttok
+                    )
+                )
                 t_model = time.perf_counter()
                 chunks: list[str] = []
                 thoughts: list[str] = []  # reasoning a server returns apart from the reply (reasoning_content)
@@ -139,9 +165,12 @@ class Agent:
             trace.evidence = st.evidence.to_dict()
             trace.citations = citations(st) if st.done else []
             trace.support = st.support if st.done else None
-            trace.timings = {"model_s": round(model_total, 4), "retrieval_s": round(tools.retrieval_s, 4),
-                             "agent_s": round(max(0.0, total - model_total - tools.retrieval_s), 4),
-                             "total_s": round(total, 4)}
+            trace.timings = {
+                "model_s": round(model_total, 4),
+                "retrieval_s": round(tools.retrieval_s, 4),
+                "agent_s": round(max(0.0, total - model_total - tools.retrieval_s), 4),
+                "total_s": round(total, 4),
+            }
         yield Finished(st.step, trace=trace)
 
 

@@ -34,8 +34,9 @@ VIDEO_FPS, VIDEO_MAX_FRAMES = 1.0, 32  # vimrag_agent.py lines 61-62
 PROCESSOR_MAX_PIXELS = 16384 * 28 * 28  # the Qwen2.5-VL processor's default max_pixels (12,845,056)
 
 
-def vrag_size(width: int, height: int, max_pixels: int = VRAG_MAX_PIXELS,
-              min_pixels: int = VRAG_MIN_PIXELS) -> tuple[int, int]:
+def vrag_size(
+    width: int, height: int, max_pixels: int = VRAG_MAX_PIXELS, min_pixels: int = VRAG_MIN_PIXELS
+) -> tuple[int, int]:
     """(w, h) after VRAG-RL's process_image: shrink above max, then grow below min, sides truncated.
 
     >>> vrag_size(1700, 2200)  # 3.74 MP -> sqrt(401408 / 3740000)
@@ -98,8 +99,7 @@ def demo_jpeg(image: Image.Image, max_pixels: int) -> tuple[Image.Image, bytes]:
     data = _jpeg(img)
     if len(data) > DEMO_MAX_BYTES:
         f = math.sqrt(DEMO_MAX_BYTES * 0.95 / len(data))
-        img = img.resize((max(1, int(img.width * f)), max(1, int(img.height * f))),
-                         resample=Image.Resampling.LANCZOS)
+        img = img.resize((max(1, int(img.width * f)), max(1, int(img.height * f))), resample=Image.Resampling.LANCZOS)
         data = _jpeg(img)
     decoded = Image.open(io.BytesIO(data))
     decoded.load()
@@ -121,8 +121,9 @@ def png_bytes(image: Image.Image) -> bytes:
     return buf.getvalue()
 
 
-def sample_times(start: float, end: float, native_fps: float, fps: float = VIDEO_FPS,
-                 max_frames: int = VIDEO_MAX_FRAMES) -> list[float]:
+def sample_times(
+    start: float, end: float, native_fps: float, fps: float = VIDEO_FPS, max_frames: int = VIDEO_MAX_FRAMES
+) -> list[float]:
     """Seconds of the frames the VimRAG demo samples from the clip [start, end] (vimrag_utils.py lines 64-67):
     n = min(max(1, int(duration * fps)), max_frames) frame indices `linspace(0, total - 1, n)` truncated to
     integers, at time index / total * duration.

@@ -15,11 +15,16 @@ from agent.tools import OBS_MAX_PIXELS
 from memory_graph.energy import GAMMA, LAMBDA, MAX_FRAME_PIXELS, MAX_IMAGE_PIXELS, S_TOTAL, TOP_K
 from memory_graph.graph import MemoryGraph
 
+
 @dataclass
 class AgentConfig:
     protocol: str = field(default="vimrag", metadata={"help": "vimrag | vrag | react | vanilla"})
-    max_steps: int | None = field(default=None, metadata={
-        "help": "model calls before the episode is stopped; default: the protocol's own (vimrag 20, vrag 11)"})
+    max_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "model calls before the episode is stopped; default: the protocol's own (vimrag 20, vrag 11)"
+        },
+    )
     top_k: int = field(default=3, metadata={"help": "results shown per search"})
     vanilla_k: int = field(default=5, metadata={"help": "pages put in context by the vanilla baseline"})
     s_total: int = field(default=S_TOTAL, metadata={"help": "pixel budget of the whole visual context (vimrag)"})
@@ -31,11 +36,17 @@ class AgentConfig:
     gamma: float = field(default=GAMMA, metadata={"help": "energy back-propagation weight"})
     search_mode: str = field(default="hybrid", metadata={"help": "hybrid | bm25 | dense"})
     docs: list[str] | None = field(default=None, metadata={"help": "restrict search to these documents"})
-    prompts: dict[str, str] = field(default_factory=dict, metadata={
-        "help": "the protocol's prompts replaced by name (vimrag: system, user, summary; vrag: user, system, "
-                "nudge, invalid); see agent.protocols.read_prompt_file"})
-    demo_jpeg: bool = field(default=True, metadata={
-        "help": "vimrag: send pictures as the VimRAG demo does, JPEG quality 75 under 38,000 bytes"})
+    prompts: dict[str, str] = field(
+        default_factory=dict,
+        metadata={
+            "help": "the protocol's prompts replaced by name (vimrag: system, user, summary; vrag: user, system, "
+            "nudge, invalid); see agent.protocols.read_prompt_file"
+        },
+    )
+    demo_jpeg: bool = field(
+        default=True,
+        metadata={"help": "vimrag: send pictures as the VimRAG demo does, JPEG quality 75 under 38,000 bytes"},
+    )
 
     def __post_init__(self) -> None:
         from agent.protocols import check_prompts, get

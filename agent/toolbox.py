@@ -13,7 +13,7 @@ from typing import Any
 from agent.coords import to_seen
 from agent.evidence import Evidence
 from agent.state import EpisodeState
-from agent.tools import (OBS_MIN_PIXELS, ToolError, compose_box, map_bbox, resize_for_model, scaled_budget)
+from agent.tools import OBS_MIN_PIXELS, ToolError, compose_box, map_bbox, resize_for_model, scaled_budget
 from memory_graph.render import visual_tokens
 from retrieval.errors import RetrievalError
 
@@ -29,8 +29,15 @@ class Toolbox:
         self.retrieval_s = 0.0
 
     # -- search ----------------------------------------------------------------------------------------
-    def search(self, st: EpisodeState, node_id: str, query: str = "", image_id: str = "",
-               bbox: list[float] | None = None, k: int | None = None) -> list[Evidence]:
+    def search(
+        self,
+        st: EpisodeState,
+        node_id: str,
+        query: str = "",
+        image_id: str = "",
+        bbox: list[float] | None = None,
+        k: int | None = None,
+    ) -> list[Evidence]:
         cfg = st.config
         if self.retriever is None:
             raise ToolError("no index is loaded, so search cannot run; build one with `vimrag index DIR`")
@@ -86,8 +93,9 @@ class Toolbox:
         seen = self._seen(st, ev)
         return to_seen(bbox, seen, self.coords), seen
 
-    def crop(self, st: EpisodeState, info_id: str, bbox: list[float], node_id: str,
-             mapper=None) -> tuple[Evidence, list[int]]:
+    def crop(
+        self, st: EpisodeState, info_id: str, bbox: list[float], node_id: str, mapper=None
+    ) -> tuple[Evidence, list[int]]:
         """A crop of `info_id` as new evidence, and its box in the raw pixels of the source unit.
 
         `mapper(box_seen, seen_size, raw_size)` maps the box (default: agent.tools.map_bbox, padded 28 px)."""
@@ -127,8 +135,9 @@ class Toolbox:
         low = min(OBS_MIN_PIXELS, top) if ev.crop_box else 0  # crops are enlarged: that is the zoom
         return top, low
 
-    def show(self, st: EpisodeState, ids: list[str], share: int | None = None,
-             header: str = "") -> list[dict[str, Any]]:
+    def show(
+        self, st: EpisodeState, ids: list[str], share: int | None = None, header: str = ""
+    ) -> list[dict[str, Any]]:
         """Content parts presenting evidence to the model: a label, then its image(s) or text excerpt."""
         parts: list[dict[str, Any]] = [{"type": "text", "text": header}] if header else []
         for info_id in ids:
@@ -142,8 +151,12 @@ class Toolbox:
             try:
                 parts += self._show_pixels(st, ev, label, share)
             except Exception as e:  # noqa: BLE001 - a file that vanished or broke must not end the episode
-                parts.append({"type": "text", "text": f"{label}: its pixels could not be loaded ({e}); "
-                                                      f"text: {ev.text[:TEXT_EXCERPT]}"})
+                parts.append(
+                    {
+                        "type": "text",
+                        "text": f"{label}: its pixels could not be loaded ({e}); text: {ev.text[:TEXT_EXCERPT]}",
+                    }
+                )
         return parts
 
     def _show_pixels(self, st: EpisodeState, ev: Evidence, label: str, share: int | None) -> list[dict[str, Any]]:

@@ -22,8 +22,9 @@ class ToolError(ValueError):
     """A tool could not run with these arguments; the message goes back to the model as an observation."""
 
 
-def map_bbox(bbox: list[float], seen_size: tuple[int, int], raw_size: tuple[int, int],
-             pad: float = PAD_SEEN) -> tuple[int, int, int, int]:
+def map_bbox(
+    bbox: list[float], seen_size: tuple[int, int], raw_size: tuple[int, int], pad: float = PAD_SEEN
+) -> tuple[int, int, int, int]:
     """Map a box from the model's view of an image to raw pixels, padded and clamped.
 
     >>> map_bbox([100, 50, 200, 150], seen_size=(500, 250), raw_size=(1000, 500))
@@ -62,8 +63,9 @@ def compose_box(outer: list[int] | tuple[int, ...] | None, inner: tuple[int, int
     return [inner[0] + ox, inner[1] + oy, inner[2] + ox, inner[3] + oy]
 
 
-def target_size(width: int, height: int, max_pixels: int, min_pixels: int = MIN_PIXELS,
-                patch: int = 28) -> tuple[int, int]:
+def target_size(
+    width: int, height: int, max_pixels: int, min_pixels: int = MIN_PIXELS, patch: int = 28
+) -> tuple[int, int]:
     """(w, h) on the patch grid within [min_pixels, max_pixels], keeping aspect (qwen-vl-utils' smart_resize).
 
     >>> target_size(1000, 500, max_pixels=401_408)
@@ -77,8 +79,7 @@ def target_size(width: int, height: int, max_pixels: int, min_pixels: int = MIN_
     return w, h
 
 
-def resize_for_model(image, max_pixels: int, min_pixels: int = MIN_PIXELS, patch: int = 28,
-                     cache: dict | None = None):
+def resize_for_model(image, max_pixels: int, min_pixels: int = MIN_PIXELS, patch: int = 28, cache: dict | None = None):
     """The image re-encoded for the model: on the patch grid, between min_pixels and max_pixels.
 
     With `cache` (kept by the caller for an episode), a repeated request returns the same resized image.

@@ -1,7 +1,7 @@
 """`vimrag ask`: answer one question over an index, printing the agent's steps as they stream.
 
-    vimrag ask "What was revenue in 2024?" --index DIR [--backend embedded|openai|transformers]
-               [--protocol vimrag|vrag|react|vanilla] [--trace out.json] [--graph out.png]
+vimrag ask "What was revenue in 2024?" --index DIR [--backend embedded|openai|transformers]
+           [--protocol vimrag|vrag|react|vanilla] [--trace out.json] [--graph out.png]
 """
 
 from __future__ import annotations
@@ -13,18 +13,29 @@ from pathlib import Path
 
 
 def add_parser(sub, default_index: str) -> None:
-    pa = sub.add_parser("ask", help="answer a question with the agent",
-                        description="Answer a question over an index with the agent; prints each step "
-                                    "(searches, memorized evidence, crops, zooms) and a cited answer.")
+    pa = sub.add_parser(
+        "ask",
+        help="answer a question with the agent",
+        description="Answer a question over an index with the agent; prints each step "
+        "(searches, memorized evidence, crops, zooms) and a cited answer.",
+    )
     pa.add_argument("question", help="the question")
     pa.add_argument("--index", default=default_index, help="index folder (build one with `vimrag index`)")
     add_search_url(pa)
     g = pa.add_argument_group("policy backend")
-    g.add_argument("--backend", default="embedded", choices=["embedded", "openai", "transformers", "scripted"],
-                   help="embedded: offline default (no VLM); openai: any OpenAI-compatible endpoint (vLLM, "
-                        "SGLang, DashScope, OpenAI); transformers: a local Qwen2.5-VL/Qwen3-VL")
-    g.add_argument("--model", default="", help="model name (openai), HF id or path (transformers), "
-                                              "'keyword' (embedded without SmolLM2), script JSON (scripted)")
+    g.add_argument(
+        "--backend",
+        default="embedded",
+        choices=["embedded", "openai", "transformers", "scripted"],
+        help="embedded: offline default (no VLM); openai: any OpenAI-compatible endpoint (vLLM, "
+        "SGLang, DashScope, OpenAI); transformers: a local Qwen2.5-VL/Qwen3-VL",
+    )
+    g.add_argument(
+        "--model",
+        default="",
+        help="model name (openai), HF id or path (transformers), "
+        "'keyword' (embedded without SmolLM2), script JSON (scripted)",
+    )
     g.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="OpenAI-compatible endpoint")
     g.add_argument("--api-key", default="", help="API key (default: $OPENAI_API_KEY)")
     g.add_argument("--timeout", type=float, default=120.0, help="seconds per endpoint request")
@@ -51,12 +62,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from retrieval.retriever import open_retriever
 
     if not args.search_url and not Path(args.index).is_dir():
-        raise FileNotFoundError(f"index folder {args.index} does not exist; build it with `vimrag index PATH "
-                                f"--index {args.index}`")
+        raise FileNotFoundError(
+            f"index folder {args.index} does not exist; build it with `vimrag index PATH --index {args.index}`"
+        )
     cfg = AgentConfig(protocol=args.protocol, docs=args.doc, **agent_overrides(args))
-    pcfg = PolicyConfig(backend=args.backend, model=args.model, base_url=args.base_url, api_key=args.api_key,
-                        timeout_s=args.timeout, max_new_tokens=args.max_new_tokens,
-                        temperature=args.temperature, device=args.device, **model_overrides(args))
+    pcfg = PolicyConfig(
+        backend=args.backend,
+        model=args.model,
+        base_url=args.base_url,
+        api_key=args.api_key,
+        timeout_s=args.timeout,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        device=args.device,
+        **model_overrides(args),
+    )
     try:
         policy = load_policy(pcfg)
     except PolicyError as e:
@@ -85,8 +105,19 @@ def cmd_ask(args: argparse.Namespace) -> int:
         store = EvidenceStore.from_dict(trace.evidence)
         draw_graph(trace.memory_graph(), thumbnails=store.thumbnail, path=args.graph)
     if args.json:
-        print(json.dumps({"answer": trace.answer, "status": trace.status, "citations": trace.citations,
-                          "steps": len(trace.steps), "timings": trace.timings}, indent=1, ensure_ascii=False))
+        print(
+            json.dumps(
+                {
+                    "answer": trace.answer,
+                    "status": trace.status,
+                    "citations": trace.citations,
+                    "steps": len(trace.steps),
+                    "timings": trace.timings,
+                },
+                indent=1,
+                ensure_ascii=False,
+            )
+        )
     else:
         print(format_answer(trace), file=out)
         if args.trace:
@@ -98,26 +129,42 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def add_search_url(parser) -> None:
-    parser.add_argument("--search-url", default="", metavar="URL",
-                        help="send every search to this search server instead of a local index: `vimrag "
-                             "serve-search`'s or VRAG's (e.g. http://127.0.0.1:8002/search)")
+    parser.add_argument(
+        "--search-url",
+        default="",
+        metavar="URL",
+        help="send every search to this search server instead of a local index: `vimrag "
+        "serve-search`'s or VRAG's (e.g. http://127.0.0.1:8002/search)",
+    )
 
 
 def add_agent_options(group) -> None:
     """The agent settings `vimrag ask` and `vimrag eval` share."""
     from agent.protocols import get, names
 
-    group.add_argument("--protocol", default="vimrag", choices=list(names()),
-                       help="; ".join(f"{n}: {get(n).summary}" for n in names()))
-    group.add_argument("--max-steps", type=int, default=None,
-                       help="model calls per question (default: the protocol's own; vimrag 20, vrag 11)")
+    group.add_argument(
+        "--protocol", default="vimrag", choices=list(names()), help="; ".join(f"{n}: {get(n).summary}" for n in names())
+    )
+    group.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="model calls per question (default: the protocol's own; vimrag 20, vrag 11)",
+    )
     group.add_argument("--top-k", type=int, default=None, help="results per search (vimrag, react; default 3)")
     group.add_argument("--budget", type=int, default=None, help="pixel budget of the visual memory (vimrag)")
-    group.add_argument("--prompt-file", help="the protocol's prompt(s) from a file: plain text is one prompt (see "
-                                             "--prompt-role); JSON/YAML maps names to texts (vimrag: system, user, "
-                                             "summary; vrag: user, system, nudge, invalid)")
-    group.add_argument("--prompt-role", default="", help="which prompt a plain-text --prompt-file replaces: user or "
-                                                         "system (default: user for vrag, system otherwise)")
+    group.add_argument(
+        "--prompt-file",
+        help="the protocol's prompt(s) from a file: plain text is one prompt (see "
+        "--prompt-role); JSON/YAML maps names to texts (vimrag: system, user, "
+        "summary; vrag: user, system, nudge, invalid)",
+    )
+    group.add_argument(
+        "--prompt-role",
+        default="",
+        help="which prompt a plain-text --prompt-file replaces: user or "
+        "system (default: user for vrag, system otherwise)",
+    )
 
 
 def agent_overrides(args) -> dict:
@@ -139,11 +186,19 @@ def agent_overrides(args) -> dict:
 
 
 def add_model_options(group) -> None:
-    group.add_argument("--tool-calling", default="text", choices=["text", "native", "auto"],
-                       help="openai backend: text (calls written in the reply, as the VimRAG demo reads them), native "
-                            "(send `tools`, read `tool_calls`), auto (native, else text)")
-    group.add_argument("--coords", default="auto", choices=["auto", "absolute", "relative"],
-                       help="how the model writes boxes: auto (Qwen3-VL 0-1000 relative, others absolute pixels)")
+    group.add_argument(
+        "--tool-calling",
+        default="text",
+        choices=["text", "native", "auto"],
+        help="openai backend: text (calls written in the reply, as the VimRAG demo reads them), native "
+        "(send `tools`, read `tool_calls`), auto (native, else text)",
+    )
+    group.add_argument(
+        "--coords",
+        default="auto",
+        choices=["auto", "absolute", "relative"],
+        help="how the model writes boxes: auto (Qwen3-VL 0-1000 relative, others absolute pixels)",
+    )
 
 
 def model_overrides(args) -> dict:
@@ -154,8 +209,10 @@ def format_event(ev, show_model: bool = False) -> str | None:
     """One printable line per event (None for events not worth a line)."""
     k = ev.kind
     if k == "step_started":
-        return f"[step {ev.step}] context: {ev.image_pixels:,} image px (~{ev.visual_tokens:,} visual tokens), " \
-               f"~{ev.text_tokens:,} text tokens"
+        return (
+            f"[step {ev.step}] context: {ev.image_pixels:,} image px (~{ev.visual_tokens:,} visual tokens), "
+            f"~{ev.text_tokens:,} text tokens"
+        )
     if k == "model_output" and ev.done and show_model:
         return "  model: " + ev.text.strip().replace("\n", "\n         ")
     if k == "search_results":
@@ -188,6 +245,8 @@ def format_answer(trace) -> str:
     for c in trace.citations:
         lines.append(f"  - {c['citation']}")
     t = trace.timings
-    lines.append(f"({len(trace.steps)} steps, {t.get('total_s', 0):.1f} s: model {t.get('model_s', 0):.1f} s, "
-                 f"retrieval {t.get('retrieval_s', 0):.1f} s, agent {t.get('agent_s', 0):.2f} s)")
+    lines.append(
+        f"({len(trace.steps)} steps, {t.get('total_s', 0):.1f} s: model {t.get('model_s', 0):.1f} s, "
+        f"retrieval {t.get('retrieval_s', 0):.1f} s, agent {t.get('agent_s', 0):.2f} s)"
+    )
     return "\n".join(lines)

@@ -41,10 +41,15 @@ def _default_index() -> str:
 
 def cmd_index(args: argparse.Namespace) -> int:
     from retrieval import sharded
-    from retrieval.ingest import IngestConfig, Indexer
+    from retrieval.ingest import Indexer, IngestConfig
 
-    cfg = IngestConfig(embedder=args.embedder, ocr=args.ocr, batch_units=args.batch_size,
-                       clip_seconds=args.clip_seconds, page_images=not args.no_page_images)
+    cfg = IngestConfig(
+        embedder=args.embedder,
+        ocr=args.ocr,
+        batch_units=args.batch_size,
+        clip_seconds=args.clip_seconds,
+        page_images=not args.no_page_images,
+    )
     if sharded.world_size() > 1:  # one of N processes under accelerate launch / torchrun (or --num-processes)
         summary = sharded.index_distributed(args.paths, args.index, cfg, prune=args.prune, progress=not args.quiet)
         if summary is None:  # not rank 0: rank 0 merges the shards and prints the summary
@@ -72,8 +77,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         from retrieval.loaders import open_image
 
         query = open_image(args.image)
-    filters = Filters(docs=args.doc or None, modalities=args.modality or None,
-                      time_span=tuple(args.time) if args.time else None)
+    filters = Filters(
+        docs=args.doc or None, modalities=args.modality or None, time_span=tuple(args.time) if args.time else None
+    )
     retriever = Retriever(args.index)
     hits = retriever.search(query, k=args.k, filters=filters, mode=args.mode, dynamic=args.dynamic)
     if args.json:
@@ -85,7 +91,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     for h in hits:
         u = h.unit
         detail = " ".join(f"{m}={s:.3f}" for m, s in h.scores.items())
-        snippet = " ".join(u.text.split())[:args.snippet]
+        snippet = " ".join(u.text.split())[: args.snippet]
         print(f"{h.rank:>2}. {h.score:.4f}  {u.source}  [{u.location() or u.modality}]  ({detail})")
         if snippet:
             print(f"    {snippet}")
@@ -100,35 +106,56 @@ def cmd_serve_search(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vimrag", description="VimRAG: multimodal deep research over PDFs, images and videos.")
+    p = argparse.ArgumentParser(
+        prog="vimrag", description="VimRAG: multimodal deep research over PDFs, images and videos."
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
-    pi = sub.add_parser("index", help="index PDFs, images, videos and text files",
-                        description="Add every PDF, image, video and text file under PATH... to an index. Re-running "
-                                    "adds only new or changed files; --prune forgets deleted ones.")
+    pi = sub.add_parser(
+        "index",
+        help="index PDFs, images, videos and text files",
+        description="Add every PDF, image, video and text file under PATH... to an index. Re-running "
+        "adds only new or changed files; --prune forgets deleted ones.",
+    )
     pi.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to index")
     pi.add_argument("--index", default=_default_index(), help="index folder (default: $VIMRAG_INDEX or ./vimrag-index)")
-    pi.add_argument("--embedder", default=None,
-                    help="minilm (default, offline) | st:PATH | clip:ID_OR_PATH | siglip:ID_OR_PATH "
-                         "| colqwen2:ID_OR_PATH "
-                         "| gve:ID_OR_PATH (Alibaba-NLP/GVE-3B, GVE-7B) | qwen3vl-emb:ID_OR_PATH "
-                         "(Qwen/Qwen3-VL-Embedding-2B, -8B)")
-    pi.add_argument("--ocr", default="auto", help="OCR for images, frames and scanned pages: auto | rapidocr | tesseract | none")
+    pi.add_argument(
+        "--embedder",
+        default=None,
+        help="minilm (default, offline) | st:PATH | clip:ID_OR_PATH | siglip:ID_OR_PATH "
+        "| colqwen2:ID_OR_PATH "
+        "| gve:ID_OR_PATH (Alibaba-NLP/GVE-3B, GVE-7B) | qwen3vl-emb:ID_OR_PATH "
+        "(Qwen/Qwen3-VL-Embedding-2B, -8B)",
+    )
+    pi.add_argument(
+        "--ocr", default="auto", help="OCR for images, frames and scanned pages: auto | rapidocr | tesseract | none"
+    )
     pi.add_argument("--prune", action="store_true", help="forget indexed files under PATH that no longer exist")
-    pi.add_argument("--no-page-images", action="store_true",
-                    help="index images named X_N.jpg as plain images; by default they are page N of X.pdf (VRAG's "
-                         "corpus layout): left out when X.pdf is indexed too, so each page is indexed once")
+    pi.add_argument(
+        "--no-page-images",
+        action="store_true",
+        help="index images named X_N.jpg as plain images; by default they are page N of X.pdf (VRAG's "
+        "corpus layout): left out when X.pdf is indexed too, so each page is indexed once",
+    )
     pi.add_argument("--batch-size", type=int, default=64, help="units per committed batch (checkpoint size)")
     pi.add_argument("--clip-seconds", type=float, default=60.0, help="split videos into clips of about this length")
     pi.add_argument("--json", action="store_true", help="print the summary as JSON")
     pi.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    pi.add_argument("--num-processes", type=int, default=1, metavar="N",
-                    help="embed in N processes (one per GPU, or CPU processes) and merge their shards into one "
-                         "index; the same as running under `accelerate launch --multi_gpu --num_processes N -m app.cli`")
+    pi.add_argument(
+        "--num-processes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="embed in N processes (one per GPU, or CPU processes) and merge their shards into one "
+        "index; the same as running under `accelerate launch --multi_gpu --num_processes N -m app.cli`",
+    )
     pi.set_defaults(func=cmd_index)
 
-    ps = sub.add_parser("search", help="search an index", description="Search an index; prints file, page or time "
-                        "span, and score for each hit.")
+    ps = sub.add_parser(
+        "search",
+        help="search an index",
+        description="Search an index; prints file, page or time span, and score for each hit.",
+    )
     ps.add_argument("query", nargs="?", help="the query text")
     ps.add_argument("--image", help="search by an image (a crop) instead of text")
     ps.add_argument("--index", default=_default_index(), help="index folder")
@@ -137,16 +164,21 @@ def build_parser() -> argparse.ArgumentParser:
     ps.add_argument("--dynamic", action="store_true", help="ViDoRAG dynamic top-k (Gaussian-mixture cut)")
     ps.add_argument("--doc", action="append", help="only this document (file name or path); repeatable")
     ps.add_argument("--modality", action="append", choices=["page", "image", "video", "text"], help="repeatable")
-    ps.add_argument("--time", nargs=2, type=float, metavar=("START", "END"), help="video clips overlapping this span (s)")
+    ps.add_argument(
+        "--time", nargs=2, type=float, metavar=("START", "END"), help="video clips overlapping this span (s)"
+    )
     ps.add_argument("--snippet", type=int, default=160, help="characters of text to show per hit")
     ps.add_argument("--json", action="store_true", help="print hits as JSON")
     ps.set_defaults(func=cmd_search)
 
-    pv = sub.add_parser("serve-search", help="serve the VRAG/VimRAG-compatible search API",
-                        description="POST /search {queries, top_k} -> {results: [{score, indice, data}]} (VimRAG's "
-                                    "shape; PDF pages come as cached JPEGs); GET /search?queries=Q or POST with "
-                                    "vrag_ret -> [[{idx, image_file}]] (VRAG's); GET /files?path=P serves corpus "
-                                    "files and cached page images only.")
+    pv = sub.add_parser(
+        "serve-search",
+        help="serve the VRAG/VimRAG-compatible search API",
+        description="POST /search {queries, top_k} -> {results: [{score, indice, data}]} (VimRAG's "
+        "shape; PDF pages come as cached JPEGs); GET /search?queries=Q or POST with "
+        "vrag_ret -> [[{idx, image_file}]] (VRAG's); GET /files?path=P serves corpus "
+        "files and cached page images only.",
+    )
     pv.add_argument("--index", default=_default_index(), help="index folder")
     pv.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
     pv.add_argument("--port", type=int, default=8002)
@@ -161,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     from app.evaluate import add_parser as add_eval
 
     add_eval(sub)
-    from app.train import add_parser as add_train, add_sft_parser
+    from app.train import add_parser as add_train
+    from app.train import add_sft_parser
 
     add_train(sub)
     add_sft_parser(sub)

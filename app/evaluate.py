@@ -1,8 +1,8 @@
 """`vimrag eval`: run an agent over a benchmark and report, or compare finished runs.
 
-    vimrag eval --dataset mmlongbench-doc-smoke --protocol vimrag --backend embedded
-    vimrag eval --dataset jsonl:qs.jsonl --corpus docs/ --backend openai --model Qwen2.5-VL-7B --concurrency 8
-    vimrag eval compare runs/eval/A runs/eval/B [--out DIR]
+vimrag eval --dataset mmlongbench-doc-smoke --protocol vimrag --backend embedded
+vimrag eval --dataset jsonl:qs.jsonl --corpus docs/ --backend openai --model Qwen2.5-VL-7B --concurrency 8
+vimrag eval compare runs/eval/A runs/eval/B [--out DIR]
 """
 
 from __future__ import annotations
@@ -15,19 +15,27 @@ from app.ask import add_agent_options, add_model_options, add_search_url, agent_
 
 
 def add_parser(sub) -> None:
-    pe = sub.add_parser("eval", help="evaluate the agent on a benchmark (or: eval compare RUN...)",
-                        description="Run an agent over a dataset, score answers and retrieval, measure cost, and "
-                                    "write predictions, traces, metrics, a report and plots to a run folder. "
-                                    "A stopped run continues where it stopped. `vimrag eval compare RUN...` "
-                                    "puts finished runs side by side.")
+    pe = sub.add_parser(
+        "eval",
+        help="evaluate the agent on a benchmark (or: eval compare RUN...)",
+        description="Run an agent over a dataset, score answers and retrieval, measure cost, and "
+        "write predictions, traces, metrics, a report and plots to a run folder. "
+        "A stopped run continues where it stopped. `vimrag eval compare RUN...` "
+        "puts finished runs side by side.",
+    )
     pe.add_argument("compare", nargs="*", metavar="compare RUN", help="compare finished run folders")
-    pe.add_argument("--dataset", help="mmlongbench-doc | mmlongbench-doc-smoke | demo | jsonl:PATH | "
-                                      "vidoseek:PATH | slidevqa:PATH")
+    pe.add_argument(
+        "--dataset", help="mmlongbench-doc | mmlongbench-doc-smoke | demo | jsonl:PATH | vidoseek:PATH | slidevqa:PATH"
+    )
     pe.add_argument("--corpus", help="documents for jsonl:/vidoseek:/slidevqa: datasets")
     pe.add_argument("--index", help="index folder (default: the dataset's own, built on first use)")
     add_search_url(pe)
-    pe.add_argument("--scope", default="auto", choices=["auto", "doc", "corpus"],
-                    help="doc: search only the question's document (MMLongBench-Doc's setting); corpus: all")
+    pe.add_argument(
+        "--scope",
+        default="auto",
+        choices=["auto", "doc", "corpus"],
+        help="doc: search only the question's document (MMLongBench-Doc's setting); corpus: all",
+    )
     g = pe.add_argument_group("policy backend")
     g.add_argument("--backend", default="embedded", choices=["embedded", "openai", "transformers"])
     g.add_argument("--model", default="")
@@ -43,10 +51,18 @@ def add_parser(sub) -> None:
     r.add_argument("--limit", type=int, default=0, help="only the first N questions")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--concurrency", type=int, default=1, help="questions in flight (endpoint backends)")
-    r.add_argument("--page-base", type=int, default=1, choices=[0, 1],
-                   help="whether the dataset's pages count from 1 or 0 (vidoseek/slidevqa/jsonl)")
-    r.add_argument("--allow-missing-evidence", action="store_true",
-                   help="run even when gold evidence names files or pages the corpus lacks (jsonl)")
+    r.add_argument(
+        "--page-base",
+        type=int,
+        default=1,
+        choices=[0, 1],
+        help="whether the dataset's pages count from 1 or 0 (vidoseek/slidevqa/jsonl)",
+    )
+    r.add_argument(
+        "--allow-missing-evidence",
+        action="store_true",
+        help="run even when gold evidence names files or pages the corpus lacks (jsonl)",
+    )
     j = pe.add_argument_group("LLM judge (optional)")
     j.add_argument("--judge-url", help="OpenAI-compatible endpoint of the judge model")
     j.add_argument("--judge-model", default="")
@@ -70,15 +86,36 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ValueError("give --dataset (e.g. mmlongbench-doc-smoke), or `vimrag eval compare RUN...`")
     from eval.runner import RunConfig, run_eval
 
-    policy = {"backend": args.backend, "model": args.model, "base_url": args.base_url, "api_key": args.api_key,
-              "temperature": args.temperature, "max_new_tokens": args.max_new_tokens, **model_overrides(args)}
+    policy = {
+        "backend": args.backend,
+        "model": args.model,
+        "base_url": args.base_url,
+        "api_key": args.api_key,
+        "temperature": args.temperature,
+        "max_new_tokens": args.max_new_tokens,
+        **model_overrides(args),
+    }
     agent = agent_overrides(args)
-    judge = ({"base_url": args.judge_url, "model": args.judge_model, "api_key": args.judge_key}
-             if args.judge_url else None)
-    cfg = RunConfig(dataset=args.dataset, protocol=args.protocol, policy=policy, agent=agent, corpus=args.corpus,
-                    index=args.index, scope=args.scope, limit=args.limit, seed=args.seed,
-                    concurrency=args.concurrency, out=args.out or "", judge=judge, page_base=args.page_base,
-                    allow_missing_evidence=args.allow_missing_evidence, search_url=args.search_url)
+    judge = (
+        {"base_url": args.judge_url, "model": args.judge_model, "api_key": args.judge_key} if args.judge_url else None
+    )
+    cfg = RunConfig(
+        dataset=args.dataset,
+        protocol=args.protocol,
+        policy=policy,
+        agent=agent,
+        corpus=args.corpus,
+        index=args.index,
+        scope=args.scope,
+        limit=args.limit,
+        seed=args.seed,
+        concurrency=args.concurrency,
+        out=args.out or "",
+        judge=judge,
+        page_base=args.page_base,
+        allow_missing_evidence=args.allow_missing_evidence,
+        search_url=args.search_url,
+    )
     run = run_eval(cfg, progress=not args.quiet)
     print((run / "report.md").read_text() if (run / "report.md").exists() else "")
     print(f"run folder: {run}", file=sys.stderr)

@@ -1,7 +1,7 @@
 """`vimrag train`: GGPO / GRPO / GSPO fine-tuning from a YAML config (also under `accelerate launch`).
 
-    vimrag train --config rl/configs/tiny_cpu.yaml [key=value ...]
-    accelerate launch --config_file rl/configs/accelerate/ddp.yaml -m app.cli train --config CFG.yaml
+vimrag train --config rl/configs/tiny_cpu.yaml [key=value ...]
+accelerate launch --config_file rl/configs/accelerate/ddp.yaml -m app.cli train --config CFG.yaml
 """
 
 from __future__ import annotations
@@ -11,15 +11,22 @@ import json
 
 
 def add_parser(sub) -> None:
-    pt = sub.add_parser("train", help="RL fine-tuning (GGPO, GRPO, GSPO) of a policy through the agent loop",
-                        description="Train a policy with GGPO (or GRPO / GSPO) on rollouts through the real agent "
-                                    "loop. Settings come from --config YAML; key=value arguments override them. "
-                                    "Resumes from the newest checkpoint in output_dir.")
+    pt = sub.add_parser(
+        "train",
+        help="RL fine-tuning (GGPO, GRPO, GSPO) of a policy through the agent loop",
+        description="Train a policy with GGPO (or GRPO / GSPO) on rollouts through the real agent "
+        "loop. Settings come from --config YAML; key=value arguments override them. "
+        "Resumes from the newest checkpoint in output_dir.",
+    )
     pt.add_argument("--config", required=True, help="YAML training config (see rl/configs/)")
     pt.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. lr=5e-7 group_size=8 method=grpo")
-    pt.add_argument("--search-url", default="", metavar="URL",
-                    help="search through this server (`vimrag serve-search`'s or VRAG's) instead of the local "
-                         "index; the same as the override search_url=URL")
+    pt.add_argument(
+        "--search-url",
+        default="",
+        metavar="URL",
+        help="search through this server (`vimrag serve-search`'s or VRAG's) instead of the local "
+        "index; the same as the override search_url=URL",
+    )
     pt.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     pt.set_defaults(func=cmd_train)
 
@@ -35,24 +42,33 @@ def cmd_train(args: argparse.Namespace) -> int:
     logs = trainer.train(progress=not args.quiet)
     if trainer.acc.is_main_process and logs:
         last = logs[-1]
-        print(f"done: {trainer.update} updates, last reward {last['reward']:.3f}, loss {last['loss']:.4f}, "
-              f"{last['tokens_per_s']:.1f} tokens/s; metrics in {cfg.output_dir}/metrics.jsonl")
+        print(
+            f"done: {trainer.update} updates, last reward {last['reward']:.3f}, loss {last['loss']:.4f}, "
+            f"{last['tokens_per_s']:.1f} tokens/s; metrics in {cfg.output_dir}/metrics.jsonl"
+        )
     return 0
 
 
 def add_sft_parser(sub) -> None:
-    ps = sub.add_parser("sft", help="SFT cold start on saved agent traces (loss on action tokens only)",
-                        description="Fine-tune a policy on the steps of saved traces (a `vimrag eval` run folder, "
-                                    "its traces/, trace files or a glob). Each parsed step is one example: the "
-                                    "context the model saw as prompt, its reply as target.")
+    ps = sub.add_parser(
+        "sft",
+        help="SFT cold start on saved agent traces (loss on action tokens only)",
+        description="Fine-tune a policy on the steps of saved traces (a `vimrag eval` run folder, "
+        "its traces/, trace files or a glob). Each parsed step is one example: the "
+        "context the model saw as prompt, its reply as target.",
+    )
     ps.add_argument("--traces", required=True, help="run folder, traces folder, trace file or glob")
     ps.add_argument("--model", required=True, help="model folder or HF id to start from")
     ps.add_argument("--output-dir", required=True)
     ps.add_argument("--epochs", type=int, default=1)
     ps.add_argument("--lr", type=float, default=1e-5)
     ps.add_argument("--grad-accum", type=int, default=8)
-    ps.add_argument("--min-score", type=float, default=None,
-                    help="only traces whose prediction scored at least this (needs the run's predictions.jsonl)")
+    ps.add_argument(
+        "--min-score",
+        type=float,
+        default=None,
+        help="only traces whose prediction scored at least this (needs the run's predictions.jsonl)",
+    )
     ps.add_argument("--no-images", action="store_true", help="text only: images become [Picture k]")
     ps.add_argument("--max-examples", type=int, default=0)
     ps.add_argument("--seed", type=int, default=0)
@@ -63,9 +79,22 @@ def add_sft_parser(sub) -> None:
 def cmd_sft(args: argparse.Namespace) -> int:
     from rl.sft import train_sft
 
-    res = train_sft(args.model, args.traces, args.output_dir, epochs=args.epochs, lr=args.lr,
-                    grad_accum=args.grad_accum, min_score=args.min_score, seed=args.seed,
-                    with_images=not args.no_images, max_examples=args.max_examples, progress=not args.quiet)
-    print(f"trained on {res['examples']} steps; loss by epoch "
-          + ", ".join(f"{h['loss']:.3f}" for h in res["history"]) + f"; saved to {res['output_dir']}")
+    res = train_sft(
+        args.model,
+        args.traces,
+        args.output_dir,
+        epochs=args.epochs,
+        lr=args.lr,
+        grad_accum=args.grad_accum,
+        min_score=args.min_score,
+        seed=args.seed,
+        with_images=not args.no_images,
+        max_examples=args.max_examples,
+        progress=not args.quiet,
+    )
+    print(
+        f"trained on {res['examples']} steps; loss by epoch "
+        + ", ".join(f"{h['loss']:.3f}" for h in res["history"])
+        + f"; saved to {res['output_dir']}"
+    )
     return 0

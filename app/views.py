@@ -19,9 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PIL import Image, ImageDraw
-
 import gradio as gr
+from PIL import Image, ImageDraw
 
 from agent.protocols import tool_kinds
 
@@ -49,8 +48,9 @@ def step_title(name: str, args: dict[str, Any]) -> str:
             return f"Search with a region of {args['image']}"
         return f"Search: “{str(args.get('query', '')).strip()}”"
     if kind == "memorize":
-        kept = [m.get("information_id") for m in args.get("memorize") or [] if isinstance(m, dict)
-                and m.get("is_useful")]
+        kept = [
+            m.get("information_id") for m in args.get("memorize") or [] if isinstance(m, dict) and m.get("is_useful")
+        ]
         return "Memorize " + (", ".join(str(k) for k in kept) if kept else "nothing")
     if kind == "crop":
         where = f" {_fmt_bbox(args['bbox'])}" if isinstance(args.get("bbox"), list) else ""
@@ -94,8 +94,9 @@ class ChatView:
 
     def note(self, title: str, text: str) -> None:
         self._done()
-        self.messages.append(gr.ChatMessage(role="assistant", content=text,
-                                            metadata={"title": title, "status": "done"}))
+        self.messages.append(
+            gr.ChatMessage(role="assistant", content=text, metadata={"title": title, "status": "done"})
+        )
 
     # -- events -------------------------------------------------------------------------------------
     def apply(self, ev) -> bool:
@@ -104,9 +105,15 @@ class ChatView:
         if k == "step_started":
             self._done()
             self._raw, self._think, self._body, self._t0 = "", "", [], time.perf_counter()
-            self.cur = gr.ChatMessage(role="assistant", content="…", metadata={
-                "title": f"Step {ev.step}: thinking", "status": "pending",
-                "log": f"{ev.image_pixels:,} px in context (~{ev.visual_tokens:,} visual tokens)"})
+            self.cur = gr.ChatMessage(
+                role="assistant",
+                content="…",
+                metadata={
+                    "title": f"Step {ev.step}: thinking",
+                    "status": "pending",
+                    "log": f"{ev.image_pixels:,} px in context (~{ev.visual_tokens:,} visual tokens)",
+                },
+            )
             self.messages.append(self.cur)
         elif k == "model_output":
             self._raw = ev.text if ev.done else self._raw + ev.delta
@@ -120,16 +127,18 @@ class ChatView:
             self._done()
             return True
         elif k == "memorized":
-            kept = [f"- **{_name(i)}** {i['citation']} · priority {i['priority']}" for i in ev.items
-                    if i.get("useful")]
-            self._body.append((f"Summary: {ev.summary}\n\n" if ev.summary else "")
-                              + ("Kept:\n" + "\n".join(kept) if kept else "Kept nothing."))
+            kept = [f"- **{_name(i)}** {i['citation']} · priority {i['priority']}" for i in ev.items if i.get("useful")]
+            self._body.append(
+                (f"Summary: {ev.summary}\n\n" if ev.summary else "")
+                + ("Kept:\n" + "\n".join(kept) if kept else "Kept nothing.")
+            )
             self._render()
             self._done()
             return True
         elif k == "cropped":
-            self._body.append(f"{ev.source_info_id} {_fmt_bbox(ev.bbox_seen)} (as seen) → **{ev.info_id}**: "
-                              f"{ev.citation}")
+            self._body.append(
+                f"{ev.source_info_id} {_fmt_bbox(ev.bbox_seen)} (as seen) → **{ev.info_id}**: {ev.citation}"
+            )
             self._render()
             self._done()
             return True
@@ -174,8 +183,10 @@ def answer_markdown(trace) -> str:
     """The final chat message: the answer, then its evidence as a numbered source list."""
     if trace.answer is None:
         if trace.status == "error":
-            return (f"**The model backend failed:** {trace.error}\n\nCheck the settings (endpoint URL, model, key) "
-                    "and ask again; the corpus and the index are unaffected.")
+            return (
+                f"**The model backend failed:** {trace.error}\n\nCheck the settings (endpoint URL, model, key) "
+                "and ask again; the corpus and the index are unaffected."
+            )
         return f"**No answer** ({trace.status}). {trace.error}".strip()
     lines = [trace.answer.strip(), ""]
     sup = trace.support or {}
@@ -187,9 +198,11 @@ def answer_markdown(trace) -> str:
         lines.append("**Sources**")
         lines += [f"{i}. {c['citation']} ({c['info_id']})" for i, c in enumerate(trace.citations, 1)]
     t = trace.timings
-    lines.append(f"\n<sub>{len(trace.steps)} steps · {t.get('total_s', 0):.1f} s (model {t.get('model_s', 0):.1f} s,"
-                 f" retrieval {t.get('retrieval_s', 0):.1f} s) · peak {trace.peak_visual_tokens:,} visual tokens"
-                 "</sub>")
+    lines.append(
+        f"\n<sub>{len(trace.steps)} steps · {t.get('total_s', 0):.1f} s (model {t.get('model_s', 0):.1f} s,"
+        f" retrieval {t.get('retrieval_s', 0):.1f} s) · peak {trace.peak_visual_tokens:,} visual tokens"
+        "</sub>"
+    )
     return "\n".join(lines)
 
 
@@ -243,8 +256,12 @@ def evidence_entries(state) -> list[tuple[tuple, Any, Any]]:
     out = []
     for ev in sorted(state.evidence.by_id.values(), key=lambda ev: (not useful(ev), _id_num(ev.info_id))):
         item = memo.get(ev.info_id)
-        key = (ev.info_id, bool(item and item.useful), item.priority if item else 0,
-               tuple(item.key_timestamps or ()) if item else ())
+        key = (
+            ev.info_id,
+            bool(item and item.useful),
+            item.priority if item else 0,
+            tuple(item.key_timestamps or ()) if item else (),
+        )
         out.append((key, ev, item))
     return out
 
@@ -291,8 +308,15 @@ def graph_picture(state):
     from memory_graph.energy import allocate
 
     cfg = state.config
-    allocs = allocate(state.graph, k=cfg.memory_k, s_total=cfg.s_total, max_image=cfg.max_image_pixels,
-                      max_frame=cfg.max_frame_pixels, lam=cfg.lam, gamma=cfg.gamma)
+    allocs = allocate(
+        state.graph,
+        k=cfg.memory_k,
+        s_total=cfg.s_total,
+        max_image=cfg.max_image_pixels,
+        max_frame=cfg.max_frame_pixels,
+        lam=cfg.lam,
+        gamma=cfg.gamma,
+    )
     return draw_graph(state.graph, allocs, thumbnails=state.evidence.thumbnail, max_width=1200)
 
 

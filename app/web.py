@@ -30,25 +30,32 @@ EMBEDDED_NOTE = (
     "machinery, not of a VLM's judgement. "
     "To use a real model, open **Settings** and choose *OpenAI-compatible endpoint* (e.g. "
     "`vllm serve Qwen/Qwen2.5-VL-7B-Instruct`, then URL `http://127.0.0.1:8000/v1`) or a local "
-    "*transformers* Qwen2.5-VL / Qwen3-VL path.")
+    "*transformers* Qwen2.5-VL / Qwen3-VL path."
+)
 CSS = """
 #graph img { object-fit: contain; }
 #backend-line { font-size: 0.92em; }
 footer { display: none !important; }
 """
-BACKENDS = {"embedded (offline default)": "embedded", "OpenAI-compatible endpoint": "openai",
-            "local transformers model": "transformers"}
+BACKENDS = {
+    "embedded (offline default)": "embedded",
+    "OpenAI-compatible endpoint": "openai",
+    "local transformers model": "transformers",
+}
 log = logging.getLogger(__name__)
 REDRAW_EVERY_S = 0.12  # the fastest the page is updated while a model streams text
 
 
-def default_settings(backend: str = "embedded", model: str = "", base_url: str = "http://127.0.0.1:8000/v1",
-                     api_key: str = "") -> dict[str, Any]:
+def default_settings(
+    backend: str = "embedded", model: str = "", base_url: str = "http://127.0.0.1:8000/v1", api_key: str = ""
+) -> dict[str, Any]:
     from agent.state import AgentConfig
 
     a = AgentConfig()
-    return {"policy": {"backend": backend, "model": model, "base_url": base_url, "api_key": api_key},
-            "agent": {"protocol": a.protocol, "max_steps": a.max_steps, "s_total": a.s_total, "top_k": a.top_k}}
+    return {
+        "policy": {"backend": backend, "model": model, "base_url": base_url, "api_key": api_key},
+        "agent": {"protocol": a.protocol, "max_steps": a.max_steps, "s_total": a.s_total, "top_k": a.top_k},
+    }
 
 
 def describe_backend(settings: dict[str, Any]) -> str:
@@ -60,15 +67,22 @@ def describe_backend(settings: dict[str, Any]) -> str:
         what = f"OpenAI-compatible endpoint `{p['base_url']}`, model `{p['model'] or '(first served)'}`"
     else:
         what = f"local transformers model `{p['model']}`"
-    return (f"**Backend:** {what} · **protocol:** {a['protocol']} · max {a['max_steps']} steps · "
-            f"top-k {a['top_k']} · budget {a['s_total']:,} px")
+    return (
+        f"**Backend:** {what} · **protocol:** {a['protocol']} · max {a['max_steps']} steps · "
+        f"top-k {a['top_k']} · budget {a['s_total']:,} px"
+    )
 
 
 class DemoApp:
     """The Blocks app and its handlers; handlers are plain methods so tests can call them directly."""
 
-    def __init__(self, ws: Workspace, settings: dict[str, Any] | None = None, concurrency: int = 2,
-                 questions: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        ws: Workspace,
+        settings: dict[str, Any] | None = None,
+        concurrency: int = 2,
+        questions: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.ws = ws
         self.settings0 = settings or default_settings()
         self.concurrency = concurrency
@@ -125,15 +139,20 @@ class DemoApp:
                 if ev.kind == "finished":
                     path = run / "trace.json"
                     path.write_text(trace_json(ev.trace), encoding="utf-8")
-                    status = (f"{ev.trace.status.capitalize()} in {ev.trace.timings.get('total_s', 0):.1f} s, "
-                              f"{len(ev.trace.steps)} steps. Export the trace with the button.")
+                    status = (
+                        f"{ev.trace.status.capitalize()} in {ev.trace.timings.get('total_s', 0):.1f} s, "
+                        f"{len(ev.trace.steps)} steps. Export the trace with the button."
+                    )
                     yield view.messages, gallery, graph, str(path), status
                     return
                 yield view.messages, gallery, graph, gr.skip(), f"Step {ev.step} · {ev.kind.replace('_', ' ')}"
         except Exception as e:  # noqa: BLE001 - a bug or a broken file must not take the session down
             log.exception("the episode failed")
-            view.note("Error", f"The agent stopped on an unexpected error: {type(e).__name__}: {e}. The corpus "
-                               "and the index are unaffected; ask again or change the settings.")
+            view.note(
+                "Error",
+                f"The agent stopped on an unexpected error: {type(e).__name__}: {e}. The corpus "
+                "and the index are unaffected; ask again or change the settings.",
+            )
             yield view.messages, gallery, graph, gr.skip(), "Error: the agent stopped; see the chat."
         finally:
             if lock is not None:
@@ -171,13 +190,29 @@ class DemoApp:
             md = m.get("metadata") if isinstance(m, dict) else getattr(m, "metadata", None)
             if md and md.get("status") == "pending":
                 md["status"] = "done"
-        msgs.append(gr.ChatMessage(role="assistant", content="Stopped. Ask again, or ask something else.",
-                                   metadata={"title": "Stopped", "status": "done"}))
+        msgs.append(
+            gr.ChatMessage(
+                role="assistant",
+                content="Stopped. Ask again, or ask something else.",
+                metadata={"title": "Stopped", "status": "done"},
+            )
+        )
         return msgs, "Stopped."
 
     # -- settings -----------------------------------------------------------------------------------
-    def apply_settings(self, backend_label: str, base_url: str, model: str, api_key: str, model_path: str,
-                       protocol: str, max_steps: float, s_total: float, top_k: float, settings: dict[str, Any]):
+    def apply_settings(
+        self,
+        backend_label: str,
+        base_url: str,
+        model: str,
+        api_key: str,
+        model_path: str,
+        protocol: str,
+        max_steps: float,
+        s_total: float,
+        top_k: float,
+        settings: dict[str, Any],
+    ):
         """Validate and apply the settings form; on a problem keep the old settings and say what is wrong."""
         import gradio as gr
 
@@ -188,18 +223,24 @@ class DemoApp:
         policy = {"backend": backend, "model": "", "base_url": "http://127.0.0.1:8000/v1", "api_key": ""}
         if backend == "openai":
             if not (base_url or "").strip().startswith(("http://", "https://")):
-                gr.Warning(f"The endpoint URL {base_url!r} must start with http:// or https:// "
-                           "(e.g. http://127.0.0.1:8000/v1). Settings unchanged.")
+                gr.Warning(
+                    f"The endpoint URL {base_url!r} must start with http:// or https:// "
+                    "(e.g. http://127.0.0.1:8000/v1). Settings unchanged."
+                )
                 return settings, describe_backend(settings), self._note_for(settings)
             policy.update(base_url=base_url.strip(), model=(model or "").strip(), api_key=api_key or "")
         elif backend == "transformers":
             if not (model_path or "").strip():
-                gr.Warning("Give a local model folder (or a cached Hugging Face id) for the transformers "
-                           "backend. Settings unchanged.")
+                gr.Warning(
+                    "Give a local model folder (or a cached Hugging Face id) for the transformers "
+                    "backend. Settings unchanged."
+                )
                 return settings, describe_backend(settings), self._note_for(settings)
             policy["model"] = model_path.strip()
-        new = {"policy": policy, "agent": {"protocol": protocol, "max_steps": int(max_steps),
-                                           "s_total": int(s_total), "top_k": int(top_k)}}
+        new = {
+            "policy": policy,
+            "agent": {"protocol": protocol, "max_steps": int(max_steps), "s_total": int(s_total), "top_k": int(top_k)},
+        }
         try:
             AgentConfig.from_dict(new["agent"])
             self.ws.policy(PolicyConfig.from_dict(policy))  # loads the model now, so errors show here
@@ -227,9 +268,11 @@ class DemoApp:
         summary, problems = self.ws.add_uploads(paths, progress=True)
         lines = []
         if summary is not None:
-            lines.append(f"Indexed {summary.units_indexed} units from {summary.files_indexed} files "
-                         f"({summary.unchanged} already indexed) in {summary.seconds:.1f} s; the index holds "
-                         f"{summary.total_units} units.")
+            lines.append(
+                f"Indexed {summary.units_indexed} units from {summary.files_indexed} files "
+                f"({summary.unchanged} already indexed) in {summary.seconds:.1f} s; the index holds "
+                f"{summary.total_units} units."
+            )
         if summary is not None and summary.skipped:
             lines.append("**Skipped:**\n" + "\n".join(f"- {Path(p).name}: {why}" for p, why in summary.skipped))
         if problems:
@@ -261,80 +304,143 @@ class DemoApp:
         # delete_cache: every hour, drop cached copies older than 6 h, so a long-running demo stays bounded
         with gr.Blocks(title="VimRAG: multimodal deep research", delete_cache=(3600, 6 * 3600)) as demo:
             settings = gr.State(s0)
-            gr.Markdown("# VimRAG\nAsk about PDFs, images and videos. The agent searches, crops and zooms into "
-                        "evidence, keeps a graph of what it learned, and answers with citations.")
+            gr.Markdown(
+                "# VimRAG\nAsk about PDFs, images and videos. The agent searches, crops and zooms into "
+                "evidence, keeps a graph of what it learned, and answers with citations."
+            )
             backend_line = gr.Markdown(describe_backend(s0), elem_id="backend-line")
-            embedded_note = gr.Markdown(EMBEDDED_NOTE, visible=p0["backend"] == "embedded",
-                                        elem_id="embedded-note")
+            embedded_note = gr.Markdown(EMBEDDED_NOTE, visible=p0["backend"] == "embedded", elem_id="embedded-note")
             with gr.Row():
                 with gr.Column(scale=5):
-                    chat = gr.Chatbot(label="Agent", height=620, elem_id="chat", group_consecutive_messages=False,
-                                      placeholder="Ask a question, or click an example below.")
+                    chat = gr.Chatbot(
+                        label="Agent",
+                        height=620,
+                        elem_id="chat",
+                        group_consecutive_messages=False,
+                        placeholder="Ask a question, or click an example below.",
+                    )
                     with gr.Row():
-                        question = gr.Textbox(placeholder="Ask about the corpus…", show_label=False, scale=6,
-                                              elem_id="question", max_lines=4)
+                        question = gr.Textbox(
+                            placeholder="Ask about the corpus…",
+                            show_label=False,
+                            scale=6,
+                            elem_id="question",
+                            max_lines=4,
+                        )
                         ask_btn = gr.Button("Ask", variant="primary", scale=1, elem_id="ask")
                         stop_btn = gr.Button("Stop", variant="stop", scale=1, elem_id="stop")
-                    examples = gr.Dataset(components=[gr.Textbox(visible=False)], samples=[[q] for q in qs],
-                                          label="Example questions", type="index", elem_id="examples",
-                                          samples_per_page=12)
+                    examples = gr.Dataset(
+                        components=[gr.Textbox(visible=False)],
+                        samples=[[q] for q in qs],
+                        label="Example questions",
+                        type="index",
+                        elem_id="examples",
+                        samples_per_page=12,
+                    )
                     status = gr.Markdown("", elem_id="status")
                 with gr.Column(scale=4):
-                    gallery = gr.Gallery(label="Evidence: retrieved and memorized (★), crops boxed in red",
-                                         columns=4, height=300, elem_id="evidence", object_fit="contain",
-                                         interactive=False)
-                    graph = gr.Image(label="Memory graph: node energy and the pixels each item keeps",
-                                     type="filepath", elem_id="graph", interactive=False, height=420)
+                    gallery = gr.Gallery(
+                        label="Evidence: retrieved and memorized (★), crops boxed in red",
+                        columns=4,
+                        height=300,
+                        elem_id="evidence",
+                        object_fit="contain",
+                        interactive=False,
+                    )
+                    graph = gr.Image(
+                        label="Memory graph: node energy and the pixels each item keeps",
+                        type="filepath",
+                        elem_id="graph",
+                        interactive=False,
+                        height=420,
+                    )
                     trace_file = gr.DownloadButton("Export trace (JSON)", value=None, elem_id="export")
             with gr.Accordion("Corpus", open=False, elem_id="corpus"):
-                scope = gr.Radio([SCOPE_ALL, SCOPE_BUNDLED, SCOPE_UPLOADS], value=SCOPE_ALL, label="Search in",
-                                 elem_id="scope")
+                scope = gr.Radio(
+                    [SCOPE_ALL, SCOPE_BUNDLED, SCOPE_UPLOADS], value=SCOPE_ALL, label="Search in", elem_id="scope"
+                )
                 with gr.Row():
-                    files = gr.File(label=f"Upload PDFs, images, videos or text (at most {self.ws.max_upload_mb} "
-                                          "MB each)", file_count="multiple", elem_id="upload",
-                                    file_types=[".pdf", "image", "video", ".txt", ".md", ".markdown", ".rst"])
+                    files = gr.File(
+                        label=f"Upload PDFs, images, videos or text (at most {self.ws.max_upload_mb} MB each)",
+                        file_count="multiple",
+                        elem_id="upload",
+                        file_types=[".pdf", "image", "video", ".txt", ".md", ".markdown", ".rst"],
+                    )
                     with gr.Column():
                         upload_btn = gr.Button("Add to the index", variant="primary", elem_id="upload-btn")
                         bundled_btn = gr.Button("Re-index the bundled corpus", elem_id="bundled-btn")
                 index_summary = gr.Markdown("", elem_id="index-summary")
-                table = gr.Dataframe(self.files_table(), headers=["file", "corpus", "kind", "units", "status",
-                                                                  "reason"], interactive=False,
-                                     elem_id="files", wrap=True)
+                table = gr.Dataframe(
+                    self.files_table(),
+                    headers=["file", "corpus", "kind", "units", "status", "reason"],
+                    interactive=False,
+                    elem_id="files",
+                    wrap=True,
+                )
             with gr.Accordion("Settings", open=False, elem_id="settings"):
                 with gr.Row():
-                    backend = gr.Radio(list(BACKENDS), label="Backend", elem_id="backend",
-                                       value=next(k for k, v in BACKENDS.items() if v == p0["backend"]))
-                    protocol = gr.Dropdown(list(protocol_names()), value=a0["protocol"], label="Protocol",
-                                           elem_id="protocol")
+                    backend = gr.Radio(
+                        list(BACKENDS),
+                        label="Backend",
+                        elem_id="backend",
+                        value=next(k for k, v in BACKENDS.items() if v == p0["backend"]),
+                    )
+                    protocol = gr.Dropdown(
+                        list(protocol_names()), value=a0["protocol"], label="Protocol", elem_id="protocol"
+                    )
                 with gr.Row(visible=p0["backend"] == "openai") as endpoint_row:
                     base_url = gr.Textbox(p0["base_url"], label="Endpoint URL (OpenAI-compatible)", elem_id="base-url")
                     model = gr.Textbox(p0["model"] if p0["backend"] == "openai" else "", label="Model name")
                     api_key = gr.Textbox(p0["api_key"], label="API key", type="password")
-                model_path = gr.Textbox(p0["model"] if p0["backend"] == "transformers" else "",
-                                        visible=p0["backend"] == "transformers",
-                                        label="Local transformers model (folder or cached HF id)")
+                model_path = gr.Textbox(
+                    p0["model"] if p0["backend"] == "transformers" else "",
+                    visible=p0["backend"] == "transformers",
+                    label="Local transformers model (folder or cached HF id)",
+                )
                 with gr.Row():
                     max_steps = gr.Slider(1, 40, value=a0["max_steps"], step=1, label="Max steps")
-                    s_total = gr.Number(a0["s_total"], label="Pixel budget of the visual memory", precision=0,
-                                        minimum=200_704)
+                    s_total = gr.Number(
+                        a0["s_total"], label="Pixel budget of the visual memory", precision=0, minimum=200_704
+                    )
                     top_k = gr.Slider(1, 10, value=a0["top_k"], step=1, label="Results per search (top-k)")
                 apply_btn = gr.Button("Apply settings", elem_id="apply")
 
             outs = [chat, gallery, graph, trace_file, status]
-            ask_evt = gr.on([ask_btn.click, question.submit], self.ask, [question, chat, settings, scope], outs,
-                            concurrency_limit=self.concurrency, concurrency_id="agent", api_name="ask")
+            ask_evt = gr.on(
+                [ask_btn.click, question.submit],
+                self.ask,
+                [question, chat, settings, scope],
+                outs,
+                concurrency_limit=self.concurrency,
+                concurrency_id="agent",
+                api_name="ask",
+            )
             ask_evt.then(lambda: "", None, question, api_visibility="private")
             ex_evt = examples.click(lambda i: qs[i], examples, question, api_visibility="private").then(
-                self.ask, [question, chat, settings, scope], outs, concurrency_limit=self.concurrency,
-                concurrency_id="agent", api_visibility="private")
-            stop_btn.click(self.stop, chat, [chat, status], cancels=[ask_evt, ex_evt], queue=False,
-                           api_name="stop")
-            backend.change(lambda b: (gr.update(visible=BACKENDS[b] == "openai"),
-                                      gr.update(visible=BACKENDS[b] == "transformers")),
-                           backend, [endpoint_row, model_path], api_visibility="private", queue=False)
-            apply_btn.click(self.apply_settings, [backend, base_url, model, api_key, model_path, protocol,
-                                                  max_steps, s_total, top_k, settings],
-                            [settings, backend_line, embedded_note], api_name="apply_settings")
+                self.ask,
+                [question, chat, settings, scope],
+                outs,
+                concurrency_limit=self.concurrency,
+                concurrency_id="agent",
+                api_visibility="private",
+            )
+            stop_btn.click(self.stop, chat, [chat, status], cancels=[ask_evt, ex_evt], queue=False, api_name="stop")
+            backend.change(
+                lambda b: (
+                    gr.update(visible=BACKENDS[b] == "openai"),
+                    gr.update(visible=BACKENDS[b] == "transformers"),
+                ),
+                backend,
+                [endpoint_row, model_path],
+                api_visibility="private",
+                queue=False,
+            )
+            apply_btn.click(
+                self.apply_settings,
+                [backend, base_url, model, api_key, model_path, protocol, max_steps, s_total, top_k, settings],
+                [settings, backend_line, embedded_note],
+                api_name="apply_settings",
+            )
 
             def _upload(fs, progress=gr.Progress(track_tqdm=True)):
                 return self.upload(fs, progress)
@@ -342,10 +448,22 @@ class DemoApp:
             def _bundled(progress=gr.Progress(track_tqdm=True)):
                 return self.reindex_bundled(progress)
 
-            upload_btn.click(_upload, files, [index_summary, table, files], concurrency_limit=1,
-                             concurrency_id="index", api_name="upload")
-            bundled_btn.click(_bundled, None, [index_summary, table], concurrency_limit=1, concurrency_id="index",
-                              api_name="index_bundled")
+            upload_btn.click(
+                _upload,
+                files,
+                [index_summary, table, files],
+                concurrency_limit=1,
+                concurrency_id="index",
+                api_name="upload",
+            )
+            bundled_btn.click(
+                _bundled,
+                None,
+                [index_summary, table],
+                concurrency_limit=1,
+                concurrency_id="index",
+                api_name="index_bundled",
+            )
             demo.load(self.files_table, None, table, api_name="files")
         demo.queue(max_size=64, default_concurrency_limit=self.concurrency)
         return demo
@@ -354,9 +472,17 @@ class DemoApp:
         import gradio as gr
 
         demo = self.build()
-        demo.launch(server_name=host, server_port=port, allowed_paths=self.ws.served_roots(),
-                    max_file_size=f"{self.ws.max_upload_mb}mb", show_error=True, css=CSS,
-                    theme=gr.themes.Soft(), footer_links=[], **kw)
+        demo.launch(
+            server_name=host,
+            server_port=port,
+            allowed_paths=self.ws.served_roots(),
+            max_file_size=f"{self.ws.max_upload_mb}mb",
+            show_error=True,
+            css=CSS,
+            theme=gr.themes.Soft(),
+            footer_links=[],
+            **kw,
+        )
         return demo
 
 
@@ -368,11 +494,17 @@ def prepare_env(ws: Workspace) -> None:
 
 
 def add_parser(sub) -> None:
-    pd = sub.add_parser("demo", help="the web demo (Gradio) on 127.0.0.1:7860",
-                        description="Serve the web demo. The bundled corpus is indexed into WORKDIR/index at "
-                                    "start (only new or changed files), so the first question works offline.")
-    pd.add_argument("--workdir", default=os.environ.get("VIMRAG_DEMO_DIR", "vimrag-demo"),
-                    help="index, uploads, run outputs (default ./vimrag-demo)")
+    pd = sub.add_parser(
+        "demo",
+        help="the web demo (Gradio) on 127.0.0.1:7860",
+        description="Serve the web demo. The bundled corpus is indexed into WORKDIR/index at "
+        "start (only new or changed files), so the first question works offline.",
+    )
+    pd.add_argument(
+        "--workdir",
+        default=os.environ.get("VIMRAG_DEMO_DIR", "vimrag-demo"),
+        help="index, uploads, run outputs (default ./vimrag-demo)",
+    )
     pd.add_argument("--corpus", default=None, help="the bundled corpus folder (default assets/corpus)")
     pd.add_argument("--no-bundled", action="store_true", help="do not index the bundled corpus at start")
     pd.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
@@ -391,8 +523,12 @@ def add_parser(sub) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     from app.workspace import BUNDLED
 
-    ws = Workspace(Path(args.workdir), corpus=Path(args.corpus) if args.corpus else BUNDLED,
-                   max_upload_mb=args.max_upload_mb, search_url=args.search_url)
+    ws = Workspace(
+        Path(args.workdir),
+        corpus=Path(args.corpus) if args.corpus else BUNDLED,
+        max_upload_mb=args.max_upload_mb,
+        search_url=args.search_url,
+    )
     prepare_env(ws)
     if args.search_url:
         print(f"searching the server at {args.search_url} (the bundled corpus and uploads are not indexed here)")

@@ -7,8 +7,8 @@
                   are deleted beyond `keep_runs`)
       cache/      Gradio's file cache (GRADIO_TEMP_DIR), so everything served sits under the workdir
 
-Only the corpus, uploads/, runs/ and cache/ are ever served (never the index); upload names are reduced to a safe base name, so
-no path from a user escapes its folder.
+Only the corpus, uploads/, runs/ and cache/ are ever served (never the index); upload names are reduced to a safe
+base name, so no path from a user escapes its folder.
 """
 
 from __future__ import annotations
@@ -68,8 +68,7 @@ def _magic_ok(path: Path, kind: str) -> str | None:
             return f"not a readable image ({e}); is the file corrupt?"
         return None
     if kind == "video":
-        ok = (head[4:8] == b"ftyp" or head[:4] == b"\x1a\x45\xdf\xa3"
-              or (head[:4] == b"RIFF" and head[8:12] == b"AVI "))
+        ok = head[4:8] == b"ftyp" or head[:4] == b"\x1a\x45\xdf\xa3" or (head[:4] == b"RIFF" and head[8:12] == b"AVI ")
         return None if ok else "not an MP4/MOV/MKV/WebM/AVI video (unknown header); is the file corrupt?"
     if kind == "text":
         if b"\x00" in head:
@@ -87,14 +86,18 @@ def check_upload(path: Path, max_bytes: int) -> str:
     """The file's kind ('pdf', 'image', 'video', 'text'), or UploadError saying what is wrong with it."""
     kind = loaders.kind_of(path)
     if kind is None:
-        raise UploadError(f"{path.name}: unsupported type {path.suffix or '(no extension)'}; upload PDF "
-                          f"({', '.join(sorted(loaders.PDF_EXTS))}), images ({', '.join(sorted(loaders.IMAGE_EXTS))}), "
-                          f"videos ({', '.join(sorted(loaders.VIDEO_EXTS))}) or text "
-                          f"({', '.join(sorted(loaders.TEXT_EXTS))})")
+        raise UploadError(
+            f"{path.name}: unsupported type {path.suffix or '(no extension)'}; upload PDF "
+            f"({', '.join(sorted(loaders.PDF_EXTS))}), images ({', '.join(sorted(loaders.IMAGE_EXTS))}), "
+            f"videos ({', '.join(sorted(loaders.VIDEO_EXTS))}) or text "
+            f"({', '.join(sorted(loaders.TEXT_EXTS))})"
+        )
     size = path.stat().st_size
     if size > max_bytes:
-        raise UploadError(f"{path.name}: {size / 2**20:.1f} MB is over the {max_bytes / 2**20:.0f} MB upload limit "
-                          "(start the app with a larger --max-upload-mb, or index it with `vimrag index`)")
+        raise UploadError(
+            f"{path.name}: {size / 2**20:.1f} MB is over the {max_bytes / 2**20:.0f} MB upload limit "
+            "(start the app with a larger --max-upload-mb, or index it with `vimrag index`)"
+        )
     problem = _magic_ok(path, kind)
     if problem:
         raise UploadError(f"{path.name}: {problem}")
@@ -163,8 +166,9 @@ class Workspace:
         if self.search_url:
             raise ValueError(f"this demo searches the server at {self.search_url}; index files on its machine")
         if not self.corpus.is_dir():
-            raise FileNotFoundError(f"the bundled corpus {self.corpus} is missing; regenerate it with "
-                                    "`python -m assets.make_corpus`")
+            raise FileNotFoundError(
+                f"the bundled corpus {self.corpus} is missing; regenerate it with `python -m assets.make_corpus`"
+            )
         return self.index([self.corpus], progress=progress)
 
     def files(self) -> list[dict[str, Any]]:
@@ -174,10 +178,23 @@ class Workspace:
         rows = []
         for r in Store(self.index_dir, create=True).files():
             p = Path(r.path)
-            where = (SCOPE_BUNDLED if self._under(p, self.corpus) else SCOPE_UPLOADS if self._under(p, self.uploads)
-                     else str(p.parent))
-            rows.append({"file": p.name, "corpus": where, "kind": loaders.kind_of(p) or "?", "units": r.n_units,
-                         "status": r.status, "reason": r.reason or ""})
+            where = (
+                SCOPE_BUNDLED
+                if self._under(p, self.corpus)
+                else SCOPE_UPLOADS
+                if self._under(p, self.uploads)
+                else str(p.parent)
+            )
+            rows.append(
+                {
+                    "file": p.name,
+                    "corpus": where,
+                    "kind": loaders.kind_of(p) or "?",
+                    "units": r.n_units,
+                    "status": r.status,
+                    "reason": r.reason or "",
+                }
+            )
         return sorted(rows, key=lambda r: (r["corpus"], r["file"]))
 
     def docs_for(self, scope: str) -> list[str] | None:
@@ -185,8 +202,9 @@ class Workspace:
         if scope in (None, "", SCOPE_ALL):
             return None
         if self.search_url:
-            raise ValueError(f"this demo searches the server at {self.search_url}, which holds its own corpus; "
-                             f"choose '{SCOPE_ALL}'")
+            raise ValueError(
+                f"this demo searches the server at {self.search_url}, which holds its own corpus; choose '{SCOPE_ALL}'"
+            )
         from retrieval.store import Store
 
         root = self.corpus if scope == SCOPE_BUNDLED else self.uploads
@@ -207,8 +225,10 @@ class Workspace:
         and whatever was indexed before stays as it was.
         """
         if self.search_url:
-            return None, [f"this demo searches the server at {self.search_url}, so uploads here would never be "
-                          "searched; index them on the server's machine (`vimrag index FILES --index DIR`)"]
+            return None, [
+                f"this demo searches the server at {self.search_url}, so uploads here would never be "
+                "searched; index them on the server's machine (`vimrag index FILES --index DIR`)"
+            ]
         problems: list[str] = []
         saved: list[Path] = []
         for f in files:
@@ -259,7 +279,7 @@ class Workspace:
         d = self.runs / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         d.mkdir(parents=True)
         old = sorted(p for p in self.runs.iterdir() if p.is_dir())
-        for p in old[:max(0, len(old) - self.keep_runs)]:
+        for p in old[: max(0, len(old) - self.keep_runs)]:
             shutil.rmtree(p, ignore_errors=True)
         return d
 

@@ -22,16 +22,20 @@ from PIL import Image, ImageDraw, ImageFont
 HERE = Path(__file__).resolve().parent
 
 REPORT_PAGES = [
-    ("Aurora Robotics Annual Report 2025",
-     "Aurora Robotics builds autonomous warehouse robots. In 2025 total revenue reached 48.6 million dollars, "
-     "up 31 percent from 2024. The company shipped 1,240 robots and opened a new factory in Tampere, Finland. "
-     "Chief executive Mira Lindqvist said the Falcon X2 picker drove most of the growth."),
+    (
+        "Aurora Robotics Annual Report 2025",
+        "Aurora Robotics builds autonomous warehouse robots. In 2025 total revenue reached 48.6 million dollars, "
+        "up 31 percent from 2024. The company shipped 1,240 robots and opened a new factory in Tampere, Finland. "
+        "Chief executive Mira Lindqvist said the Falcon X2 picker drove most of the growth.",
+    ),
     ("Revenue by region", None),
     ("Robots shipped per quarter", None),
-    ("Outlook for 2026",
-     "For 2026 the board expects revenue between 60 and 65 million dollars. The main risks are battery supply "
-     "and longer sales cycles in North America. Research spending will rise to 9.5 million dollars, focused on "
-     "the Heron drone inventory scanner, due to launch in the third quarter of 2026."),
+    (
+        "Outlook for 2026",
+        "For 2026 the board expects revenue between 60 and 65 million dollars. The main risks are battery supply "
+        "and longer sales cycles in North America. Research spending will rise to 9.5 million dollars, focused on "
+        "the Heron drone inventory scanner, due to launch in the third quarter of 2026.",
+    ),
 ]
 REGIONS = [("Europe", 21.4), ("North America", 15.9), ("Asia Pacific", 8.7), ("Latin America", 2.6)]
 QUARTERS = [("Q1", 240), ("Q2", 285), ("Q3", 330), ("Q4", 385)]
@@ -68,8 +72,11 @@ def make_report(path: Path) -> Path:
             if title == "Revenue by region":
                 ax = fig.add_axes([0.1, 0.5, 0.8, 0.3])
                 ax.axis("off")
-                ax.table(cellText=[[r, f"{v:.1f}"] for r, v in REGIONS],
-                         colLabels=["Region", "Revenue 2025 (million USD)"], loc="center")
+                ax.table(
+                    cellText=[[r, f"{v:.1f}"] for r, v in REGIONS],
+                    colLabels=["Region", "Revenue 2025 (million USD)"],
+                    loc="center",
+                )
                 fig.text(0.08, 0.45, "Europe remained the largest market, with 44 percent of revenue.", fontsize=11)
             if title == "Robots shipped per quarter":
                 ax = fig.add_axes([0.12, 0.45, 0.76, 0.38])
@@ -91,8 +98,13 @@ def make_poster(path: Path, size=(1600, 1000)) -> Path:
     d.rectangle((60, 260, 1540, 820), outline=(20, 40, 90), width=4)
     d.text((100, 300), "Meet the team", font=font(44), fill=(20, 40, 90))
     d.text((100, 380), "Ask about the 2026 Heron drone pilot programme", font=font(32), fill=(40, 40, 40))
-    d.text((60, 940), "Footnote: pilot places are limited to 12 customers; apply before 15 March 2026 "
-                      "at aurora-robotics.example/pilot", font=font(14), fill=(90, 90, 90))
+    d.text(
+        (60, 940),
+        "Footnote: pilot places are limited to 12 customers; apply before 15 March 2026 "
+        "at aurora-robotics.example/pilot",
+        font=font(14),
+        fill=(90, 90, 90),
+    )
     im.save(path)
     return path
 
@@ -125,14 +137,20 @@ def make_note(path: Path) -> Path:
         "The Tampere factory opened in June 2025 and employs 85 people. It assembles the Falcon X2 picker.\n\n"
         "## Quality\n\nThe defect rate fell from 2.1 percent to 0.8 percent after the new calibration rig.\n\n"
         "## Next steps\n\nA second assembly line is planned for early 2026, doubling capacity to 3,000 robots "
-        "per year.\n", encoding="utf-8")
+        "per year.\n",
+        encoding="utf-8",
+    )
     return path
 
 
 def make_corpus(out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
-    return [make_report(out / "aurora_annual_report_2025.pdf"), make_poster(out / "logimat_poster.png"),
-            make_video(out / "product_update.mp4"), make_note(out / "tampere_factory_notes.md")]
+    return [
+        make_report(out / "aurora_annual_report_2025.pdf"),
+        make_poster(out / "logimat_poster.png"),
+        make_video(out / "product_update.mp4"),
+        make_note(out / "tampere_factory_notes.md"),
+    ]
 
 
 def main() -> None:

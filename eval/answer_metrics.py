@@ -424,10 +424,7 @@ _NUMBER_WITH_PERCENT = re.compile(r"(" + _NUMBER_TEXT + r")\s*(%|percent\b)?")
 
 def _numbers(text: str | None) -> list[tuple[float, bool]]:
     """(value, written as a percentage) for every number in the text."""
-    return [
-        (float(m.group(1).replace(",", "")), bool(m.group(2)))
-        for m in _NUMBER_WITH_PERCENT.finditer(text or "")
-    ]
+    return [(float(m.group(1).replace(",", "")), bool(m.group(2))) for m in _NUMBER_WITH_PERCENT.finditer(text or "")]
 
 
 def numeric_match(pred: str | None, golds: str | Sequence[str], rel_tol: float = 0.01) -> float | None:

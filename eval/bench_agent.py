@@ -56,8 +56,18 @@ def make_pages(folder: Path, n: int, size=(1240, 1754)) -> list[Unit]:
             d.rectangle((100, y, 100 + (y * (i + 3)) % (size[0] - 300) + 200, y + 14), fill=(120, 120, 120))
         path = folder / f"page_{i:03d}.png"
         im.save(path)
-        units.append(Unit(uid=f"u{i}", source=str(path), root=str(folder), modality="image", content_hash=str(i),
-                          text=f"synthetic page {i}", width=size[0], height=size[1]))
+        units.append(
+            Unit(
+                uid=f"u{i}",
+                source=str(path),
+                root=str(folder),
+                modality="image",
+                content_hash=str(i),
+                text=f"synthetic page {i}",
+                width=size[0],
+                height=size[1],
+            )
+        )
     return units
 
 
@@ -79,10 +89,18 @@ class ScriptedSearch:
 
 def graph_script(proto, steps: int):
     """Search, memorize everything with varied priorities, search again from the last node, ..."""
+
     def memorize(messages, view):
-        return proto.write("memorize", {"summarize": f"results of {view.pending_node}", "memorize": [
-            {"information_id": view.label_of(i), "is_useful": True, "priority_score": 1 + (view.step + j) % 5}
-            for j, i in enumerate(view.pending)]})
+        return proto.write(
+            "memorize",
+            {
+                "summarize": f"results of {view.pending_node}",
+                "memorize": [
+                    {"information_id": view.label_of(i), "is_useful": True, "priority_score": 1 + (view.step + j) % 5}
+                    for j, i in enumerate(view.pending)
+                ],
+            },
+        )
 
     def search(messages, view):
         n = sum(1 for x in view.graph.nodes.values() if x.kind == "search")
@@ -105,10 +123,13 @@ def context_curve(units: list[Unit], steps: int, k: int) -> dict[str, list[tuple
     for protocol in ("vimrag", "react"):
         script = script_for(protocol, steps)
         # one extra step, so the context *after* step `steps` (its input) is recorded too
-        agent = Agent(ScriptedSearch(units), ScriptedPolicy(script=script + ["(stop)"]),
-                      AgentConfig(protocol=protocol, max_steps=steps + 1, top_k=k))
+        agent = Agent(
+            ScriptedSearch(units),
+            ScriptedPolicy(script=script + ["(stop)"]),
+            AgentConfig(protocol=protocol, max_steps=steps + 1, top_k=k),
+        )
         trace = agent.ask("Which synthetic page has the longest header?")
-        out[protocol] = [(s.image_pixels, s.visual_tokens) for s in trace.steps[1:steps + 1]]
+        out[protocol] = [(s.image_pixels, s.visual_tokens) for s in trace.steps[1 : steps + 1]]
     return out
 
 
@@ -127,8 +148,16 @@ def overhead(units: list[Unit], repeats: int, n_nodes: int = 20, n_items: int = 
             unit = units[u % len(units)]
             ev = Evidence(f"Picture {u + 1}", unit, node.id)
             st.evidence.by_id[ev.info_id] = ev
-            node.items.append(Item(info_id=ev.info_id, unit_uid=unit.uid, modality="image",
-                                   priority=1 + u % 5, summary=f"item {u}", source=unit.name))
+            node.items.append(
+                Item(
+                    info_id=ev.info_id,
+                    unit_uid=unit.uid,
+                    modality="image",
+                    priority=1 + u % 5,
+                    summary=f"item {u}",
+                    source=unit.name,
+                )
+            )
             u += 1
     st.evidence._counts["image"] = u
     assert len(st.graph.nodes) == n_nodes and len(st.graph.items()) == n_items
@@ -136,7 +165,7 @@ def overhead(units: list[Unit], repeats: int, n_nodes: int = 20, n_items: int = 
     proto.context(st)
     first = time.perf_counter() - t0
     times = []
-    for r in tqdm(range(repeats), desc="overhead", leave=False):
+    for _ in tqdm(range(repeats), desc="overhead", leave=False):
         # one search step then its memorize step, restoring the graph to 20 nodes / 50 items afterwards
         for reply in (format_call("add_search_node", {"id": "bench", "query": "q", "parent_ids": ["n19"]}), None):
             t0 = time.perf_counter()
@@ -172,21 +201,33 @@ def main(argv: list[str] | None = None) -> int:
         # even steps see a rebuilt context (memory only); odd ones add the fresh results' turn on top
         memory_peak = max(p for p, _ in curve["vimrag"][1::2])
         peak = max(p for p, _ in curve["vimrag"])
-        print(f"\nat step {args.steps}: react/vimrag = {rp / vp:.1f}x pixels, {rt / vt:.1f}x visual tokens "
-              f"(target >= 5x): {'PASS' if rp / vp >= 5 else 'FAIL'}")
-        print(f"vimrag memory peak {memory_peak:,} px vs budget {budget:,}: "
-              f"{'PASS' if memory_peak <= budget else 'FAIL'}; peak with fresh results {peak:,} px")
+        print(
+            f"\nat step {args.steps}: react/vimrag = {rp / vp:.1f}x pixels, {rt / vt:.1f}x visual tokens "
+            f"(target >= 5x): {'PASS' if rp / vp >= 5 else 'FAIL'}"
+        )
+        print(
+            f"vimrag memory peak {memory_peak:,} px vs budget {budget:,}: "
+            f"{'PASS' if memory_peak <= budget else 'FAIL'}; peak with fresh results {peak:,} px"
+        )
         first, times = overhead(units, args.repeats)
         search, memo = sorted(times[0::2]), sorted(times[1::2])
         mean = statistics.fmean(times) * 1000
-        print(f"\nagent overhead per step, graph of 20 nodes / 50 items ({len(times)} steps, retrieval and image "
-              f"decoding excluded):")
-        for name, ts in (("search step (rebuild + 3 results' turn)", search),
-                         ("memorize step (context as it was)", memo)):
-            print(f"  {name:<38} p50 {statistics.median(ts) * 1000:6.1f} ms   p90 "
-                  f"{ts[int(0.9 * (len(ts) - 1))] * 1000:6.1f} ms")
-        print(f"  mean over all steps {mean:.1f} ms (target <= 20 ms): {'PASS' if mean <= 20 else 'FAIL'}; "
-              f"first rebuild of a fresh episode state (decodes 50 raw images) {first * 1000:.0f} ms")
+        print(
+            f"\nagent overhead per step, graph of 20 nodes / 50 items ({len(times)} steps, retrieval and image "
+            f"decoding excluded):"
+        )
+        for name, ts in (
+            ("search step (rebuild + 3 results' turn)", search),
+            ("memorize step (context as it was)", memo),
+        ):
+            print(
+                f"  {name:<38} p50 {statistics.median(ts) * 1000:6.1f} ms   p90 "
+                f"{ts[int(0.9 * (len(ts) - 1))] * 1000:6.1f} ms"
+            )
+        print(
+            f"  mean over all steps {mean:.1f} ms (target <= 20 ms): {'PASS' if mean <= 20 else 'FAIL'}; "
+            f"first rebuild of a fresh episode state (decodes 50 raw images) {first * 1000:.0f} ms"
+        )
     return 0
 
 

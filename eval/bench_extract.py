@@ -116,14 +116,29 @@ def run_reader(name: str, pairs, lm, encoder) -> list[dict]:
             pred = extract_answer(it.question, [t for _, t in pages], lm=lm)
             sentence = ""
         else:
-            r = read_answer(it.question, [Passage(t, c, modality="page") for c, t in pages],
-                            lm=lm if name == "new" else None, encoder=encoder)
+            r = read_answer(
+                it.question,
+                [Passage(t, c, modality="page") for c, t in pages],
+                lm=lm if name == "new" else None,
+                encoder=encoder,
+            )
             pred, sentence = r.answer, r.sentence
         dt = time.perf_counter() - t0
         s = score_item({"pred": pred, "gold": it.answers, "answer_format": it.answer_format})
-        rows.append({"reader": name, "id": it.id, "format": it.answer_format, "question": it.question,
-                     "gold": it.answers, "pred": pred, "sentence": sentence, "score": s["score"], "s": dt,
-                     "heading": pred.strip().lower() in headings([t for _, t in pages])})
+        rows.append(
+            {
+                "reader": name,
+                "id": it.id,
+                "format": it.answer_format,
+                "question": it.question,
+                "gold": it.answers,
+                "pred": pred,
+                "sentence": sentence,
+                "score": s["score"],
+                "s": dt,
+                "heading": pred.strip().lower() in headings([t for _, t in pages]),
+            }
+        )
     return rows
 
 
@@ -141,19 +156,33 @@ def table(results: dict[str, list[dict]]) -> str:
     lines = ["| format (n) | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     for f in FORMATS:
         n = sum(r["format"] == f for r in results[names[0]])
-        cells = [f"{100 * statistics.fmean([r['score'] for r in rows if r['format'] == f] or [0]):.1f}%"
-                 for rows in results.values()]
+        cells = [
+            f"{100 * statistics.fmean([r['score'] for r in rows if r['format'] == f] or [0]):.1f}%"
+            for rows in results.values()
+        ]
         lines.append(f"| {f} ({n}) | " + " | ".join(cells) + " |")
     strint = [[r["score"] for r in rows if r["format"] in ("Str", "Int")] for rows in results.values()]
-    lines.append(f"| answerable Str + Int ({len(strint[0])}) | "
-                 + " | ".join(f"{100 * statistics.fmean(s or [0]):.1f}%" for s in strint) + " |")
-    lines.append(f"| all ({len(results[names[0]])}) | " + " | ".join(
-        f"{100 * statistics.fmean([r['score'] for r in rows]):.1f}%" for rows in results.values()) + " |")
+    lines.append(
+        f"| answerable Str + Int ({len(strint[0])}) | "
+        + " | ".join(f"{100 * statistics.fmean(s or [0]):.1f}%" for s in strint)
+        + " |"
+    )
+    lines.append(
+        f"| all ({len(results[names[0]])}) | "
+        + " | ".join(f"{100 * statistics.fmean([r['score'] for r in rows]):.1f}%" for rows in results.values())
+        + " |"
+    )
     lines.append("| Not answerable F1 | " + " | ".join(f"{na_f1(rows):.3f}" for rows in results.values()) + " |")
-    lines.append("| median s / question | " + " | ".join(
-        f"{statistics.median([r['s'] for r in rows]):.3f}" for rows in results.values()) + " |")
-    lines.append("| answers that are headings | " + " | ".join(
-        str(sum(r["heading"] for r in rows)) for rows in results.values()) + " |")
+    lines.append(
+        "| median s / question | "
+        + " | ".join(f"{statistics.median([r['s'] for r in rows]):.3f}" for rows in results.values())
+        + " |"
+    )
+    lines.append(
+        "| answers that are headings | "
+        + " | ".join(str(sum(r["heading"] for r in rows)) for rows in results.values())
+        + " |"
+    )
     return "\n".join(lines)
 
 
@@ -169,15 +198,24 @@ def replay(run: Path, thresholds: list[float], lm, encoder) -> str:
         r = json.loads(line)
         t = json.loads((run / r["trace"]).read_text())
         ev, kw = t["evidence"], keywords(r["question"])
-        useful = [it["info_id"] for n in t["graph"]["nodes"] for it in n.get("items", [])
-                  if it.get("useful") and it["info_id"] in ev]
+        useful = [
+            it["info_id"]
+            for n in t["graph"]["nodes"]
+            for it in n.get("items", [])
+            if it.get("useful") and it["info_id"] in ev
+        ]
         useful = sorted(dict.fromkeys(useful), key=lambda i: -relevance(kw, ev[i]["text"]))
         rest = [i for i in ev if i not in useful and not ev[i].get("crop_box")]
-        ps = [Passage(ev[i]["text"], ev[i]["citation"], i, ev[i]["unit"]["modality"], memorized=k < len(useful))
-              for k, i in enumerate((useful + rest)[:MAX_PASSAGES]) if ev[i]["text"].strip()]
+        ps = [
+            Passage(ev[i]["text"], ev[i]["citation"], i, ev[i]["unit"]["modality"], memorized=k < len(useful))
+            for k, i in enumerate((useful + rest)[:MAX_PASSAGES])
+            if ev[i]["text"].strip()
+        ]
         cases.append((r, ps))
-    lines = ["| threshold | accuracy | answerable Str + Int | Not answerable F1 | 'Not answerable' answers |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| threshold | accuracy | answerable Str + Int | Not answerable F1 | 'Not answerable' answers |",
+        "|---|---|---|---|---|",
+    ]
     for th in thresholds:
         rows = []
         for r, ps in tqdm(cases, desc=f"threshold {th}", unit="q", file=sys.stderr):
@@ -186,16 +224,22 @@ def replay(run: Path, thresholds: list[float], lm, encoder) -> str:
             rows.append({"format": r["answer_format"], "pred": pred, "score": sc})
         si = [x["score"] for x in rows if x["format"] in ("Str", "Int")]
         nas = sum(x["pred"].lower().startswith("not answerable") for x in rows)
-        lines.append(f"| {th} | {100 * statistics.fmean(x['score'] for x in rows):.1f}% | {sum(si):.0f} / {len(si)} | "
-                     f"{na_f1(rows):.3f} | {nas} |")
+        lines.append(
+            f"| {th} | {100 * statistics.fmean(x['score'] for x in rows):.1f}% | {sum(si):.0f} / {len(si)} | "
+            f"{na_f1(rows):.3f} | {nas} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="mmlongbench-doc", help="mmlongbench-doc (543) or mmlongbench-doc-smoke")
-    ap.add_argument("--index", type=Path, default=Path("bench_out/mmlb_idx"),
-                    help="an index of the dev PDFs, for the text the agent sees (OCR included)")
+    ap.add_argument(
+        "--index",
+        type=Path,
+        default=Path("bench_out/mmlb_idx"),
+        help="an index of the dev PDFs, for the text the agent sees (OCR included)",
+    )
     ap.add_argument("--readers", default="old,new,new-nolm", help="comma-separated: old, new, new-nolm")
     ap.add_argument("--limit", type=int, default=0, help="only the first N questions")
     ap.add_argument("--out", type=Path, help="write every prediction here (JSONL)")
@@ -211,8 +255,10 @@ def main(argv: list[str] | None = None) -> int:
     ds = load_dataset(a.dataset)
     items = ds.items[: a.limit] if a.limit else ds.items
     texts = page_texts(a.index)
-    print(f"{len(items)} questions; page text from {'the index ' + str(a.index) if texts else 'the PDFs'}",
-          file=sys.stderr)
+    print(
+        f"{len(items)} questions; page text from {'the index ' + str(a.index) if texts else 'the PDFs'}",
+        file=sys.stderr,
+    )
     pairs = inputs(items, texts)
     from agent.backends.smollm import get_small_lm
     from retrieval.embedders import load_embedder

@@ -39,11 +39,21 @@ STAGES = ("plan", "model load", "pdf text", "render", "ocr", "decode", "embed", 
 
 def run_child(name: str, corpus: Path, index: Path, cache: Path) -> dict:
     """One configuration in its own process; returns its figures."""
-    env = dict(os.environ, VIMRAG_CACHE=str(cache), BENCH_T0=repr(time.time()), HF_HUB_OFFLINE="1",
-               TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env = dict(
+        os.environ,
+        VIMRAG_CACHE=str(cache),
+        BENCH_T0=repr(time.time()),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
     env.pop("VIMRAG_TEXT_BACKEND", None)  # the default (torch) in both
-    out = subprocess.run([sys.executable, "-m", "eval.bench_ingest", "--child", name, "--corpus", str(corpus),
-                          "--index", str(index)], env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "eval.bench_ingest", "--child", name, "--corpus", str(corpus), "--index", str(index)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if out.returncode != 0:
         raise SystemExit(f"the {name} run failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -51,7 +61,7 @@ def run_child(name: str, corpus: Path, index: Path, cache: Path) -> dict:
 
 def child(name: str, corpus: Path, index: Path) -> dict:
     t0 = float(os.environ["BENCH_T0"])
-    from retrieval.ingest import IngestConfig, Indexer
+    from retrieval.ingest import Indexer, IngestConfig
     from retrieval.retriever import Retriever
 
     if name == "baseline":
@@ -65,9 +75,15 @@ def child(name: str, corpus: Path, index: Path) -> dict:
     retriever = Retriever(index)
     summary.timings["search index"] = time.perf_counter() - t
     seconds = time.time() - t0  # from process start: imports and model loads included
-    return {"name": name, "pages": summary.units_indexed, "files": summary.files_indexed,
-            "failed": summary.failed, "seconds": seconds, "timings": summary.timings,
-            "quality": _quality(retriever, corpus)}
+    return {
+        "name": name,
+        "pages": summary.units_indexed,
+        "files": summary.files_indexed,
+        "failed": summary.failed,
+        "seconds": seconds,
+        "timings": summary.timings,
+        "quality": _quality(retriever, corpus),
+    }
 
 
 def _quality(retriever, corpus: Path) -> dict[str, float]:
@@ -85,18 +101,27 @@ def _quality(retriever, corpus: Path) -> dict[str, float]:
 
 def report(runs: dict[str, dict]) -> str:
     base = runs.get("baseline")
-    lines = ["| ingest | pages | s end to end | pages/s | speed-up | hybrid R@5 | NDCG@5 | ΔR@5 | ΔNDCG@5 |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| ingest | pages | s end to end | pages/s | speed-up | hybrid R@5 | NDCG@5 | ΔR@5 | ΔNDCG@5 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for name, r in runs.items():
         rate = r["pages"] / r["seconds"]
         q = r["quality"]
         up = f"{rate / (base['pages'] / base['seconds']):.2f}x" if base else "-"
         d5 = f"{q['R@5'] - base['quality']['R@5']:+.3f}" if base else "-"
         dn = f"{q['NDCG@5'] - base['quality']['NDCG@5']:+.3f}" if base else "-"
-        lines.append(f"| {name} | {r['pages']} | {r['seconds']:.0f} | {rate:.2f} | {up} | {q['R@5']:.3f} | "
-                     f"{q['NDCG@5']:.3f} | {d5} | {dn} |")
-    lines += ["", "Busy seconds per stage (reading runs ahead of embedding in `current`, so its stages overlap):",
-              "", "| stage | " + " | ".join(runs) + " |", "|---|" + "---:|" * len(runs)]
+        lines.append(
+            f"| {name} | {r['pages']} | {r['seconds']:.0f} | {rate:.2f} | {up} | {q['R@5']:.3f} | "
+            f"{q['NDCG@5']:.3f} | {d5} | {dn} |"
+        )
+    lines += [
+        "",
+        "Busy seconds per stage (reading runs ahead of embedding in `current`, so its stages overlap):",
+        "",
+        "| stage | " + " | ".join(runs) + " |",
+        "|---|" + "---:|" * len(runs),
+    ]
     stages = list(STAGES) + sorted({s for r in runs.values() for s in r["timings"]} - set(STAGES))
     for stage in stages:
         cells = [f"{r['timings'][stage]:.1f}" if stage in r["timings"] else "-" for r in runs.values()]
@@ -134,8 +159,11 @@ def main() -> None:
             print(f"{name}: indexing {len(pdfs)} PDFs from scratch ...", flush=True)
             runs[name] = run_child(name, corpus, Path(tmp) / f"idx_{name}", Path(tmp) / f"cache_{name}")
             r = runs[name]
-            print(f"{name}: {r['pages']} pages in {r['seconds']:.0f} s ({r['pages'] / r['seconds']:.2f} pages/s)"
-                  + (f"; failed: {r['failed']}" if r["failed"] else ""), flush=True)
+            print(
+                f"{name}: {r['pages']} pages in {r['seconds']:.0f} s ({r['pages'] / r['seconds']:.2f} pages/s)"
+                + (f"; failed: {r['failed']}" if r["failed"] else ""),
+                flush=True,
+            )
     print()
     print(report(runs))
     if args.json:

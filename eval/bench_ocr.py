@@ -180,8 +180,12 @@ def sample_scanned(docs_dir: Path, n: int, seed: int) -> list[tuple[Path, int]]:
     from retrieval.ingest import IngestConfig
 
     limit = IngestConfig().min_text_chars
-    found = [(path, pg.page) for path in sorted(docs_dir.glob("*.pdf"))
-             for pg in loaders.read_pdf(path) if len(pg.text) < limit]
+    found = [
+        (path, pg.page)
+        for path in sorted(docs_dir.glob("*.pdf"))
+        for pg in loaders.read_pdf(path)
+        if len(pg.text) < limit
+    ]
     random.Random(seed).shuffle(found)
     return found[:n]
 
@@ -214,9 +218,11 @@ def scanned_table(docs_dir: Path, n: int, seed: int, engines: dict) -> list[dict
         if BASELINE in texts:
             for v in engines:
                 agree[v].append(bow_f1(texts[v], texts[BASELINE]))
-    print(f"\nOCR of {len(pages)} dev pages without a text layer (under {IngestConfig().min_text_chars} "
-          f"characters), rendered at {dpi:g} dpi as ingestion does; no reference, so BoW F1 is against the "
-          f"baseline's output\n")
+    print(
+        f"\nOCR of {len(pages)} dev pages without a text layer (under {IngestConfig().min_text_chars} "
+        f"characters), rendered at {dpi:g} dpi as ingestion does; no reference, so BoW F1 is against the "
+        f"baseline's output\n"
+    )
     print("| engine | s/page | speed / base | BoW F1 vs base |")
     print("|---|---|---|---|")
     for v in engines:
@@ -248,8 +254,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="sampling seed")
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {list(VARIANTS)}")
     ap.add_argument("--docs", type=Path, default=DOCS, help="folder of PDFs")
-    ap.add_argument("--scanned", type=int, default=0,
-                    help="also time this many pages without a text layer (the pages ingestion OCRs)")
+    ap.add_argument(
+        "--scanned",
+        type=int,
+        default=0,
+        help="also time this many pages without a text layer (the pages ingestion OCRs)",
+    )
     ap.add_argument("--out", type=Path, default=None, help="write per-page figures as JSON here")
     args = ap.parse_args(argv)
 
@@ -297,8 +307,16 @@ def main(argv: list[str] | None = None) -> int:
             tallies[v].add(result.text, ref, dt)
             if v in relayout:
                 relayout[v].add(layout_text(result.boxes, columns=False), ref, None)
-            rows.append({"doc": path.name, "page": index + 1, "variant": v, "seconds": round(dt, 3),
-                         "cer": round(tallies[v].page_cer[-1], 4), "bow_f1": round(tallies[v].f1[-1], 4)})
+            rows.append(
+                {
+                    "doc": path.name,
+                    "page": index + 1,
+                    "variant": v,
+                    "seconds": round(dt, 3),
+                    "cer": round(tallies[v].page_cer[-1], 4),
+                    "bow_f1": round(tallies[v].f1[-1], 4),
+                }
+            )
 
     if pages:
         print_table(len(pages), tallies, relayout)
@@ -315,10 +333,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_table(n_pages: int, tallies: dict[str, Tally], relayout: dict[str, Tally]) -> None:
     base = tallies.get(BASELINE)
-    print(f"\nOCR on {n_pages} rendered MMLongBench-Doc pages; reference = PDF text layer; "
-          f"baseline = {BASELINE if base else 'none (baseline not run)'}\n")
-    print("| engine | scale | reading order | CER | CER no-ws | median page CER | BoW F1 | pages/s "
-          "| CER / base | speed / base |")
+    print(
+        f"\nOCR on {n_pages} rendered MMLongBench-Doc pages; reference = PDF text layer; "
+        f"baseline = {BASELINE if base else 'none (baseline not run)'}\n"
+    )
+    print(
+        "| engine | scale | reading order | CER | CER no-ws | median page CER | BoW F1 | pages/s "
+        "| CER / base | speed / base |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     all_rows = [(v, "columns", t) for v, t in tallies.items()] + [(v, "lines", t) for v, t in relayout.items()]
     for v, order, t in all_rows:
@@ -326,8 +348,10 @@ def print_table(n_pages: int, tallies: dict[str, Tally], relayout: dict[str, Tal
         pps = t.pages_per_s
         cer_ratio = f"{t.cer / base.cer:.2f}" if base and base.cer else "-"
         speed_ratio = f"{pps / base.pages_per_s:.2f}" if base and pps and base.pages_per_s else "-"
-        print(f"| {name} | {scale} | {order} | {t.cer:.3f} | {t.cer_nows:.3f} | {statistics.median(t.page_cer):.3f} "
-              f"| {statistics.mean(t.f1):.3f} | {f'{pps:.3f}' if pps else '-'} | {cer_ratio} | {speed_ratio} |")
+        print(
+            f"| {name} | {scale} | {order} | {t.cer:.3f} | {t.cer_nows:.3f} | {statistics.median(t.page_cer):.3f} "
+            f"| {statistics.mean(t.f1):.3f} | {f'{pps:.3f}' if pps else '-'} | {cer_ratio} | {speed_ratio} |"
+        )
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ def latency(retriever, questions: list[dict], n: int) -> dict[str, tuple[float, 
 def throughput(pdfs: list[Path], ocr_pages: int, seed: int) -> dict[str, float]:
     """pages/s of the text-layer path over `pdfs`, and of the OCR path over `ocr_pages` pages."""
     from retrieval.embedders import load_embedder
-    from retrieval.ingest import IngestConfig, Indexer
+    from retrieval.ingest import Indexer, IngestConfig
     from retrieval.ocr import get_ocr
 
     emb = load_embedder("minilm")  # loaded once, outside the timings
@@ -111,7 +111,8 @@ def throughput(pdfs: list[Path], ocr_pages: int, seed: int) -> dict[str, float]:
             shutil.copy(p, subset / p.name)
         t = time.perf_counter()
         s = Indexer(Path(tmp) / "ocr", IngestConfig(min_text_chars=10**9), embedder=emb, ocr=ocr).index(
-            [subset], progress=False)
+            [subset], progress=False
+        )
         res["ocr pages/s"] = s.units_indexed / (time.perf_counter() - t)
         res["ocr engine"] = ocr.name if ocr else "none"
         res["ocr pages"] = s.units_indexed
@@ -141,7 +142,7 @@ def main() -> None:
     questions = load_questions(data, names)
     figures: dict = {"questions": len(questions), "pdfs": len(pdfs)}
 
-    from retrieval.ingest import IngestConfig, Indexer
+    from retrieval.ingest import Indexer, IngestConfig
     from retrieval.retriever import Retriever
 
     idx = Path(args.index)
@@ -149,8 +150,10 @@ def main() -> None:
     print(summary.format().splitlines()[0])
     retriever = Retriever(idx)
     figures["pages"] = sum(1 for u in retriever.units if u.name in names)
-    print(f"\n{len(questions)} questions with gold pages over {len(pdfs)} PDFs, {figures['pages']} pages "
-          f"(embedder {retriever.spec}, fusion {retriever.fusion})\n")
+    print(
+        f"\n{len(questions)} questions with gold pages over {len(pdfs)} PDFs, {figures['pages']} pages "
+        f"(embedder {retriever.spec}, fusion {retriever.fusion})\n"
+    )
 
     for scoped in (False, True):
         q = quality(retriever, questions, scoped)
@@ -160,15 +163,19 @@ def main() -> None:
         print("| method | R@1 | R@5 | R@10 | NDCG@5 | MRR@10 | R@5 / BM25 |")
         print("|---|---|---|---|---|---|---|")
         for mode, m in q.items():
-            print(f"| {mode} | {m['R@1']:.3f} | {m['R@5']:.3f} | {m['R@10']:.3f} | {m['NDCG@5']:.3f} | "
-                  f"{m['MRR@10']:.3f} | {m['R@5'] / base:.3f} |")
+            print(
+                f"| {mode} | {m['R@1']:.3f} | {m['R@5']:.3f} | {m['R@10']:.3f} | {m['NDCG@5']:.3f} | "
+                f"{m['MRR@10']:.3f} | {m['R@5'] / base:.3f} |"
+            )
         best_single = max(q["bm25"]["R@5"], q["dense"]["R@5"])
         verdict = "PASS" if q["hybrid"]["R@5"] >= best_single else "FAIL"
         print(f"hybrid R@5 {q['hybrid']['R@5']:.3f} vs best single {best_single:.3f}: {verdict}\n")
 
     lat = latency(retriever, questions, args.latency_queries)
     figures["latency_ms"] = lat
-    print(f"### query latency at {len(retriever.units)} units, k=10 ({min(args.latency_queries, len(questions))} queries)")
+    print(
+        f"### query latency at {len(retriever.units)} units, k=10 ({min(args.latency_queries, len(questions))} queries)"
+    )
     print("| mode | p50 ms | p95 ms | p50 / BM25 |")
     print("|---|---|---|---|")
     for mode, (p50, p95) in lat.items():
@@ -181,8 +188,10 @@ def main() -> None:
         print("| path | pages/s | ratio to text-layer |")
         print("|---|---|---|")
         print(f"| text layer + MiniLM | {tp['text-layer pages/s']:.1f} | 1.00 |")
-        print(f"| render + OCR ({tp['ocr engine']}) + MiniLM, {tp['ocr pages']} pages | {tp['ocr pages/s']:.2f} | "
-              f"{tp['ocr pages/s'] / tp['text-layer pages/s']:.3f} |")
+        print(
+            f"| render + OCR ({tp['ocr engine']}) + MiniLM, {tp['ocr pages']} pages | {tp['ocr pages/s']:.2f} | "
+            f"{tp['ocr pages/s'] / tp['text-layer pages/s']:.3f} |"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2, default=list))
 

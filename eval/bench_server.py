@@ -20,9 +20,18 @@ import threading
 import time
 from pathlib import Path
 
-QUERIES = ["revenue by region", "robots shipped per quarter", "battery runtime", "pilot programme deadline",
-           "defect rate calibration", "outlook for 2026", "Falcon X2 picker", "Tampere factory employees",
-           "research spending", "LogiMAT booth"]
+QUERIES = [
+    "revenue by region",
+    "robots shipped per quarter",
+    "battery runtime",
+    "pilot programme deadline",
+    "defect rate calibration",
+    "outlook for 2026",
+    "Falcon X2 picker",
+    "Tampere factory employees",
+    "research spending",
+    "LogiMAT booth",
+]
 MAX_SECONDS = 60.0
 MAX_REQUESTS_PER_CLIENT = 100_000
 
@@ -85,9 +94,15 @@ def run_clients(url: str, n_clients: int, seconds: float, top_k: int) -> dict:
         th.join(timeout=seconds + 60)
     wall = time.perf_counter() - t0
     lat.sort()
-    return {"clients": n_clients, "requests": len(lat), "errors": len(errors), "first_errors": errors[:3],
-            "rps": len(lat) / wall, "p50_ms": 1000 * lat[len(lat) // 2] if lat else float("nan"),
-            "p95_ms": 1000 * lat[int(0.95 * (len(lat) - 1))] if lat else float("nan")}
+    return {
+        "clients": n_clients,
+        "requests": len(lat),
+        "errors": len(errors),
+        "first_errors": errors[:3],
+        "rps": len(lat) / wall,
+        "p50_ms": 1000 * lat[len(lat) // 2] if lat else float("nan"),
+        "p95_ms": 1000 * lat[int(0.95 * (len(lat) - 1))] if lat else float("nan"),
+    }
 
 
 def main() -> None:
@@ -124,8 +139,10 @@ def main() -> None:
     print("| clients | requests | errors | req/s | p50 ms | p95 ms | req/s vs 1 client |")
     print("|---|---|---|---|---|---|---|")
     for r in (base, load):
-        print(f"| {r['clients']} | {r['requests']} | {r['errors']} | {r['rps']:.1f} | {r['p50_ms']:.1f} | "
-              f"{r['p95_ms']:.1f} | {r['rps'] / base['rps']:.2f} |")
+        print(
+            f"| {r['clients']} | {r['requests']} | {r['errors']} | {r['rps']:.1f} | {r['p50_ms']:.1f} | "
+            f"{r['p95_ms']:.1f} | {r['rps'] / base['rps']:.2f} |"
+        )
     if load["errors"] or base["errors"]:
         print("errors:", load["first_errors"] or base["first_errors"])
         raise SystemExit(1)

@@ -24,9 +24,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-_WORDS = ("pallet forklift inspection battery charger aisle shelf conveyor scanner label carton dock shift "
-          "operator torque bracket sensor calibration warehouse route picker throughput maintenance order "
-          "safety checklist module firmware gateway tote sorter lift rack beacon").split()
+_WORDS = (
+    "pallet forklift inspection battery charger aisle shelf conveyor scanner label carton dock shift "
+    "operator torque bracket sensor calibration warehouse route picker throughput maintenance order "
+    "safety checklist module firmware gateway tote sorter lift rack beacon"
+).split()
 
 
 def write_text_pdf(path: Path, pages: int, seed: int = 0) -> list[str]:
@@ -70,8 +72,9 @@ def measure(pages: int) -> dict:
         port = free_port()
         demo = app.launch(port=port, prevent_thread_lock=True, quiet=True)
         try:
-            client = gradio_client.Client(f"http://127.0.0.1:{port}", verbose=False, download_files=str(tmp),
-                                          analytics_enabled=False)
+            client = gradio_client.Client(
+                f"http://127.0.0.1:{port}", verbose=False, download_files=str(tmp), analytics_enabled=False
+            )
             t = time.perf_counter()
             summary, _table, _ = client.predict([gradio_client.handle_file(str(pdf))], api_name="/upload")
             seconds = time.perf_counter() - t
@@ -95,8 +98,12 @@ def main() -> None:
     runs = {}
     for name, backend in (("MiniLM on torch (default)", "torch"), ("MiniLM on ONNX Runtime", "onnx")):
         env = dict(os.environ, VIMRAG_TEXT_BACKEND=backend, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
-        out = subprocess.run([sys.executable, "-m", "eval.bench_upload", "--child", "--pages", str(args.pages)],
-                             env=env, capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "eval.bench_upload", "--child", "--pages", str(args.pages)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if out.returncode != 0:
             raise SystemExit(f"the {name} run failed:\n{out.stderr[-3000:]}")
         runs[name] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -105,8 +112,10 @@ def main() -> None:
     print(f"\n| demo upload of a {args.pages}-page text PDF | seconds | pages/s | speed-up | last page found |")
     print("|---|---:|---:|---:|---|")
     for name, r in runs.items():
-        print(f"| {name} | {r['seconds']:.1f} | {args.pages / r['seconds']:.1f} | {base / r['seconds']:.2f}x | "
-              f"{r['found']} |")
+        print(
+            f"| {name} | {r['seconds']:.1f} | {args.pages / r['seconds']:.1f} | {base / r['seconds']:.2f}x | "
+            f"{r['found']} |"
+        )
     cur = runs["MiniLM on torch (default)"]
     verdict = "PASS" if cur["seconds"] <= args.target and cur["found"] else "FAIL"
     print(f"\ntarget: <= {args.target:.0f} s through gradio_client: {verdict}")

@@ -103,8 +103,10 @@ def p50_ms(times: list[float]) -> float:
 
 def recall_at(found: np.ndarray, truth: np.ndarray) -> float:
     """Mean |found ∩ truth| / |truth| over queries; (nq, k) id arrays, -1 slots ignored."""
-    hits = [len(set(f[f >= 0].tolist()) & set(t[t >= 0].tolist())) / max(1, int((t >= 0).sum()))
-            for f, t in zip(found, truth)]
+    hits = [
+        len(set(f[f >= 0].tolist()) & set(t[t >= 0].tolist())) / max(1, int((t >= 0).sum()))
+        for f, t in zip(found, truth)
+    ]
     return float(np.mean(hits))
 
 
@@ -141,10 +143,13 @@ def bench_scaling(args) -> None:
         xq = mixture(args.queries, centres, args.sigma, rng)  # (nq, dim)
         ids = np.arange(n, dtype=np.int64)
 
-        flat, flat_build = timed_build(lambda: VectorIndex(args.dim, kind="flat").build(ids, xb),
-                                       f"flat build {n:,}", args.build_threads)
+        flat, flat_build = timed_build(
+            lambda ids=ids, xb=xb: VectorIndex(args.dim, kind="flat").build(ids, xb),
+            f"flat build {n:,}",
+            args.build_threads,
+        )
         set_threads(args.query_threads)
-        flat_t, _ = time_queries(lambda q: flat.search(q, 10), xq, f"flat {n:,}")
+        flat_t, _ = time_queries(lambda q, flat=flat: flat.search(q, 10), xq, f"flat {n:,}")
         _, truth = flat.search(xq, 10)  # (nq, 10) exact ground truth
         del flat
         gc.collect()
@@ -153,10 +158,13 @@ def bench_scaling(args) -> None:
         for kind in ("ivf", "hnsw"):
             if kind == "hnsw" and n not in args.hnsw_sizes:
                 continue
-            idx, build = timed_build(lambda: VectorIndex(args.dim, kind=kind).build(ids, xb),
-                                     f"{kind} build {n:,}", args.build_threads)
+            idx, build = timed_build(
+                lambda kind=kind, ids=ids, xb=xb: VectorIndex(args.dim, kind=kind).build(ids, xb),
+                f"{kind} build {n:,}",
+                args.build_threads,
+            )
             set_threads(args.query_threads)
-            t, found = time_queries(lambda q: idx.search(q, 10)[1][0], xq, f"{kind} {n:,}")
+            t, found = time_queries(lambda q, idx=idx: idx.search(q, 10)[1][0], xq, f"{kind} {n:,}")
             row[kind] = (build, p50_ms(t), recall_at(np.array(found), truth))
             if n == args.sizes[-1]:
                 sweep(args, kind, idx, xq, truth, row)
@@ -167,11 +175,15 @@ def bench_scaling(args) -> None:
             gc.collect()
         rows.append(row)
 
-    print(f"\n### Single-vector scaling (dim {args.dim}, {args.queries} queries, {args.clusters} clusters, "
-          f"sigma {args.sigma}; IVF nprobe={vindex.DEFAULT_NPROBE} of nlist~sqrt(n); HNSW M={vindex.DEFAULT_HNSW_M} "
-          f"efConstruction={vindex.DEFAULT_EF_CONSTRUCTION} efSearch={vindex.DEFAULT_EF_SEARCH})\n")
-    print("| vectors | exact p50 ms | IVF build s | IVF p50 ms | IVF speed-up | IVF recall@10 "
-          "| HNSW build s | HNSW p50 ms | HNSW speed-up | HNSW recall@10 |")
+    print(
+        f"\n### Single-vector scaling (dim {args.dim}, {args.queries} queries, {args.clusters} clusters, "
+        f"sigma {args.sigma}; IVF nprobe={vindex.DEFAULT_NPROBE} of nlist~sqrt(n); HNSW M={vindex.DEFAULT_HNSW_M} "
+        f"efConstruction={vindex.DEFAULT_EF_CONSTRUCTION} efSearch={vindex.DEFAULT_EF_SEARCH})\n"
+    )
+    print(
+        "| vectors | exact p50 ms | IVF build s | IVF p50 ms | IVF speed-up | IVF recall@10 "
+        "| HNSW build s | HNSW p50 ms | HNSW speed-up | HNSW recall@10 |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         cells = [f"{r['n']:,}", f"{r['flat_p50']:.2f}"]
@@ -184,8 +196,10 @@ def bench_scaling(args) -> None:
         print("| " + " | ".join(cells) + " |")
     last_row = rows[-1]
     if "sweep" in last_row:
-        print(f"\nTrade-off at {last_row['n']:,} vectors (speed-up against exact p50 {last_row['flat_p50']:.1f} ms; "
-              "the shipped default is marked *):\n")
+        print(
+            f"\nTrade-off at {last_row['n']:,} vectors (speed-up against exact p50 {last_row['flat_p50']:.1f} ms; "
+            "the shipped default is marked *):\n"
+        )
         print("| index | setting | p50 ms | speed-up | recall@10 |")
         print("|---|---|---:|---:|---:|")
         for kind, setting, p, rec, shipped in last_row["sweep"]:
@@ -197,13 +211,15 @@ def bench_scaling(args) -> None:
 
 def sweep(args, kind: str, idx: VectorIndex, xq: np.ndarray, truth: np.ndarray, row: dict) -> None:
     """Latency and recall for the knob that trades them: nprobe for IVF, efSearch for HNSW."""
-    name, values, default = (("nprobe", (4, 8, 16, 32, 64), idx.nprobe) if kind == "ivf"
-                             else ("efSearch", (32, 64, 128, 256), idx.ef_search))
+    name, values, default = (
+        ("nprobe", (4, 8, 16, 32, 64), idx.nprobe) if kind == "ivf" else ("efSearch", (32, 64, 128, 256), idx.ef_search)
+    )
     for v in values:
         setattr(idx, "nprobe" if kind == "ivf" else "ef_search", v)
         t, found = time_queries(lambda q: idx.search(q, 10)[1][0], xq, f"{kind} {name}={v}")
-        row.setdefault("sweep", []).append((kind.upper(), f"{name}={v}", p50_ms(t), recall_at(np.array(found), truth),
-                                            v == default))
+        row.setdefault("sweep", []).append(
+            (kind.upper(), f"{name}={v}", p50_ms(t), recall_at(np.array(found), truth), v == default)
+        )
     setattr(idx, "nprobe" if kind == "ivf" else "ef_search", default)
 
 
@@ -217,19 +233,32 @@ def bench_filtered(args, xb: np.ndarray, xq: np.ndarray, ids: np.ndarray, idx: V
     for frac in (0.0001, 0.01, 0.05, 0.5):
         allowed = np.sort(rng.choice(ids, max(10, int(frac * n)), replace=False))
         truth = allowed[np.argsort(-(xq[:nq] @ xb[allowed].T), axis=1)[:, :10]]  # (nq, 10)
-        t, found = time_queries(lambda q: idx.search(q, 10, allowed_ids=allowed)[1][0], xq[:nq], f"filtered {frac:.2%}")
+        t, found = time_queries(
+            lambda q, allowed=allowed: idx.search(q, 10, allowed_ids=allowed)[1][0], xq[:nq], f"filtered {frac:.2%}"
+        )
         found = np.array(found)
         path = "exact over allowed" if idx._prefer_exact(len(allowed)) else f"{idx.kind.upper()} + id selector"
         leak = "" if np.isin(found[found >= 0], allowed).all() else " (ids outside the allowed set!)"
-        print(f"| {len(allowed):,} ({frac:.2%}) | {path} | {p50_ms(t):.2f} | {recall_at(found, truth):.3f} "
-              f"| {float((found >= 0).all(axis=1).mean()):.0%}{leak} |")
+        print(
+            f"| {len(allowed):,} ({frac:.2%}) | {path} | {p50_ms(t):.2f} | {recall_at(found, truth):.3f} "
+            f"| {float((found >= 0).all(axis=1).mean()):.0%}{leak} |"
+        )
 
 
 # ---------------------------------------------------------------- 2. multi-vector
 
 
-def mv_corpus(n_docs: int, n_tok: int, dim: int, topics: np.ndarray, sigma: float, rng: np.random.Generator,
-              pages_per_pdf: int = 32, topics_per_pdf: int = 16, topics_per_page: int = 8) -> np.ndarray:
+def mv_corpus(
+    n_docs: int,
+    n_tok: int,
+    dim: int,
+    topics: np.ndarray,
+    sigma: float,
+    rng: np.random.Generator,
+    pages_per_pdf: int = 32,
+    topics_per_pdf: int = 16,
+    topics_per_page: int = 8,
+) -> np.ndarray:
     """(n_docs, n_tok, dim) token vectors for pages grouped into PDFs.
 
     Each PDF draws `topics_per_pdf` topic centres, each page `topics_per_page` of its PDF's topics, and
@@ -252,8 +281,9 @@ def mv_corpus(n_docs: int, n_tok: int, dim: int, topics: np.ndarray, sigma: floa
     return out
 
 
-def mv_queries(docs: np.ndarray, n_queries: int, n_copy: int, n_filler: int, noise: float,
-               rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]:
+def mv_queries(
+    docs: np.ndarray, n_queries: int, n_copy: int, n_filler: int, noise: float, rng: np.random.Generator
+) -> tuple[list[np.ndarray], np.ndarray]:
     """Queries of n_copy noisy copies of one document's tokens plus n_filler random tokens; (queries, source docs)."""
     n_docs, n_tok, dim = docs.shape
     src = rng.choice(n_docs, n_queries, replace=False)
@@ -272,8 +302,9 @@ def mv_data(args, n_docs: int) -> tuple[np.ndarray, list[np.ndarray], np.ndarray
     topics = random_units(args.mv_topics, args.mv_dim, rng)  # (n_topics, dim)
     docs = mv_corpus(n_docs, args.mv_tokens, args.mv_dim, topics, args.mv_sigma, rng)  # (n_docs, n_tok, dim)
     n_copy = args.mv_query_tokens // 2
-    queries, src = mv_queries(docs, min(args.mv_queries, n_docs), n_copy, args.mv_query_tokens - n_copy,
-                              args.mv_query_noise, rng)
+    queries, src = mv_queries(
+        docs, min(args.mv_queries, n_docs), n_copy, args.mv_query_tokens - n_copy, args.mv_query_noise, rng
+    )
     return docs, queries, src
 
 
@@ -281,38 +312,63 @@ def bench_multivector(args) -> None:
     rows, sweep_rows = [], []
     for n_docs in args.mv_docs:
         docs, queries, src = mv_data(args, n_docs)
-        mvi, build = timed_build(lambda: MultiVectorIndex(args.mv_dim).build(np.arange(n_docs), list(docs)),
-                                 f"multi-vector build {n_docs:,} pages", args.build_threads)
+        mvi, build = timed_build(
+            lambda n_docs=n_docs, docs=docs: MultiVectorIndex(args.mv_dim).build(np.arange(n_docs), list(docs)),
+            f"multi-vector build {n_docs:,} pages",
+            args.build_threads,
+        )
         del docs
         gc.collect()
         set_threads(args.query_threads)
-        brute_t, brute = time_queries(lambda q: mvi.exact_search(q, 10), queries, f"brute MaxSim {n_docs:,}")
-        two_t, two = time_queries(lambda q: mvi.search(q, 10), queries, f"two-stage {n_docs:,}")
-        rows.append((n_docs, mvi.n_tokens, mvi.kind, build, p50_ms(brute_t), p50_ms(two_t), same_top(brute, two),
-                     float(np.mean([b[0][0] == s for b, s in zip(brute, src)])), len(queries)))
+        brute_t, brute = time_queries(lambda q, mvi=mvi: mvi.exact_search(q, 10), queries, f"brute MaxSim {n_docs:,}")
+        two_t, two = time_queries(lambda q, mvi=mvi: mvi.search(q, 10), queries, f"two-stage {n_docs:,}")
+        rows.append(
+            (
+                n_docs,
+                mvi.n_tokens,
+                mvi.kind,
+                build,
+                p50_ms(brute_t),
+                p50_ms(two_t),
+                same_top(brute, two),
+                float(np.mean([b[0][0] == s for b, s in zip(brute, src)])),
+                len(queries),
+            )
+        )
         if n_docs == args.mv_docs[-1]:
             for kk in (128, 256, 512):
                 for nc in (128, 256):
-                    t, res = time_queries(lambda q: mvi.search(q, 10, n_candidates=nc, token_k=kk), queries,
-                                          f"token_k={kk} n_candidates={nc}")
+                    t, res = time_queries(
+                        lambda q, mvi=mvi, nc=nc, kk=kk: mvi.search(q, 10, n_candidates=nc, token_k=kk),
+                        queries,
+                        f"token_k={kk} n_candidates={nc}",
+                    )
                     shipped = kk == mvi.token_k and nc == mvi.n_candidates
                     sweep_rows.append((kk, nc, p50_ms(t), same_top(brute, res), shipped))
         del mvi
         gc.collect()
 
-    print(f"\n### Multi-vector late interaction ({args.mv_tokens} tokens per page, dim {args.mv_dim}, "
-          f"{args.mv_query_tokens} query tokens, {args.mv_topics} topics; token_k={late_interaction.DEFAULT_TOKEN_K}, "
-          f"n_candidates={late_interaction.DEFAULT_N_CANDIDATES}, token IVF nprobe={late_interaction.DEFAULT_TOKEN_NPROBE})\n")
-    print("| pages | token vectors | token index | build s | brute-force p50 ms | two-stage p50 ms | speed-up "
-          "| identical top-10 | brute top-1 = source page |")
+    print(
+        f"\n### Multi-vector late interaction ({args.mv_tokens} tokens per page, dim {args.mv_dim}, "
+        f"{args.mv_query_tokens} query tokens, {args.mv_topics} topics; token_k={late_interaction.DEFAULT_TOKEN_K}, "
+        f"n_candidates={late_interaction.DEFAULT_N_CANDIDATES}, "
+        f"token IVF nprobe={late_interaction.DEFAULT_TOKEN_NPROBE})\n"
+    )
+    print(
+        "| pages | token vectors | token index | build s | brute-force p50 ms | two-stage p50 ms | speed-up "
+        "| identical top-10 | brute top-1 = source page |"
+    )
     print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for n_docs, n_tok, kind, build, bp, tp, same, top1, nq in rows:
-        print(f"| {n_docs:,} | {n_tok:,} | {kind} | {build:.1f} | {bp:.1f} | {tp:.2f} | {bp / tp:.1f}x "
-              f"| {same:.1%} ({nq} q) | {top1:.1%} |")
+        print(
+            f"| {n_docs:,} | {n_tok:,} | {kind} | {build:.1f} | {bp:.1f} | {tp:.2f} | {bp / tp:.1f}x "
+            f"| {same:.1%} ({nq} q) | {top1:.1%} |"
+        )
     if sweep_rows:
         bp = rows[-1][4]
-        print(f"\nTrade-off at {rows[-1][0]:,} pages (speed-up against brute force p50 {bp:.1f} ms; "
-              "shipped default *):\n")
+        print(
+            f"\nTrade-off at {rows[-1][0]:,} pages (speed-up against brute force p50 {bp:.1f} ms; shipped default *):\n"
+        )
         print("| token_k | n_candidates | two-stage p50 ms | speed-up | identical top-10 |")
         print("|---:|---:|---:|---:|---:|")
         for kk, nc, p, same, shipped in sweep_rows:
@@ -334,8 +390,9 @@ def mv_layouts(args) -> dict[str, dict]:
     return out
 
 
-def brute_top(tokens: np.ndarray, offsets: np.ndarray, queries: list[np.ndarray], k: int = 10,
-              block_tokens: int = 8192) -> np.ndarray:
+def brute_top(
+    tokens: np.ndarray, offsets: np.ndarray, queries: list[np.ndarray], k: int = 10, block_tokens: int = 8192
+) -> np.ndarray:
     """(nq, k) document rows of the exact MaxSim top-k of every query at once, in float32 blocks of tokens."""
     qs = np.stack(queries)  # (nq, m, dim)
     nq, m, dim = qs.shape
@@ -378,8 +435,11 @@ def mv_worker(args) -> dict:
             truth = brute_top(docs.reshape(-1, args.mv_dim), offsets, queries)
             out["truth_s"] = time.perf_counter() - t
             np.savez(os.path.join(args.mv_dir, "queries.npz"), queries=np.stack(queries), truth=truth, src=src)
-        mvi, out["build_s"] = timed_build(lambda: MultiVectorIndex(args.mv_dim, **mv_layouts(args)[layout])
-                                          .build(np.arange(n_docs), list(docs)), f"build {layout}", args.build_threads)
+        mvi, out["build_s"] = timed_build(
+            lambda: MultiVectorIndex(args.mv_dim, **mv_layouts(args)[layout]).build(np.arange(n_docs), list(docs)),
+            f"build {layout}",
+            args.build_threads,
+        )
         del docs
         mvi.save(path)
         return dict(out, file_bytes=os.path.getsize(path))
@@ -396,25 +456,46 @@ def mv_worker(args) -> dict:
     set_threads(args.build_threads)
     n_own = min(len(queries), args.mv_own_queries)  # brute force over what this layout stores (costly: a subset)
     own = truth[:n_own] if layout == "before" else brute_top(mvi.tokens, mvi.offsets, queries[:n_own])
-    return {"base_rss": base, "loaded_rss": loaded, "peak_rss": peak, "index_bytes": sum(mvi.memory_bytes().values()),
-            "n_tokens": mvi.n_tokens, "kind": mvi.kind, "p50_ms": p50_ms(times),
-            "same_top10": float(np.mean([set(f) == set(t) for f, t in zip(found, truth)])),
-            "recall10": recall_at(found, truth), "top1_src": float(np.mean(found[:, 0] == src)),
-            "same_top10_own": float(np.mean([set(f) == set(t) for f, t in zip(found, own)])),
-            "own_vs_truth": float(np.mean([set(o) == set(t) for o, t in zip(own, truth)])), "n_own": n_own}
+    return {
+        "base_rss": base,
+        "loaded_rss": loaded,
+        "peak_rss": peak,
+        "index_bytes": sum(mvi.memory_bytes().values()),
+        "n_tokens": mvi.n_tokens,
+        "kind": mvi.kind,
+        "p50_ms": p50_ms(times),
+        "same_top10": float(np.mean([set(f) == set(t) for f, t in zip(found, truth)])),
+        "recall10": recall_at(found, truth),
+        "top1_src": float(np.mean(found[:, 0] == src)),
+        "same_top10_own": float(np.mean([set(f) == set(t) for f, t in zip(found, own)])),
+        "own_vs_truth": float(np.mean([set(o) == set(t) for o, t in zip(own, truth)])),
+        "n_own": n_own,
+    }
 
 
 def _run_worker(args, stage: str, layout: str) -> dict:
     cmd = [sys.executable, "-m", "eval.bench_vectors", "--mv-worker", f"{stage}:{layout}", "--mv-dir", args.mv_dir]
-    for name in ("mv_memory_docs", "mv_tokens", "mv_dim", "mv_topics", "mv_sigma", "mv_queries", "mv_query_tokens",
-                 "mv_query_noise", "mv_own_queries", "query_threads", "build_threads", "seed"):
+    for name in (
+        "mv_memory_docs",
+        "mv_tokens",
+        "mv_dim",
+        "mv_topics",
+        "mv_sigma",
+        "mv_queries",
+        "mv_query_tokens",
+        "mv_query_noise",
+        "mv_own_queries",
+        "query_threads",
+        "build_threads",
+        "seed",
+    ):
         cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     cmd += ["--mv-pool-factors", ",".join(map(str, args.mv_pool_factors))]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("MVRESULT ")]
     if proc.returncode or not lines:
         raise RuntimeError(f"worker {stage}:{layout} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][len("MVRESULT "):])
+    return json.loads(lines[-1][len("MVRESULT ") :])
 
 
 def bench_mv_memory(args) -> None:
@@ -430,20 +511,30 @@ def bench_mv_memory(args) -> None:
         shutil.rmtree(args.mv_dir, ignore_errors=True)
     before = rows["before"]
     mib = 1 << 20
-    print(f"\n### Multi-vector memory at {args.mv_memory_docs:,} pages ({args.mv_tokens} tokens of dim {args.mv_dim} "
-          f"a page, {args.mv_query_tokens} query tokens, "
-          f"{args.mv_queries} queries; one process per layout: load the saved index, serve every query)\n")
-    print(f"Process without an index: {before['base_rss'] / mib:,.0f} MiB. Agreement and recall@10 are against "
-          f"brute-force float32 MaxSim over the unpooled tokens (computed in {before['truth_s']:.0f} s).\n")
-    print("| layout | token vectors | candidate index | file MiB | RSS after load MiB | peak RSS MiB | peak vs before "
-          "| index MiB (own count) | identical top-10 | recall@10 "
-          f"| identical top-10 vs own brute force ({before['n_own']} q) | own brute = float32 brute | top-1 = source page | two-stage p50 ms | build s |")
+    print(
+        f"\n### Multi-vector memory at {args.mv_memory_docs:,} pages ({args.mv_tokens} tokens of dim {args.mv_dim} "
+        f"a page, {args.mv_query_tokens} query tokens, "
+        f"{args.mv_queries} queries; one process per layout: load the saved index, serve every query)\n"
+    )
+    print(
+        f"Process without an index: {before['base_rss'] / mib:,.0f} MiB. Agreement and recall@10 are against "
+        f"brute-force float32 MaxSim over the unpooled tokens (computed in {before['truth_s']:.0f} s).\n"
+    )
+    print(
+        "| layout | token vectors | candidate index | file MiB | RSS after load MiB | peak RSS MiB | peak vs before "
+        "| index MiB (own count) | identical top-10 | recall@10 "
+        f"| identical top-10 vs own brute force ({before['n_own']} q) | own brute = float32 brute "
+        "| top-1 = source page | two-stage p50 ms | build s |"
+    )
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for layout, r in rows.items():
-        print(f"| {layout} | {r['n_tokens']:,} | {r['kind']} | {r['file_bytes'] / mib:,.0f} | {r['loaded_rss'] / mib:,.0f} "
-              f"| {r['peak_rss'] / mib:,.0f} | {r['peak_rss'] / before['peak_rss']:.2f}x | {r['index_bytes'] / mib:,.0f} "
-              f"| {r['same_top10']:.1%} | {r['recall10']:.4f} | {r['same_top10_own']:.1%} | {r['own_vs_truth']:.1%} "
-              f"| {r['top1_src']:.1%} | {r['p50_ms']:.1f} | {r['build_s']:.0f} |")
+        print(
+            f"| {layout} | {r['n_tokens']:,} | {r['kind']} | {r['file_bytes'] / mib:,.0f} "
+            f"| {r['loaded_rss'] / mib:,.0f} "
+            f"| {r['peak_rss'] / mib:,.0f} | {r['peak_rss'] / before['peak_rss']:.2f}x | {r['index_bytes'] / mib:,.0f} "
+            f"| {r['same_top10']:.1%} | {r['recall10']:.4f} | {r['same_top10_own']:.1%} | {r['own_vs_truth']:.1%} "
+            f"| {r['top1_src']:.1%} | {r['p50_ms']:.1f} | {r['build_s']:.0f} |"
+        )
 
 
 # ---------------------------------------------------------------- main
@@ -454,8 +545,9 @@ def _ints(s: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--sizes", type=_ints, default=[10_000, 100_000, 1_000_000], help="corpus sizes (comma list)")
     ap.add_argument("--hnsw-sizes", type=_ints, default=None, help="sizes that also build HNSW (default: all)")
     ap.add_argument("--dim", type=int, default=384)
@@ -472,8 +564,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mv-query-noise", type=float, default=0.5)
     ap.add_argument("--mv-memory-docs", type=int, default=None, help="pages for the memory table (default: largest)")
     ap.add_argument("--mv-pool-factors", type=_ints, default=[3], help="token pooling factors to measure")
-    ap.add_argument("--mv-own-queries", type=int, default=50,
-                    help="memory table: queries also scored by brute force over each layout's stored tokens")
+    ap.add_argument(
+        "--mv-own-queries",
+        type=int,
+        default=50,
+        help="memory table: queries also scored by brute force over each layout's stored tokens",
+    )
     ap.add_argument("--mv-dir", default=tempfile.gettempdir(), help="where the memory table's index files go")
     ap.add_argument("--mv-worker", default=None, help=argparse.SUPPRESS)  # STAGE:LAYOUT, run by the memory table
     ap.add_argument("--skip-single", action="store_true")
@@ -494,9 +590,11 @@ def main(argv: list[str] | None = None) -> None:
 
     faiss = vindex._faiss()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"# bench_vectors: {platform.machine()}, {os.cpu_count()} cores (load {load:.1f} at start), "
-          f"faiss {faiss.__version__}, numpy {np.__version__}; build threads {args.build_threads}, "
-          f"query threads {args.query_threads}")
+    print(
+        f"# bench_vectors: {platform.machine()}, {os.cpu_count()} cores (load {load:.1f} at start), "
+        f"faiss {faiss.__version__}, numpy {np.__version__}; build threads {args.build_threads}, "
+        f"query threads {args.query_threads}"
+    )
     t0 = time.perf_counter()
     if not args.skip_single:
         bench_scaling(args)

@@ -134,11 +134,19 @@ def _mmlongbench(path: Path, name: str) -> Dataset:
     for r in read_records(path):
         doc = Path(r["doc"]).name
         ok = r.get("evidence_ok", True)
-        items.append(EvalItem(
-            id=r["id"], question=r["question"], answers=[str(a) for a in r["answer"]],
-            evidence=[Gold(doc, int(p)) for p in r.get("evidence_pages") or []],
-            answer_format=r.get("answer_format", ""), evidence_sources=list(r.get("evidence_sources") or []),
-            doc_type=r.get("doc_type", ""), doc=doc, evidence_ok=ok))
+        items.append(
+            EvalItem(
+                id=r["id"],
+                question=r["question"],
+                answers=[str(a) for a in r["answer"]],
+                evidence=[Gold(doc, int(p)) for p in r.get("evidence_pages") or []],
+                answer_format=r.get("answer_format", ""),
+                evidence_sources=list(r.get("evidence_sources") or []),
+                doc_type=r.get("doc_type", ""),
+                doc=doc,
+                evidence_ok=ok,
+            )
+        )
     return Dataset(name, items, [MMLB / "documents"], REPO / "bench_out" / "mmlb_idx", per_doc=True)
 
 
@@ -158,8 +166,9 @@ def gold_of(e: Any, page_base: int = 1, where: str = "") -> Gold:
             return Gold(Path(m.group("file")).name, int(m.group("page")) + 1 - page_base)
         return Gold(Path(e.strip()).name)
     if not isinstance(e, dict) or not e.get("file"):
-        raise DatasetError(f"{where}: evidence {e!r} must be a file name, 'file#page=N' or "
-                           '{"file": ..., "page": N}')
+        raise DatasetError(
+            f'{where}: evidence {e!r} must be a file name, \'file#page=N\' or {{"file": ..., "page": N}}'
+        )
     t = e.get("time")
     page = int(e["page"]) + 1 - page_base if e.get("page") is not None else None
     return Gold(Path(e["file"]).name, page, (float(t[0]), float(t[1])) if t else None)
@@ -172,7 +181,7 @@ def check_evidence(ds: Dataset, items: list[EvalItem] | None = None) -> list[str
     page_images: dict[str, set[int]] = {}  # X.pdf -> the N of its page images X_N.jpg in the corpus
     for c in ds.corpus:
         c = Path(c)
-        for f in ([c] if c.is_file() else sorted(p for p in c.rglob("*") if p.is_file())):
+        for f in [c] if c.is_file() else sorted(p for p in c.rglob("*") if p.is_file()):
             files.setdefault(f.name, f)
             named = page_image_name(f.name)
             if named:
@@ -187,8 +196,10 @@ def check_evidence(ds: Dataset, items: list[EvalItem] | None = None) -> list[str
             if f is None and g.file in page_images:  # a VRAG corpus of page images without its PDFs
                 if g.page is not None and g.page not in page_images[g.file]:
                     stem = g.file.removesuffix(".pdf")
-                    out.append(f"{it.id}: evidence page {g.page} of {g.file} has no page image {stem}_{g.page}.* "
-                               f"in the corpus (pages count from 1; --page-base 0 if the file counts from 0)")
+                    out.append(
+                        f"{it.id}: evidence page {g.page} of {g.file} has no page image {stem}_{g.page}.* "
+                        f"in the corpus (pages count from 1; --page-base 0 if the file counts from 0)"
+                    )
                 continue
             if f is None:
                 out.append(f"{it.id}: evidence file {g.file!r} is not in the corpus")
@@ -204,8 +215,10 @@ def check_evidence(ds: Dataset, items: list[EvalItem] | None = None) -> list[str
                     except Exception:  # noqa: BLE001 - an unreadable PDF is the indexer's to report
                         pages[g.file] = 10**9
                 if not 1 <= g.page <= pages[g.file]:
-                    out.append(f"{it.id}: evidence page {g.page} of {g.file} is outside its "
-                               f"{pages[g.file]} pages (pages count from 1; --page-base 0 if the file counts from 0)")
+                    out.append(
+                        f"{it.id}: evidence page {g.page} of {g.file} is outside its "
+                        f"{pages[g.file]} pages (pages count from 1; --page-base 0 if the file counts from 0)"
+                    )
     return out
 
 
@@ -217,18 +230,33 @@ def _generic(path: Path, corpus: str | Path | None, name: str, page_base: int = 
         answers = r["answer"] if isinstance(r["answer"], list) else [r["answer"]]
         ev = [gold_of(e, page_base, f"{path} question {i}") for e in r.get("evidence") or []]
         if r.get("doc") and r.get("evidence_pages"):  # MMLongBench-Doc's own shape
-            ev += [Gold(Path(r["doc"]).name, int(p) + 1 - page_base) for p in r["evidence_pages"]
-                   if Gold(Path(r["doc"]).name, int(p) + 1 - page_base).key() not in {g.key() for g in ev}]
-        items.append(EvalItem(
-            id=str(r.get("id", f"q{i:04d}")), question=r["question"], answers=[str(a) for a in answers],
-            evidence=ev, answer_format=r.get("answer_format", ""),
-            evidence_sources=list(r.get("evidence_sources") or r.get("needs") or []),
-            doc_type=r.get("doc_type", ""), doc=Path(r["doc"]).name if r.get("doc") else "",
-            evidence_ok=r.get("evidence_ok", True)))
+            ev += [
+                Gold(Path(r["doc"]).name, int(p) + 1 - page_base)
+                for p in r["evidence_pages"]
+                if Gold(Path(r["doc"]).name, int(p) + 1 - page_base).key() not in {g.key() for g in ev}
+            ]
+        items.append(
+            EvalItem(
+                id=str(r.get("id", f"q{i:04d}")),
+                question=r["question"],
+                answers=[str(a) for a in answers],
+                evidence=ev,
+                answer_format=r.get("answer_format", ""),
+                evidence_sources=list(r.get("evidence_sources") or r.get("needs") or []),
+                doc_type=r.get("doc_type", ""),
+                doc=Path(r["doc"]).name if r.get("doc") else "",
+                evidence_ok=r.get("evidence_ok", True),
+            )
+        )
     folder = Path(corpus) if corpus else path.parent / "corpus"
     _need(folder, "corpus", "pass the folder of documents these questions are about with --corpus DIR")
-    return Dataset(name, items, [folder], REPO / "bench_out" / f"idx_{path.stem}",
-                   per_doc=all(it.doc for it in items) and bool(items))
+    return Dataset(
+        name,
+        items,
+        [folder],
+        REPO / "bench_out" / f"idx_{path.stem}",
+        per_doc=all(it.doc for it in items) and bool(items),
+    )
 
 
 def _vrag(path: Path, corpus: str | Path | None, name: str, page_base: int = 1) -> Dataset:
@@ -243,12 +271,19 @@ def _vrag(path: Path, corpus: str | Path | None, name: str, page_base: int = 1) 
         file = Path(meta.get("file_name", "")).name
         pages = [int(p) + (1 - page_base) for p in meta.get("reference_page") or []]
         sources = meta.get("source_type") or []  # "Chart" or ["Chart", "Table"]: both occur in VRAG's files
-        items.append(EvalItem(
-            id=str(r.get("uid", f"q{i:05d}")), question=r["query"], answers=[str(r["reference_answer"])],
-            evidence=[Gold(file, p) for p in pages] if file else [],
-            evidence_sources=[str(x) for x in ([sources] if isinstance(sources, str) else sources)],
-            answer_format=str(meta.get("answer_format") or ""), doc_type=str(meta.get("doc_type") or ""),
-            question_type=str(meta.get("query_type") or ""), doc=""))
+        items.append(
+            EvalItem(
+                id=str(r.get("uid", f"q{i:05d}")),
+                question=r["query"],
+                answers=[str(r["reference_answer"])],
+                evidence=[Gold(file, p) for p in pages] if file else [],
+                evidence_sources=[str(x) for x in ([sources] if isinstance(sources, str) else sources)],
+                answer_format=str(meta.get("answer_format") or ""),
+                doc_type=str(meta.get("doc_type") or ""),
+                question_type=str(meta.get("query_type") or ""),
+                doc="",
+            )
+        )
     return Dataset(name, items, [Path(corpus)], REPO / "bench_out" / f"idx_{path.stem}")
 
 
@@ -265,8 +300,7 @@ def load_dataset(name: str, corpus: str | Path | None = None, page_base: int = 1
         return _generic(Path(rest), corpus, name, page_base)
     if sep and kind in ("vidoseek", "slidevqa"):
         return _vrag(Path(rest), corpus, name, page_base)
-    raise DatasetError(f"unknown dataset {name!r}; use one of {DATASETS} or jsonl:PATH / vidoseek:PATH / "
-                       "slidevqa:PATH")
+    raise DatasetError(f"unknown dataset {name!r}; use one of {DATASETS} or jsonl:PATH / vidoseek:PATH / slidevqa:PATH")
 
 
 DATASETS = ["mmlongbench-doc", "mmlongbench-doc-smoke", "demo"]

@@ -59,8 +59,9 @@ def start_app(workdir: str | Path | None = None, concurrency: int = 2) -> tuple[
     prepare_env(ws)
     t0 = time.perf_counter()
     summary = ws.index_bundled()
-    print(f"indexed the bundled corpus in {time.perf_counter() - t0:.1f} s: {summary.total_units} units in "
-          f"{ws.index_dir}")
+    print(
+        f"indexed the bundled corpus in {time.perf_counter() - t0:.1f} s: {summary.total_units} units in {ws.index_dir}"
+    )
     settings = default_settings()
     app = DemoApp(ws, settings, concurrency=concurrency)
     warm_up(app, settings)
@@ -114,10 +115,25 @@ def ask(client, q: dict[str, Any], deadline: float | None = None) -> dict[str, A
     """
     from gradio_client.utils import Status
 
-    row: dict[str, Any] = {"id": q["id"], "needs": q.get("needs", []), "question": q["question"],
-                           "queue_s": None, "first_step_s": None, "answer_s": None, "latency_s": None,
-                           "steps": 0, "answer": None, "correct": False, "cites": False, "evidence_hit": False,
-                           "status": "", "error": "", "server_s": None, "model_s": None, "retrieval_s": None}
+    row: dict[str, Any] = {
+        "id": q["id"],
+        "needs": q.get("needs", []),
+        "question": q["question"],
+        "queue_s": None,
+        "first_step_s": None,
+        "answer_s": None,
+        "latency_s": None,
+        "steps": 0,
+        "answer": None,
+        "correct": False,
+        "cites": False,
+        "evidence_hit": False,
+        "status": "",
+        "error": "",
+        "server_s": None,
+        "model_s": None,
+        "retrieval_s": None,
+    }
     t0 = time.perf_counter()
     job = client.submit(q["question"], [], api_name="/ask")
     seen, last = 0, None
@@ -190,13 +206,17 @@ def stats(xs: list[float | None]) -> str:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    print(f"\n{'id':<18} {'needs':<18} {'correct':<7} {'cites':<5} {'ev':<3} {'first step s':>12} "
-          f"{'answer s':>8} {'steps':>5}  error / answer")
+    print(
+        f"\n{'id':<18} {'needs':<18} {'correct':<7} {'cites':<5} {'ev':<3} {'first step s':>12} "
+        f"{'answer s':>8} {'steps':>5}  error / answer"
+    )
     for r in rows:
         tail = r["error"] or (r["answer"] or "").replace("\n", " ")
-        print(f"{r['id']:<18} {','.join(r['needs']) or '-':<18} {'yes' if r['correct'] else 'no':<7} "
-              f"{'yes' if r['cites'] else 'no':<5} {'yes' if r['evidence_hit'] else 'no':<3} "
-              f"{fmt_s(r['first_step_s']):>12} {fmt_s(r['answer_s']):>8} {r['steps']:>5}  {tail[:60]}")
+        print(
+            f"{r['id']:<18} {','.join(r['needs']) or '-':<18} {'yes' if r['correct'] else 'no':<7} "
+            f"{'yes' if r['cites'] else 'no':<5} {'yes' if r['evidence_hit'] else 'no':<3} "
+            f"{fmt_s(r['first_step_s']):>12} {fmt_s(r['answer_s']):>8} {r['steps']:>5}  {tail[:60]}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
 
     qs = load_questions(Path(args.questions) if args.questions else QUESTIONS)
     if args.limit:
-        qs = qs[:args.limit]
+        qs = qs[: args.limit]
     if not qs:
         raise SystemExit("no questions: assets/questions.jsonl is missing or empty (pass --questions FILE)")
     url, close = (args.url, lambda: None) if args.url else start_app(args.workdir)
@@ -227,8 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     print_table(rows)
     n = len(rows)
     errors = sum(1 for r in rows if r["error"])
-    print(f"\nn {n} · correct {sum(r['correct'] for r in rows)}/{n} · errors {errors} · cite sources "
-          f"{sum(r['cites'] for r in rows)}/{n} · cite gold evidence {sum(r['evidence_hit'] for r in rows)}/{n}")
+    print(
+        f"\nn {n} · correct {sum(r['correct'] for r in rows)}/{n} · errors {errors} · cite sources "
+        f"{sum(r['cites'] for r in rows)}/{n} · cite gold evidence {sum(r['evidence_hit'] for r in rows)}/{n}"
+    )
     print(f"time to first step: {stats([r['first_step_s'] for r in rows])}")
     print(f"time to answer:     {stats([r['answer_s'] for r in rows])}")
     if args.out:

@@ -22,9 +22,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-SYSTEM_PROMPT = (
-    "You grade answers to questions about documents. You reply with a single word: yes or no."
-)
+SYSTEM_PROMPT = "You grade answers to questions about documents. You reply with a single word: yes or no."
 USER_TEMPLATE = """Question: {question}
 Reference answer: {gold}
 Predicted answer: {pred}
@@ -126,9 +124,7 @@ class Judge:
                 f"in /v1, and the model {self.model!r} must be one the server serves "
                 f"(GET {self.base_url}/models lists them). Server said: {body}"
             )
-        return JudgeError(
-            f"judge endpoint {self.url} rejected the request (HTTP {response.status_code}): {body}"
-        )
+        return JudgeError(f"judge endpoint {self.url} rejected the request (HTTP {response.status_code}): {body}")
 
     def complete(self, messages: list[dict], retries: int | None = None) -> str:
         """The reply text of one chat completion; raises JudgeError when it cannot get one."""
@@ -149,9 +145,7 @@ class Judge:
                 reason = f"no reply within {self.timeout_s:g} s (raise timeout_s or check the server load)"
                 continue
             except httpx.TransportError as exc:
-                reason = (
-                    f"cannot connect ({type(exc).__name__}: {exc}); start the server or fix the URL"
-                )
+                reason = f"cannot connect ({type(exc).__name__}: {exc}); start the server or fix the URL"
                 continue
             if response.status_code == 429 or response.status_code >= 500:
                 reason = f"HTTP {response.status_code}: {response.text[:200].strip()}"
@@ -183,9 +177,7 @@ class Judge:
         return parse_verdict(self.complete(messages))
 
 
-def judge_rows(
-    rows: list[dict], judge: Judge, progress: bool = True, workers: int = 4, check: bool = True
-) -> dict:
+def judge_rows(rows: list[dict], judge: Judge, progress: bool = True, workers: int = 4, check: bool = True) -> dict:
     """Fill row["scores"]["judge"] for prediction rows, in a small thread pool.
 
     Skipped (no request sent): rows already judged, which keeps a re-run resumable, and rows with

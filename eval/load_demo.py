@@ -60,8 +60,7 @@ def burst(url: str, qs: list[dict[str, Any]], sessions: int, budget_s: float) ->
             rows[i] = {"id": q["id"], "error": f"{type(e).__name__}: {e}"}
         bar.update(1)
 
-    threads = [threading.Thread(target=session, args=(i,), daemon=True, name=f"session-{i}")
-               for i in range(sessions)]
+    threads = [threading.Thread(target=session, args=(i,), daemon=True, name=f"session-{i}") for i in range(sessions)]
     for t in threads:
         t.start()
     deadline[0] = time.perf_counter() + budget_s  # set before the barrier releases anyone
@@ -104,36 +103,50 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         close()
 
-    print(f"\n{'session':>7} {'id':<18} {'queue s':>7} {'first step s':>12} {'latency s':>9} {'episode s':>9} "
-          f"{'alone s':>7} {'x alone':>7} {'correct':<7} error")
+    print(
+        f"\n{'session':>7} {'id':<18} {'queue s':>7} {'first step s':>12} {'latency s':>9} {'episode s':>9} "
+        f"{'alone s':>7} {'x alone':>7} {'correct':<7} error"
+    )
     for i, r in enumerate(rows):
         alone = base[i]["latency_s"] if base and not base[i]["error"] else None
         ratio = f"{r['latency_s'] / alone:.1f}" if alone and r.get("latency_s") and not r["error"] else "-"
-        print(f"{i:>7} {r['id']:<18} {fmt_s(r.get('queue_s')):>7} {fmt_s(r.get('first_step_s')):>12} "
-              f"{fmt_s(r.get('latency_s')):>9} {fmt_s(r.get('server_s')):>9} {fmt_s(alone):>7} {ratio:>7} "
-              f"{'yes' if r.get('correct') else 'no':<7} {r['error'][:70]}")
+        print(
+            f"{i:>7} {r['id']:<18} {fmt_s(r.get('queue_s')):>7} {fmt_s(r.get('first_step_s')):>12} "
+            f"{fmt_s(r.get('latency_s')):>9} {fmt_s(r.get('server_s')):>9} {fmt_s(alone):>7} {ratio:>7} "
+            f"{'yes' if r.get('correct') else 'no':<7} {r['error'][:70]}"
+        )
     errors = sum(1 for r in rows if r["error"])
     ok = [r for r in rows if not r["error"] and r.get("latency_s") is not None]
-    print(f"\nsessions {len(rows)} · errors {errors} (must be 0) · correct "
-          f"{sum(bool(r.get('correct')) for r in rows)}/{len(rows)} · burst wall {wall:.1f} s (budget {budget:.0f} s)")
+    print(
+        f"\nsessions {len(rows)} · errors {errors} (must be 0) · correct "
+        f"{sum(bool(r.get('correct')) for r in rows)}/{len(rows)} · burst wall {wall:.1f} s (budget {budget:.0f} s)"
+    )
     if ok:
         lat = [r["latency_s"] for r in ok]
-        print(f"latency p50 {pct(lat, 50):.1f} s · p90 {pct(lat, 90):.1f} s · max {max(lat):.1f} s · "
-              f"throughput {len(ok) / wall * 60:.1f} questions/min")
+        print(
+            f"latency p50 {pct(lat, 50):.1f} s · p90 {pct(lat, 90):.1f} s · max {max(lat):.1f} s · "
+            f"throughput {len(ok) / wall * 60:.1f} questions/min"
+        )
         queue = [r["queue_s"] for r in ok if r.get("queue_s") is not None]
         episodes = [r["server_s"] for r in ok if r.get("server_s") is not None]
         if queue:
-            print(f"where the time goes: queue wait p50 {pct(queue, 50):.1f} s, max {max(queue):.1f} s; "
-                  f"sum of server episode times {sum(episodes):.1f} s over {wall:.1f} s wall "
-                  f"(= {sum(episodes) / wall:.2f} episodes running on average)")
+            print(
+                f"where the time goes: queue wait p50 {pct(queue, 50):.1f} s, max {max(queue):.1f} s; "
+                f"sum of server episode times {sum(episodes):.1f} s over {wall:.1f} s wall "
+                f"(= {sum(episodes) / wall:.2f} episodes running on average)"
+            )
     if base and not any(b["error"] for b in base):
         serial = sum(b["latency_s"] for b in base)
         alone_ep = sum(b["server_s"] or 0.0 for b in base)
-        print(f"baseline, the same {len(base)} questions one at a time: {serial:.1f} s "
-              f"({len(base) / serial * 60:.1f} questions/min; server episodes {alone_ep:.1f} s)")
+        print(
+            f"baseline, the same {len(base)} questions one at a time: {serial:.1f} s "
+            f"({len(base) / serial * 60:.1f} questions/min; server episodes {alone_ep:.1f} s)"
+        )
         if ok:
-            print(f"burst vs serial: throughput {len(ok) / wall / (len(base) / serial):.2f}x · "
-                  f"episode time {sum(r['server_s'] or 0.0 for r in ok) / max(alone_ep, 1e-9):.2f}x of alone")
+            print(
+                f"burst vs serial: throughput {len(ok) / wall / (len(base) / serial):.2f}x · "
+                f"episode time {sum(r['server_s'] or 0.0 for r in ok) / max(alone_ep, 1e-9):.2f}x of alone"
+            )
     elif base:
         print(f"baseline had errors: {[b['error'] for b in base if b['error']]}")
     return 1 if errors else 0

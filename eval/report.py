@@ -205,30 +205,52 @@ def render_markdown(m: dict, config: dict, run_name: str = "") -> str:
         vals += [_pct(m["judge"]["mean"]), str(m["judge"]["n_judged"])]
     c = m["cost"]
     head += ["page R@5", "mean steps", "peak vis. tokens", "vis. tokens / q", "s / q"]
-    vals += [_pct(m["retrieval"]["recall@5"]["mean"]), _num(c["steps"]["mean"], 2),
-             _num(c["peak_visual_tokens"]["mean"]), _num(c["total_visual_tokens"]["mean"]),
-             _num(c["wall_s"]["mean"], 1)]
+    vals += [
+        _pct(m["retrieval"]["recall@5"]["mean"]),
+        _num(c["steps"]["mean"], 2),
+        _num(c["peak_visual_tokens"]["mean"]),
+        _num(c["total_visual_tokens"]["mean"]),
+        _num(c["wall_s"]["mean"], 1),
+    ]
     out += [_table(head, [vals]), ""]
 
-    sections = [("By answer format", "by_format", "format", ""),
-                ("By evidence source", "by_source", "source", "A question with several sources counts under each."),
-                ("By document type", "by_doc_type", "doc type", ""),
-                ("By question type", "by_question_type", "question type", ""),
-                ("By evidence pages (MMLongBench-Doc)", "by_page_group", "group", "")]
+    sections = [
+        ("By answer format", "by_format", "format", ""),
+        ("By evidence source", "by_source", "source", "A question with several sources counts under each."),
+        ("By document type", "by_doc_type", "doc type", ""),
+        ("By question type", "by_question_type", "question type", ""),
+        ("By evidence pages (MMLongBench-Doc)", "by_page_group", "group", ""),
+    ]
     for heading, key, col, note in sections:
         if m.get(key):  # datasets without formats, sources or doc types get no empty table (older runs: none)
             out += [f"## {heading}", "", _group_table(col, m[key]), ""] + ([note, ""] if note else [])
 
-    ret = [[k, _pct(v["mean"]) if k.endswith("hit") else _num(v["mean"], 3), str(v["n"])]
-           for k, v in m["retrieval"].items()]
-    out += ["## Retrieval", "", "Over the questions with gold pages (n); hits are rates.", "",
-            _table(["metric", "mean", "n"], ret), ""]
+    ret = [
+        [k, _pct(v["mean"]) if k.endswith("hit") else _num(v["mean"], 3), str(v["n"])]
+        for k, v in m["retrieval"].items()
+    ]
+    out += [
+        "## Retrieval",
+        "",
+        "Over the questions with gold pages (n); hits are rates.",
+        "",
+        _table(["metric", "mean", "n"], ret),
+        "",
+    ]
 
-    spread = [[k.replace("_", " "), *(_num(c[k][s], 2 if k in ("steps", "wall_s") else 0)
-                                      for s in ("mean", "median", "p90"))] for k in COST_SPREAD]
-    out += ["## Cost per question", "", _table(["", "mean", "median", "p90"], spread), "",
-            "Time split (mean s / question): " + ", ".join(f"{k.removesuffix('_s')} {_num(c[k]['mean'], 2)}"
-                                                           for k in COST_MEAN), ""]
+    spread = [
+        [k.replace("_", " "), *(_num(c[k][s], 2 if k in ("steps", "wall_s") else 0) for s in ("mean", "median", "p90"))]
+        for k in COST_SPREAD
+    ]
+    out += [
+        "## Cost per question",
+        "",
+        _table(["", "mean", "median", "p90"], spread),
+        "",
+        "Time split (mean s / question): "
+        + ", ".join(f"{k.removesuffix('_s')} {_num(c[k]['mean'], 2)}" for k in COST_MEAN),
+        "",
+    ]
     out += ["## Plots", ""] + [f"![{p[:-4]}](plots/{p})" for p in PLOTS] + [""]
     return "\n".join(out)
 
@@ -413,18 +435,28 @@ def compare(runs: list[Path], out: Path | None = None) -> str:
         c = m["cost"]
         row = [name, m["dataset"], m["protocol"], m["backend"], str(m["n"]), _pct(m["accuracy"])]
         row += [_pct(m["mmlb"]["f1"]) if m["mmlb"] else "–"] if any_mmlb else []
-        row += [_pct(m["retrieval"]["recall@5"]["mean"]), _pct(m["retrieval"]["memorized_hit"]["mean"]),
-                _num(c["peak_visual_tokens"]["mean"]), _num(c["total_visual_tokens"]["mean"]),
-                _num(c["steps"]["mean"], 2), _num(c["wall_s"]["mean"], 1)]
+        row += [
+            _pct(m["retrieval"]["recall@5"]["mean"]),
+            _pct(m["retrieval"]["memorized_hit"]["mean"]),
+            _num(c["peak_visual_tokens"]["mean"]),
+            _num(c["total_visual_tokens"]["mean"]),
+            _num(c["steps"]["mean"], 2),
+            _num(c["wall_s"]["mean"], 1),
+        ]
         table.append(row)
     md = _table(head, table)
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        note = ("peak vis. tokens: mean over questions of the largest visual context; vis. tokens / q: mean total "
-                "visual tokens sent per question.")
-        (out / "compare.md").write_text(f"# Run comparison\n\n{md}\n\n{note}\n\n![tokens vs accuracy]"
-                                        "(tokens_vs_accuracy.png)\n\n![cost](cost_by_protocol.png)\n", encoding="utf-8")
+        note = (
+            "peak vis. tokens: mean over questions of the largest visual context; vis. tokens / q: mean total "
+            "visual tokens sent per question."
+        )
+        (out / "compare.md").write_text(
+            f"# Run comparison\n\n{md}\n\n{note}\n\n![tokens vs accuracy]"
+            "(tokens_vs_accuracy.png)\n\n![cost](cost_by_protocol.png)\n",
+            encoding="utf-8",
+        )
         _tokens_vs_accuracy(names, ms, out / "tokens_vs_accuracy.png")
         _cost_bars(names, ms, out / "cost_by_protocol.png")
     return md
@@ -438,8 +470,10 @@ def main(argv: list[str] | None = None) -> None:
     if len(a.runs) == 1 and a.compare_out is None:
         m = write_report(a.runs[0])
         extra = f", F1 {_pct(m['mmlb']['f1'])}" if m["mmlb"] else ""
-        print(f"{a.runs[0]}: {m['n']} questions, accuracy {_pct(m['accuracy'])}{extra}; "
-              f"wrote metrics.json, report.md, plots/")
+        print(
+            f"{a.runs[0]}: {m['n']} questions, accuracy {_pct(m['accuracy'])}{extra}; "
+            f"wrote metrics.json, report.md, plots/"
+        )
     else:
         print(compare(a.runs, a.compare_out))
 

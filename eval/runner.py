@@ -58,8 +58,7 @@ class RunConfig:
     def run_dir(self) -> Path:
         if self.out:
             return Path(self.out)
-        name = re.sub(r"[^\w.-]+", "_", Path(self.dataset.split(":")[-1]).stem if ":" in self.dataset
-                      else self.dataset)
+        name = re.sub(r"[^\w.-]+", "_", Path(self.dataset.split(":")[-1]).stem if ":" in self.dataset else self.dataset)
         return Path("runs") / "eval" / f"{name}-{self.protocol}-{self.policy.get('backend', 'embedded')}"
 
 
@@ -86,8 +85,14 @@ def kept_units(trace, memorized_only: bool) -> list[dict[str, Any]]:
 
 
 def retrieval_scores(item: EvalItem, trace, protocol: str) -> dict[str, Any]:
-    none = {"recall@1": None, "recall@5": None, "ndcg@5": None, "mrr": None, "memorized_hit": None,
-            "retrieved_hit": None}
+    none = {
+        "recall@1": None,
+        "recall@5": None,
+        "ndcg@5": None,
+        "mrr": None,
+        "memorized_hit": None,
+        "retrieved_hit": None,
+    }
     if not item.evidence or not item.evidence_ok or trace is None:
         return none
     gold = {g.key() for g in item.evidence}
@@ -100,34 +105,53 @@ def retrieval_scores(item: EvalItem, trace, protocol: str) -> dict[str, Any]:
     def any_gold(units) -> bool:
         return any(g.matches(u) for u in units for g in item.evidence)
 
-    return {"recall@1": recall_at_k(ranked, gold, 1), "recall@5": recall_at_k(ranked, gold, 5),
-            "ndcg@5": ndcg_at_k(ranked, gold, 5), "mrr": mrr(ranked, gold),
-            "memorized_hit": any_gold(kept_units(trace, memorized_only=get_protocol(protocol).memorizes)),
-            "retrieved_hit": any_gold(retrieved_units(trace))}
+    return {
+        "recall@1": recall_at_k(ranked, gold, 1),
+        "recall@5": recall_at_k(ranked, gold, 5),
+        "ndcg@5": ndcg_at_k(ranked, gold, 5),
+        "mrr": mrr(ranked, gold),
+        "memorized_hit": any_gold(kept_units(trace, memorized_only=get_protocol(protocol).memorizes)),
+        "retrieved_hit": any_gold(retrieved_units(trace)),
+    }
 
 
 def cost_of(trace, wall_s: float) -> dict[str, Any]:
     per_step = [s.visual_tokens for s in trace.steps] if trace else []
     t = trace.timings if trace else {}
-    return {"steps": len(per_step), "model_calls": len(per_step),
-            "peak_visual_tokens": max(per_step, default=0),
-            "peak_image_pixels": trace.peak_image_pixels if trace else 0,
-            "total_visual_tokens": sum(per_step), "visual_tokens_per_step": per_step,
-            "wall_s": round(wall_s, 3), "model_s": t.get("model_s", 0.0), "retrieval_s": t.get("retrieval_s", 0.0),
-            "agent_s": t.get("agent_s", 0.0)}
+    return {
+        "steps": len(per_step),
+        "model_calls": len(per_step),
+        "peak_visual_tokens": max(per_step, default=0),
+        "peak_image_pixels": trace.peak_image_pixels if trace else 0,
+        "total_visual_tokens": sum(per_step),
+        "visual_tokens_per_step": per_step,
+        "wall_s": round(wall_s, 3),
+        "model_s": t.get("model_s", 0.0),
+        "retrieval_s": t.get("retrieval_s", 0.0),
+        "agent_s": t.get("agent_s", 0.0),
+    }
 
 
 def make_row(item: EvalItem, ds: Dataset, cfg: RunConfig, trace, wall_s: float, error: str = "") -> dict[str, Any]:
     from eval.answer_metrics import score_item
 
-    row = {"id": item.id, "dataset": ds.name, "question": item.question, "gold": item.answers,
-           "answer_format": item.answer_format, "evidence_sources": item.evidence_sources,
-           "doc_type": item.doc_type, "question_type": item.question_type,
-           "gold_pages": [[g.file, g.page] for g in item.evidence if g.page is not None],
-           "pred": trace.answer if trace else None,
-           "status": trace.status if trace else "error", "error": error or (trace.error if trace else ""),
-           "protocol": cfg.protocol, "backend": cfg.policy.get("backend", "embedded"),
-           "trace": f"traces/{safe_id(item.id)}.json" if trace else None}
+    row = {
+        "id": item.id,
+        "dataset": ds.name,
+        "question": item.question,
+        "gold": item.answers,
+        "answer_format": item.answer_format,
+        "evidence_sources": item.evidence_sources,
+        "doc_type": item.doc_type,
+        "question_type": item.question_type,
+        "gold_pages": [[g.file, g.page] for g in item.evidence if g.page is not None],
+        "pred": trace.answer if trace else None,
+        "status": trace.status if trace else "error",
+        "error": error or (trace.error if trace else ""),
+        "protocol": cfg.protocol,
+        "backend": cfg.policy.get("backend", "embedded"),
+        "trace": f"traces/{safe_id(item.id)}.json" if trace else None,
+    }
     row.update(score_item(row))
     row["retrieval"] = retrieval_scores(item, trace, cfg.protocol)
     row["cost"] = cost_of(trace, wall_s)
@@ -173,9 +197,11 @@ def check_config(run: Path, cfg: RunConfig) -> None:
     new = resolved(cfg)
     diff = [k for k in ANSWER_KEYS if old.get(k) != new.get(k)]
     if diff:
-        raise RunError(f"{run} holds a run with different {', '.join(diff)} ("
-                       + "; ".join(f"{k}: {old.get(k)!r} there, {new.get(k)!r} now" for k in diff)
-                       + "). Use another --out folder, or delete that one to start over.")
+        raise RunError(
+            f"{run} holds a run with different {', '.join(diff)} ("
+            + "; ".join(f"{k}: {old.get(k)!r} there, {new.get(k)!r} now" for k in diff)
+            + "). Use another --out folder, or delete that one to start over."
+        )
 
 
 def resolved(cfg: RunConfig) -> dict[str, Any]:
@@ -234,10 +260,14 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
         problems = check_evidence(ds, items)
         if problems and not cfg.allow_missing_evidence:  # retrieval metrics would be silently zero
             more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
-            raise RunError(f"{len(problems)} gold evidence entries cannot match the corpus "
-                           f"{', '.join(str(c) for c in ds.corpus)}:\n  " + "\n  ".join(problems[:10]) + more +
-                           "\nfix the file names or --corpus, or pass --allow-missing-evidence to run anyway "
-                           "(those questions then count as retrieval misses)")
+            raise RunError(
+                f"{len(problems)} gold evidence entries cannot match the corpus "
+                f"{', '.join(str(c) for c in ds.corpus)}:\n  "
+                + "\n  ".join(problems[:10])
+                + more
+                + "\nfix the file names or --corpus, or pass --allow-missing-evidence to run anyway "
+                "(those questions then count as retrieval misses)"
+            )
     run = cfg.run_dir()
     check_config(run, cfg)
     (run / "traces").mkdir(parents=True, exist_ok=True)
@@ -245,9 +275,12 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
     done = read_predictions(pred_path, repair=True)
     todo = [it for it in items if it.id not in done]
     where = cfg.search_url or str(Path(cfg.index) if cfg.index else ds.default_index)
-    config = resolved(cfg) | {"index": where,
-                              "n_items": len(items), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-                              "per_doc_search": per_doc}
+    config = resolved(cfg) | {
+        "index": where,
+        "n_items": len(items),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "per_doc_search": per_doc,
+    }
     (run / "config.json").write_text(json.dumps(config, indent=1))
     judge = None
     if cfg.judge:
@@ -259,16 +292,26 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
         index = None if cfg.search_url else ensure_index(ds, cfg.index, progress)  # a server holds its own
         seed_everything(cfg.seed)
         policy = None if agent_factory else load_policy(PolicyConfig.from_dict({**cfg.policy, "seed": cfg.seed}))
-        retriever = None if agent_factory else open_retriever(
-            index, cfg.search_url, text_only=cfg.policy.get("backend", "embedded") == "embedded")
+        retriever = (
+            None
+            if agent_factory
+            else open_retriever(index, cfg.search_url, text_only=cfg.policy.get("backend", "embedded") == "embedded")
+        )
         lock = threading.Lock()
         scores = [r["score"] for r in done.values() if r["id"] in {it.id for it in items}]
-        bar = tqdm(total=len(items), initial=len(items) - len(todo), desc=f"{cfg.protocol}/{cfg.policy.get('backend')}",
-                   unit="q", disable=not progress, dynamic_ncols=True)
+        bar = tqdm(
+            total=len(items),
+            initial=len(items) - len(todo),
+            desc=f"{cfg.protocol}/{cfg.policy.get('backend')}",
+            unit="q",
+            disable=not progress,
+            dynamic_ncols=True,
+        )
 
         def answer(item: EvalItem) -> dict[str, Any]:
-            acfg = AgentConfig.from_dict({**cfg.agent, "protocol": cfg.protocol,
-                                          "docs": [item.doc] if per_doc and item.doc else None})
+            acfg = AgentConfig.from_dict(
+                {**cfg.agent, "protocol": cfg.protocol, "docs": [item.doc] if per_doc and item.doc else None}
+            )
             agent = agent_factory(acfg) if agent_factory else Agent(retriever, policy, acfg)
             t0 = time.perf_counter()
             trace, error = None, ""
@@ -284,6 +327,7 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
             return make_row(item, ds, cfg, trace, wall, error)
 
         with open(pred_path, "a", encoding="utf-8") as f:
+
             def record(row: dict[str, Any]) -> None:
                 with lock:
                     f.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -99,8 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="embedded")
     ap.add_argument("--model", default="", help="e.g. 'keyword' for the embedded policy without SmolLM2")
     ap.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
-    ap.add_argument("--scope", default="doc", choices=["doc", "corpus"],
-                    help="doc: search only the question's PDF (MMLongBench-Doc's setting); corpus: all PDFs")
+    ap.add_argument(
+        "--scope",
+        default="doc",
+        choices=["doc", "corpus"],
+        help="doc: search only the question's PDF (MMLongBench-Doc's setting); corpus: all PDFs",
+    )
     ap.add_argument("--limit", type=int, default=0, help="only the first N questions")
     ap.add_argument("--max-steps", type=int, default=None, help="default: the protocol's own")
     args = ap.parse_args(argv)
@@ -113,11 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(args.data).is_file():
         raise SystemExit(f"no dev data at {args.data}; it lives in ../shared/data (see DESIGN.md section 7)")
     if not Path(args.index).is_dir():
-        raise SystemExit(f"no index at {args.index}; build it with: vimrag index {DATA / 'documents'} "
-                         f"--index {args.index}")
+        raise SystemExit(
+            f"no index at {args.index}; build it with: vimrag index {DATA / 'documents'} --index {args.index}"
+        )
     rows = [json.loads(line) for line in open(args.data)]
     if args.limit:
-        rows = rows[:args.limit]
+        rows = rows[: args.limit]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = {}
@@ -135,23 +140,44 @@ def main(argv: list[str] | None = None) -> int:
             if row["id"] in done:
                 continue
             doc = Path(row["doc"]).name
-            cfg = AgentConfig(protocol=args.protocol, max_steps=args.max_steps,
-                              docs=[doc] if args.scope == "doc" else None)
+            cfg = AgentConfig(
+                protocol=args.protocol, max_steps=args.max_steps, docs=[doc] if args.scope == "doc" else None
+            )
             t0 = time.perf_counter()
-            rec = {"id": row["id"], "question": row["question"], "gold": row["answer"], "doc": doc,
-                   "format": row.get("answer_format"), "gold_pages": row.get("evidence_pages") or []}
+            rec = {
+                "id": row["id"],
+                "question": row["question"],
+                "gold": row["answer"],
+                "doc": doc,
+                "format": row.get("answer_format"),
+                "gold_pages": row.get("evidence_pages") or [],
+            }
             try:
                 trace = Agent(retriever, policy, cfg).ask(row["question"])
                 gold = {(doc, int(p)) for p in rec["gold_pages"]} if row.get("evidence_ok", True) else set()
-                rec.update(answer=trace.answer, status=trace.status, error=trace.error, steps=len(trace.steps),
-                           correct=simple_match(trace.answer, row["answer"]),
-                           page_hit=bool(gold & evidence_pages(trace, get_protocol(args.protocol).memorizes))
-                           if gold else None,
-                           retrieved_hit=bool(gold & evidence_pages(trace, False)) if gold else None,
-                           peak_visual_tokens=trace.peak_visual_tokens, timings=trace.timings)
+                rec.update(
+                    answer=trace.answer,
+                    status=trace.status,
+                    error=trace.error,
+                    steps=len(trace.steps),
+                    correct=simple_match(trace.answer, row["answer"]),
+                    page_hit=bool(gold & evidence_pages(trace, get_protocol(args.protocol).memorizes))
+                    if gold
+                    else None,
+                    retrieved_hit=bool(gold & evidence_pages(trace, False)) if gold else None,
+                    peak_visual_tokens=trace.peak_visual_tokens,
+                    timings=trace.timings,
+                )
             except Exception as e:  # noqa: BLE001 - counted and reported: the target is zero of these
-                rec.update(answer=None, status="unhandled", error=f"{type(e).__name__}: {e}",
-                           traceback=traceback.format_exc(), correct=False, page_hit=None, retrieved_hit=None)
+                rec.update(
+                    answer=None,
+                    status="unhandled",
+                    error=f"{type(e).__name__}: {e}",
+                    traceback=traceback.format_exc(),
+                    correct=False,
+                    page_hit=None,
+                    retrieved_hit=None,
+                )
             rec["seconds"] = round(time.perf_counter() - t0, 2)
             f.write(json.dumps(rec, ensure_ascii=False) + "\n")
             f.flush()
@@ -170,8 +196,10 @@ def summarize(results: list[dict], args) -> None:
     for r in results:
         status[r["status"]] = status.get(r["status"], 0) + 1
     secs = sorted(r["seconds"] for r in results)
-    print(f"\n{args.protocol} / {args.backend}{' ' + args.model if args.model else ''} / scope={args.scope} "
-          f"on {Path(args.data).name}: {n} questions")
+    print(
+        f"\n{args.protocol} / {args.backend}{' ' + args.model if args.model else ''} / scope={args.scope} "
+        f"on {Path(args.data).name}: {n} questions"
+    )
     print(f"  accuracy (normalized match)      {sum(r['correct'] for r in results) / max(1, n):.3f}")
     if with_pages:
         kept = sum(r["page_hit"] for r in with_pages) / len(with_pages)
@@ -181,8 +209,7 @@ def summarize(results: list[dict], args) -> None:
     print(f"  episode status                   {status}")
     print(f"  unhandled errors                 {len(unhandled)}")
     if secs:
-        print(f"  seconds per question             median {secs[len(secs) // 2]:.1f}, "
-              f"mean {sum(secs) / len(secs):.1f}")
+        print(f"  seconds per question             median {secs[len(secs) // 2]:.1f}, mean {sum(secs) / len(secs):.1f}")
 
 
 if __name__ == "__main__":

@@ -153,11 +153,18 @@ class _NodeView:
 class _Canvas:
     """Everything measured and drawn in device pixels (output pixels times the supersampling factor s)."""
 
-    def __init__(self, graph: MemoryGraph, allocations: list[Allocation] | None, thumbnails: Thumbnails | None,
-                 max_width: int, s: int) -> None:
+    def __init__(
+        self,
+        graph: MemoryGraph,
+        allocations: list[Allocation] | None,
+        thumbnails: Thumbnails | None,
+        max_width: int,
+        s: int,
+    ) -> None:
         self.g, self.thumbs, self.s = graph, thumbnails, s
-        self.alloc = {(a.node_id, a.item_index): a for a in
-                      (allocations if allocations is not None else allocate(graph))}
+        self.alloc = {
+            (a.node_id, a.item_index): a for a in (allocations if allocations is not None else allocate(graph))
+        }
         om = energy(graph)  # visual memory only: a node without any has no energy to show
         mean = {n.id: [om[(n.id, j)] for j in range(len(n.items)) if (n.id, j) in om] for n in graph.nodes.values()}
         self.node_e = {n: (sum(v) / len(v) if v else None) for n, v in mean.items()}
@@ -187,10 +194,17 @@ class _Canvas:
         cells = n if n <= MAX_THUMBS else MAX_THUMBS  # the last cell becomes "+N"
         v = _NodeView(node, lines_q, lines_s, cells)
         rows = math.ceil(cells / self.per_row)
-        v.h = (self.u(HEADER_H + BAR_H) + self.u(PAD) + len(lines_q) * self.lh_body + len(lines_s) * self.lh_sum
-               + (self.u(4) if lines_s and lines_q else 0)
-               + rows * (self.u(THUMB_H + CAPTION_H) + self.u(CELL_GAP)) + (self.u(4) if rows else 0)
-               + self.u(PAD) - (self.u(CELL_GAP) if rows else 0))
+        v.h = (
+            self.u(HEADER_H + BAR_H)
+            + self.u(PAD)
+            + len(lines_q) * self.lh_body
+            + len(lines_s) * self.lh_sum
+            + (self.u(4) if lines_s and lines_q else 0)
+            + rows * (self.u(THUMB_H + CAPTION_H) + self.u(CELL_GAP))
+            + (self.u(4) if rows else 0)
+            + self.u(PAD)
+            - (self.u(CELL_GAP) if rows else 0)
+        )
         v.h = max(v.h, self.u(HEADER_H + BAR_H + 2 * PAD + 8))
         return v
 
@@ -214,7 +228,7 @@ class _Canvas:
             if depth:  # barycenter: sit under the mean position of the parents
                 nodes.sort(key=lambda n: (sum(cx[p] for p in n.parents) / max(1, len(n.parents)), n.index))
             for start in range(0, len(nodes), cols):
-                row = [self._view(n) for n in nodes[start:start + cols]]
+                row = [self._view(n) for n in nodes[start : start + cols]]
                 row_w = len(row) * self.node_w + (len(row) - 1) * u(H_GAP)
                 x = (self.W - row_w) // 2
                 for v in row:
@@ -244,8 +258,7 @@ class _Canvas:
                 x, y = 0, y + u(18)
             self.legend.append((x, y, colour, label))
             x += w
-        self.title_h = (u(MARGIN) + u(24) + len(self.title_lines) * self.lh_body + u(8) + y + u(18)
-                        + u(MARGIN))
+        self.title_h = u(MARGIN) + u(24) + len(self.title_lines) * self.lh_body + u(8) + y + u(18) + u(MARGIN)
 
     # drawing ---------------------------------------------------------------------------------------------
     def draw(self) -> Image.Image:
@@ -275,8 +288,7 @@ class _Canvas:
             y += self.lh_body
         y += u(8)
         for lx, ly, colour, label in self.legend:
-            dr.rounded_rectangle((x0 + lx, y + ly + u(1), x0 + lx + u(14), y + ly + u(13)), radius=u(3),
-                                 fill=colour)
+            dr.rounded_rectangle((x0 + lx, y + ly + u(1), x0 + lx + u(14), y + ly + u(13)), radius=u(3), fill=colour)
             dr.text((x0 + lx + u(20), y + ly), label, font=self.f_small, fill=MUTED)
 
     def _channel(self, sy: int, ey: int, want: float) -> tuple[float, int, int] | None:
@@ -310,15 +322,16 @@ class _Canvas:
         pts = []
         for i in range(n + 1):
             t = i / n
-            a, b, c, d = (1 - t) ** 3, 3 * (1 - t) ** 2 * t, 3 * (1 - t) * t ** 2, t ** 3
+            a, b, c, d = (1 - t) ** 3, 3 * (1 - t) ** 2 * t, 3 * (1 - t) * t**2, t**3
             pts.append(((a + b) * x0 + (c + d) * x1, a * y0 + b * (y0 + dy * 0.55) + c * (y1 - dy * 0.55) + d * y1))
         return pts
 
     def _edge(self, dr: ImageDraw.ImageDraw, parent: _NodeView, child: _NodeView) -> None:
         u = self.u
         # spread the ends over the boxes' edges, ordered by where the other end sits, so edges fan out
-        kids = sorted((self.views[c] for c in self.g.children(parent.node.id) if c in self.views),
-                      key=lambda v: (v.x, v.y))
+        kids = sorted(
+            (self.views[c] for c in self.g.children(parent.node.id) if c in self.views), key=lambda v: (v.x, v.y)
+        )
         pars = sorted((self.views[p] for p in child.node.parents if p in self.views), key=lambda v: (v.x, v.y))
         sx = parent.x + self.node_w * (kids.index(child) + 1) / (len(kids) + 1)
         ex = child.x + self.node_w * (pars.index(parent) + 1) / (len(pars) + 1)
@@ -342,15 +355,13 @@ class _Canvas:
         r = u(RADIUS)
         dr.rounded_rectangle((x0 + u(2), y0 + u(3), x1 + u(2), y1 + u(3)), radius=r, fill=SHADOW)
         dr.rounded_rectangle((x0, y0, x1, y1), radius=r, fill=fill, outline=head, width=u(1.5))
-        dr.rounded_rectangle((x0, y0, x1, y0 + u(HEADER_H)), radius=r, fill=head, corners=(True, True, False,
-                                                                                            False))
+        dr.rounded_rectangle((x0, y0, x1, y0 + u(HEADER_H)), radius=r, fill=head, corners=(True, True, False, False))
         # header: id and kind on the left, the energy pill on the right
         e = self.node_e[node.id]
         pill = f"E={e:.2f}" if e is not None else "E –"
         pw = int(_width(pill, self.f_small_b)) + u(12)
         cy = y0 + u(HEADER_H) // 2
-        dr.rounded_rectangle((x1 - u(PAD) - pw, cy - u(9), x1 - u(PAD), cy + u(9)), radius=u(9),
-                             fill=(255, 255, 255))
+        dr.rounded_rectangle((x1 - u(PAD) - pw, cy - u(9), x1 - u(PAD), cy + u(9)), radius=u(9), fill=(255, 255, 255))
         dr.text((x1 - u(PAD) - pw // 2, cy), pill, font=self.f_small_b, fill=head, anchor="mm")
         room = self.node_w - 2 * u(PAD) - pw - u(8)
         kind = f"  {node.kind}" if node.kind != node.id else ""
@@ -358,8 +369,13 @@ class _Canvas:
         ident = _truncate(node.id, self.f_head, id_room)
         dr.text((x0 + u(PAD), cy), ident, font=self.f_head, fill=(255, 255, 255), anchor="lm")
         kx = x0 + u(PAD) + int(_width(ident, self.f_head))
-        dr.text((kx, cy + u(1)), _truncate(kind, self.f_small, room - (kx - x0 - u(PAD))), font=self.f_small,
-                fill=_blend(head, (255, 255, 255), 0.7), anchor="lm")
+        dr.text(
+            (kx, cy + u(1)),
+            _truncate(kind, self.f_small, room - (kx - x0 - u(PAD))),
+            font=self.f_small,
+            fill=_blend(head, (255, 255, 255), 0.7),
+            anchor="lm",
+        )
         # energy bar: this node's E relative to the most energetic node
         by = y0 + u(HEADER_H)
         dr.rectangle((x0 + u(1.5), by, x1 - u(1.5), by + u(BAR_H)), fill=_blend(fill, head, 0.12))
@@ -398,41 +414,63 @@ class _Canvas:
             thumb = self.thumbs(item) if self.thumbs is not None else None
             dr.rectangle((x, ty, x + tw, ty + th), fill=(255, 255, 255))
             if thumb is not None:
-                t = ImageOps.contain(thumb.convert("RGB"), (max(1, tw - u(4)), max(1, th - u(4))),
-                                     Image.Resampling.LANCZOS)
+                t = ImageOps.contain(
+                    thumb.convert("RGB"), (max(1, tw - u(4)), max(1, th - u(4))), Image.Resampling.LANCZOS
+                )
                 if not in_mem:  # compressed to text in the context: fade it
                     t = Image.blend(t, Image.new("RGB", t.size, (255, 255, 255)), 0.55)
                 img.paste(t, (x + (tw - t.width) // 2, ty + (th - t.height) // 2))
             else:
-                dr.text((x + tw // 2, ty + th // 2), item.modality.upper(), font=self.f_small_b, fill=TEXT_ONLY,
-                        anchor="mm")
+                dr.text(
+                    (x + tw // 2, ty + th // 2), item.modality.upper(), font=self.f_small_b, fill=TEXT_ONLY, anchor="mm"
+                )
             if item.modality == "video":  # a small play mark
                 px0, py0 = x + u(5), ty + u(5)
-                dr.polygon([(px0, py0), (px0, py0 + u(10)), (px0 + u(9), py0 + u(5))], fill=(255, 255, 255),
-                           outline=INK)
-            dr.rounded_rectangle((x, ty, x + tw, ty + th), radius=u(4), outline=MEMORY if in_mem else TEXT_ONLY,
-                                 width=u(2.5) if in_mem else u(1))
+                dr.polygon(
+                    [(px0, py0), (px0, py0 + u(10)), (px0 + u(9), py0 + u(5))], fill=(255, 255, 255), outline=INK
+                )
+            dr.rounded_rectangle(
+                (x, ty, x + tw, ty + th),
+                radius=u(4),
+                outline=MEMORY if in_mem else TEXT_ONLY,
+                width=u(2.5) if in_mem else u(1),
+            )
             if a is None:  # allocate leaves out items the model marked not useful
                 cap = "not useful" if not item.useful else "–"
             else:
                 cap = _fmt_px(px) if in_mem else "text"
-            dr.text((x + tw // 2, ty + th + u(2)), _truncate(item.info_id, self.f_small, tw), font=self.f_small,
-                    fill=INK, anchor="ma")
-            dr.text((x + tw // 2, ty + th + u(2) + self.lh_small), _truncate(cap, self.f_small_b, tw),
-                    font=self.f_small_b, fill=(160, 110, 0) if in_mem else MUTED, anchor="ma")
+            dr.text(
+                (x + tw // 2, ty + th + u(2)),
+                _truncate(item.info_id, self.f_small, tw),
+                font=self.f_small,
+                fill=INK,
+                anchor="ma",
+            )
+            dr.text(
+                (x + tw // 2, ty + th + u(2) + self.lh_small),
+                _truncate(cap, self.f_small_b, tw),
+                font=self.f_small_b,
+                fill=(160, 110, 0) if in_mem else MUTED,
+                anchor="ma",
+            )
 
 
-def layout(graph: MemoryGraph, allocations: list[Allocation] | None = None,
-           max_width: int = 1600) -> dict[str, tuple[int, int, int, int]]:
+def layout(
+    graph: MemoryGraph, allocations: list[Allocation] | None = None, max_width: int = 1600
+) -> dict[str, tuple[int, int, int, int]]:
     """Node boxes (x0, y0, x1, y1) in output pixels, as draw_graph places them."""
     c = _Canvas(graph, allocations, None, max_width, 1)
     c.layout()
     return {k: (v.x, v.y, v.x + c.node_w, v.y + v.h) for k, v in c.views.items()}
 
 
-def draw_graph(graph: MemoryGraph, allocations: list[Allocation] | None = None,
-               thumbnails: Thumbnails | None = None, path: str | Path | None = None,
-               max_width: int = 1600) -> Image.Image:
+def draw_graph(
+    graph: MemoryGraph,
+    allocations: list[Allocation] | None = None,
+    thumbnails: Thumbnails | None = None,
+    path: str | Path | None = None,
+    max_width: int = 1600,
+) -> Image.Image:
     """A PNG-ready picture of the DAG; `allocations` default to energy.allocate(graph) with its defaults."""
     probe = _Canvas(graph, allocations, thumbnails, max_width, 1)
     probe.layout()

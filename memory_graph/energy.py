@@ -77,8 +77,15 @@ class Allocation:
     frames: int = 1
 
 
-def allocate(graph: MemoryGraph, k: int = TOP_K, s_total: int = S_TOTAL, max_image: int = MAX_IMAGE_PIXELS,
-             max_frame: int = MAX_FRAME_PIXELS, lam: float = LAMBDA, gamma: float = GAMMA) -> list[Allocation]:
+def allocate(
+    graph: MemoryGraph,
+    k: int = TOP_K,
+    s_total: int = S_TOTAL,
+    max_image: int = MAX_IMAGE_PIXELS,
+    max_frame: int = MAX_FRAME_PIXELS,
+    lam: float = LAMBDA,
+    gamma: float = GAMMA,
+) -> list[Allocation]:
     """Every visual-memory item with its Omega and pixel budget, best first (ties: older node, then listing
     order, as the demo's stable sort)."""
     omega = energy(graph, lam, gamma)
@@ -98,9 +105,16 @@ def allocate(graph: MemoryGraph, k: int = TOP_K, s_total: int = S_TOTAL, max_ima
         else:
             share = min(share, max_image)
         budget[(node.id, j)] = share
-    return [Allocation(node.id, j, om, budget.get((node.id, j), 0),
-                       max(1, len(item.key_timestamps)) if item.modality == "video" else 1)
-            for om, node, j, item in rows]
+    return [
+        Allocation(
+            node.id,
+            j,
+            om,
+            budget.get((node.id, j), 0),
+            max(1, len(item.key_timestamps)) if item.modality == "video" else 1,
+        )
+        for om, node, j, item in rows
+    ]
 
 
 def fit_to_budget(width: int, height: int, pixels: int, patch: int = 28) -> tuple[int, int]:

@@ -119,8 +119,10 @@ class MemoryGraph:
         if parent == child or child in self.ancestors(parent):
             raise GraphError(f"edge {parent!r} -> {child!r} would form a cycle")
         if self.nodes[parent].index > self.nodes[child].index:
-            raise GraphError(f"edge {parent!r} -> {child!r} points from a newer step to an older one; "
-                             "edges run from earlier steps to later ones")
+            raise GraphError(
+                f"edge {parent!r} -> {child!r} points from a newer step to an older one; "
+                "edges run from earlier steps to later ones"
+            )
         if parent not in self.nodes[child].parents:
             self.nodes[child].parents.append(parent)
 

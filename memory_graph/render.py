@@ -54,8 +54,11 @@ def action_graph(graph: MemoryGraph) -> list[dict]:
     >>> g = MemoryGraph("Who won?")
     >>> n = g.add_node("s1", "search", ["root"], "winner")
     >>> n.args, n.summary = {"id": "s1", "query": "winner", "parent_ids": ["root"]}, "p.3 names the winner"
-    >>> action_graph(g)
-    [{'id': 'root', 'name': 'Initial Node', 'content': 'Initial query from user: Who won?'}, {'id': 's1', 'query': 'winner', 'parent_ids': ['root'], 'summary': 'p.3 names the winner'}]
+    >>> root, step = action_graph(g)
+    >>> root
+    {'id': 'root', 'name': 'Initial Node', 'content': 'Initial query from user: Who won?'}
+    >>> step
+    {'id': 's1', 'query': 'winner', 'parent_ids': ['root'], 'summary': 'p.3 names the winner'}
     """
     out = [{"id": "root", "name": ROOT_NAME, "content": ROOT_CONTENT.format(question=graph.question)}]
     for node in sorted(graph.nodes.values(), key=lambda n: n.index):
@@ -76,9 +79,15 @@ class Slot:
     per_frame: int  # pixels per image: the budget split evenly over a video's kept frames
 
 
-def memory_plan(graph: MemoryGraph, k: int = TOP_K, s_total: int = S_TOTAL, max_image: int = MAX_IMAGE_PIXELS,
-                max_frame: int = MAX_FRAME_PIXELS, lam: float = LAMBDA,
-                gamma: float = GAMMA) -> list[tuple[str, list[Slot]]]:
+def memory_plan(
+    graph: MemoryGraph,
+    k: int = TOP_K,
+    s_total: int = S_TOTAL,
+    max_image: int = MAX_IMAGE_PIXELS,
+    max_frame: int = MAX_FRAME_PIXELS,
+    lam: float = LAMBDA,
+    gamma: float = GAMMA,
+) -> list[tuple[str, list[Slot]]]:
     """[(node id, slots)] of the memory section: nodes in graph order, each node's selected items best first.
 
     >>> g = MemoryGraph("q")
@@ -88,13 +97,17 @@ def memory_plan(graph: MemoryGraph, k: int = TOP_K, s_total: int = S_TOTAL, max_
     >>> [(n, [(s.item.info_id, s.pixels) for s in slots]) for n, slots in memory_plan(g)]
     [('s1', [('Picture 2', 1003520), ('Picture 1', 573440)])]
     """
-    chosen = [a for a in allocate(graph, k=k, s_total=s_total, max_image=max_image, max_frame=max_frame,
-                                  lam=lam, gamma=gamma) if a.pixels > 0][:k]
+    chosen = [
+        a
+        for a in allocate(graph, k=k, s_total=s_total, max_image=max_image, max_frame=max_frame, lam=lam, gamma=gamma)
+        if a.pixels > 0
+    ][:k]
     by_node: dict[str, list[Slot]] = {}
     for a in chosen:  # best first, so each node's list is best first too
         item = graph.nodes[a.node_id].items[a.item_index]
         frames = max(1, len(item.key_timestamps)) if item.modality == "video" else 1
-        by_node.setdefault(a.node_id, []).append(Slot(a.node_id, a.item_index, item, a.omega, a.pixels,
-                                                      a.pixels // frames))
+        by_node.setdefault(a.node_id, []).append(
+            Slot(a.node_id, a.item_index, item, a.omega, a.pixels, a.pixels // frames)
+        )
     order = sorted(graph.nodes.values(), key=lambda n: n.index)
     return [(n.id, by_node[n.id]) for n in order if n.id in by_node]

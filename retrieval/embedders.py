@@ -39,8 +39,15 @@ if TYPE_CHECKING:
     from PIL import Image
 
 KINDS = ("minilm", "st", "clip", "siglip", "colqwen2", "gve", "qwen3vl-emb")
-EXAMPLES = ("minilm", "st:<id-or-path>", "clip:openai/clip-vit-base-patch32", "siglip:<id-or-path>",
-            "colqwen2:vidore/colqwen2-v1.0-hf", "gve:Alibaba-NLP/GVE-3B", "qwen3vl-emb:Qwen/Qwen3-VL-Embedding-2B")
+EXAMPLES = (
+    "minilm",
+    "st:<id-or-path>",
+    "clip:openai/clip-vit-base-patch32",
+    "siglip:<id-or-path>",
+    "colqwen2:vidore/colqwen2-v1.0-hf",
+    "gve:Alibaba-NLP/GVE-3B",
+    "qwen3vl-emb:Qwen/Qwen3-VL-Embedding-2B",
+)
 PROGRESS_MIN_BATCHES = 5  # tqdm only when a call has more batches than this minus one; tiny calls stay quiet
 COLQWEN2_MAX_DOC_TOKENS = 1024  # text passages for ColQwen2 are cut here so one huge chunk cannot exhaust memory
 
@@ -74,7 +81,8 @@ class Embedder(ABC):
         """Embed images. Text-only embedders raise NotImplementedError saying what to use instead."""
         raise NotImplementedError(
             f"embedder {self.spec!r} embeds text only and cannot embed images; index images through their "
-            f"OCR text, or choose a visual embedder: clip:, siglip:, colqwen2:, gve: or qwen3vl-emb:<id-or-path>")
+            f"OCR text, or choose a visual embedder: clip:, siglip:, colqwen2:, gve: or qwen3vl-emb:<id-or-path>"
+        )
 
     def encode_image_queries(self, images: list[Image.Image], batch_size: int = 8) -> np.ndarray | list[np.ndarray]:
         """Embed images used as search queries. Most models embed them like any image; instruction-tuned ones
@@ -109,12 +117,16 @@ def parse_spec(spec: str) -> tuple[str, str]:
     kind = kind.strip().lower()
     ref = ref.strip()
     if kind not in KINDS:
-        raise RetrievalError(f"unknown embedder kind {kind!r} in spec {spec!r}; choose one of {', '.join(KINDS)} "
-                             f"(examples: {', '.join(EXAMPLES)})")
+        raise RetrievalError(
+            f"unknown embedder kind {kind!r} in spec {spec!r}; choose one of {', '.join(KINDS)} "
+            f"(examples: {', '.join(EXAMPLES)})"
+        )
     if kind == "minilm":
         if ref:
-            raise RetrievalError(f"spec {spec!r}: minilm takes no model reference; write 'minilm', or "
-                                 f"'st:{ref}' for another sentence-transformers model")
+            raise RetrievalError(
+                f"spec {spec!r}: minilm takes no model reference; write 'minilm', or "
+                f"'st:{ref}' for another sentence-transformers model"
+            )
         return kind, ""
     if not ref:
         raise RetrievalError(f"spec {spec!r} names no model; write {kind}:<hugging-face-id-or-local-folder>")
@@ -129,8 +141,12 @@ def canonical_spec(spec: str) -> str:
 
 def _looks_like_path(ref: str) -> bool:
     # Hub ids are "name" or "org/name"; anything else with a separator is meant as a folder.
-    return (ref.startswith(("/", "./", "../", "~", ".\\")) or "\\" in ref or ref.count("/") > 1
-            or (len(ref) > 1 and ref[1] == ":"))
+    return (
+        ref.startswith(("/", "./", "../", "~", ".\\"))
+        or "\\" in ref
+        or ref.count("/") > 1
+        or (len(ref) > 1 and ref[1] == ":")
+    )
 
 
 def _resolve_ref(ref: str, spec: str) -> str:
@@ -159,7 +175,7 @@ def _cached_file(ref: str, filename: str) -> str | None:
         from huggingface_hub import try_to_load_from_cache
 
         found = try_to_load_from_cache(ref, filename)
-    except Exception:  # malformed ids and cache quirks just mean "not known to be there"
+    except Exception:  # noqa: BLE001 - malformed ids and cache quirks just mean "not known to be there"
         return None
     return found if isinstance(found, str) else None
 
@@ -190,7 +206,8 @@ def _not_available(spec: str, ref: str, cause: Exception | None = None) -> Retri
         f"embedder {spec!r}: model {ref!r} is not a local folder and is not in the Hugging Face cache, and weights "
         f"cannot be downloaded {where}{why}. Download it where there is internet "
         f"(`hf download {ref} --local-dir DIR`), copy DIR here and pass the folder: "
-        f"{spec.split(':', 1)[0]}:DIR")
+        f"{spec.split(':', 1)[0]}:DIR"
+    )
 
 
 def _from_pretrained(loader: Any, ref: str, spec: str, **kwargs: Any) -> Any:
@@ -223,8 +240,10 @@ def _pick_device(device: str | None) -> str:
     if not device:
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RetrievalError(f"device {device!r} was asked for but torch sees no CUDA GPU; pass device='cpu' "
-                             f"or leave it unset to pick one")
+        raise RetrievalError(
+            f"device {device!r} was asked for but torch sees no CUDA GPU; pass device='cpu' "
+            f"or leave it unset to pick one"
+        )
     return device
 
 
@@ -245,7 +264,7 @@ def _batches(items: list, batch_size: int, desc: str) -> Iterator[list]:
 
         starts = tqdm(starts, desc=desc, unit="batch")
     for s in starts:
-        yield items[s:s + batch_size]
+        yield items[s : s + batch_size]
 
 
 _QUIET = threading.local()
@@ -321,10 +340,16 @@ class SentenceTransformerEmbedder(Embedder):
             return self._empty()
         if self._onnx is not None and role != "image":
             return self._onnx.encode(inputs, batch_size)
-        fn = {"document": self.model.encode_document, "query": self.model.encode_query,
-              "image": self.model.encode}[role]
-        vecs = fn(inputs, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
-                  show_progress_bar=_show_progress(len(inputs), batch_size))  # (n, dim)
+        fn = {"document": self.model.encode_document, "query": self.model.encode_query, "image": self.model.encode}[
+            role
+        ]
+        vecs = fn(
+            inputs,
+            batch_size=batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=_show_progress(len(inputs), batch_size),
+        )  # (n, dim)
         return _normalize(vecs)
 
     def encode_texts(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
@@ -348,11 +373,14 @@ def _onnx_encoder(model: Any, path: str, spec: str):
         return None
     try:
         return onnx_text.OnnxTextEncoder(model, weights)
-    except Exception as e:  # no onnxruntime, or an exporter that cannot trace this model: torch still works
+    except Exception as e:  # noqa: BLE001 - no onnxruntime, or an exporter that cannot trace this model: torch still works
         import warnings
 
-        warnings.warn(f"embedder {spec!r}: running on torch, the ONNX Runtime backend failed "
-                      f"({type(e).__name__}: {str(e)[:200]})", stacklevel=3)
+        warnings.warn(
+            f"embedder {spec!r}: running on torch, the ONNX Runtime backend failed "
+            f"({type(e).__name__}: {str(e)[:200]})",
+            stacklevel=3,
+        )
         return None
 
 
@@ -396,13 +424,16 @@ class DualEncoderEmbedder(Embedder):
         self.spec = spec
         self.device = device
         self.dtype = _gpu_dtype(device)
-        not_dual = (f"clip:/siglip: need a CLIP-style dual encoder with get_text_features/get_image_features "
-                    f"(use colqwen2:{ref} for ColQwen2, st:{ref} for a text-only model)")
+        not_dual = (
+            f"clip:/siglip: need a CLIP-style dual encoder with get_text_features/get_image_features "
+            f"(use colqwen2:{ref} for ColQwen2, st:{ref} for a text-only model)"
+        )
         try:
             model = _from_pretrained(AutoModel, ref, spec, dtype=self.dtype)
         except ValueError as e:  # AutoModel has no class for this config (e.g. a ColQwen2 folder)
-            raise RetrievalError(f"embedder {spec!r}: {ref} is not a model AutoModel can load "
-                                 f"({str(e).splitlines()[0]}); {not_dual}") from e
+            raise RetrievalError(
+                f"embedder {spec!r}: {ref} is not a model AutoModel can load ({str(e).splitlines()[0]}); {not_dual}"
+            ) from e
         if not (hasattr(model, "get_text_features") and hasattr(model, "get_image_features")):
             raise RetrievalError(f"embedder {spec!r}: {ref} loads as {type(model).__name__}; {not_dual}")
         self.model = model.to(device).eval()
@@ -430,8 +461,9 @@ class DualEncoderEmbedder(Embedder):
         padding = "max_length" if self.pad_to_max else True
         out = []
         for batch in _batches(texts, batch_size, f"embedding texts ({self.spec})"):
-            enc = self.processor(text=batch, padding=padding, truncation=True, max_length=self.max_length,
-                                 return_tensors="pt")
+            enc = self.processor(
+                text=batch, padding=padding, truncation=True, max_length=self.max_length, return_tensors="pt"
+            )
             out.append(self._run(self.model.get_text_features, enc))  # (b, dim)
         return np.concatenate(out)  # (n, dim)
 
@@ -469,8 +501,9 @@ class ColQwen2Embedder(Embedder):
         try:
             from transformers import ColQwen2ForRetrieval, ColQwen2Processor
         except ImportError as e:
-            raise missing_dependency("transformers", purpose=f"the {spec!r} embedder (needs transformers>=4.53 "
-                                                            f"for ColQwen2ForRetrieval)") from e
+            raise missing_dependency(
+                "transformers", purpose=f"the {spec!r} embedder (needs transformers>=4.53 for ColQwen2ForRetrieval)"
+            ) from e
         self.spec = spec
         self.device = device
         self.dtype = _gpu_dtype(device)
@@ -478,7 +511,8 @@ class ColQwen2Embedder(Embedder):
             raise RetrievalError(
                 f"embedder {spec!r}: {ref} is a colpali-engine checkpoint (a LoRA adapter), which transformers "
                 f"cannot load; use its transformers conversion instead (for vidore/colqwen2-v1.0 that is "
-                f"colqwen2:vidore/colqwen2-v1.0-hf)")
+                f"colqwen2:vidore/colqwen2-v1.0-hf)"
+            )
         model = _from_pretrained(ColQwen2ForRetrieval, ref, spec, dtype=self.dtype)
         self.processor = _from_pretrained(ColQwen2Processor, ref, spec)
         self.model = model.to(device).eval()
@@ -486,8 +520,11 @@ class ColQwen2Embedder(Embedder):
 
     def _run(self, enc: dict) -> list[np.ndarray]:
         torch = _torch()
-        moved = {k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
-                 for k, v in enc.items() if k != "token_type_ids" and hasattr(v, "to")}
+        moved = {
+            k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
+            for k, v in enc.items()
+            if k != "token_type_ids" and hasattr(v, "to")
+        }
         with torch.inference_mode():
             emb = self.model(**moved).embeddings  # (batch, seq, dim)
         emb = emb.float().cpu().numpy()  # (batch, seq, dim)
@@ -499,8 +536,9 @@ class ColQwen2Embedder(Embedder):
         out: list[np.ndarray] = []
         tok = self.processor.tokenizer
         for batch in _batches(texts, batch_size, f"embedding texts ({self.spec})"):
-            enc = tok(batch, padding="longest", truncation=True, max_length=COLQWEN2_MAX_DOC_TOKENS,
-                      return_tensors="pt")
+            enc = tok(
+                batch, padding="longest", truncation=True, max_length=COLQWEN2_MAX_DOC_TOKENS, return_tensors="pt"
+            )
             out.extend(self._run(enc))
         return out
 
@@ -551,8 +589,10 @@ def _build(kind: str, spec: str, ref: str, device: str) -> Embedder:
         if _has_file(ref, "modules.json"):  # a sentence-transformers folder (e.g. sentence-transformers/clip-ViT-B-32)
             emb = SentenceTransformerEmbedder(spec, ref, device)
             if not emb.supports_images:
-                raise RetrievalError(f"embedder {spec!r}: the sentence-transformers model {ref} has no image "
-                                     f"modality; use st:{ref} for a text-only model")
+                raise RetrievalError(
+                    f"embedder {spec!r}: the sentence-transformers model {ref} has no image "
+                    f"modality; use st:{ref} for a text-only model"
+                )
             return emb
         return DualEncoderEmbedder(spec, ref, device)
     if kind == "colqwen2":

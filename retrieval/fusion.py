@@ -14,8 +14,12 @@ import numpy as np
 RRF_K = 60
 
 
-def fuse(scores: dict[str, dict[int, float]], method: str = "rrf", weights: dict[str, float] | None = None,
-         rrf_k: int = RRF_K) -> dict[int, float]:
+def fuse(
+    scores: dict[str, dict[int, float]],
+    method: str = "rrf",
+    weights: dict[str, float] | None = None,
+    rrf_k: int = RRF_K,
+) -> dict[int, float]:
     weights = weights or {}
     out: dict[int, float] = {}
     for name, s in scores.items():

@@ -257,9 +257,15 @@ class VectorIndex:
             raise ValueError(f"kind={kind!r} is unknown; use one of {KINDS}")
         if int(dim) != dim or dim < 1:
             raise ValueError(f"dim={dim!r} is invalid; give the embedder's vector size, e.g. 384")
-        for name, v in [("approx_threshold", approx_threshold), ("hnsw_m", hnsw_m), ("ef_search", ef_search),
-                        ("ef_construction", ef_construction), ("nprobe", nprobe), ("nlist", nlist or 1),
-                        ("exact_filter_max", exact_filter_max)]:
+        for name, v in [
+            ("approx_threshold", approx_threshold),
+            ("hnsw_m", hnsw_m),
+            ("ef_search", ef_search),
+            ("ef_construction", ef_construction),
+            ("nprobe", nprobe),
+            ("nlist", nlist or 1),
+            ("exact_filter_max", exact_filter_max),
+        ]:
             if int(v) != v or v < 1:
                 raise ValueError(f"{name}={v!r} is invalid; it must be a positive integer")
         self.dim = int(dim)
@@ -473,10 +479,21 @@ class VectorIndex:
 
     # -- persistence
     def _meta(self) -> dict:
-        return {"type": "VectorIndex", "dim": self.dim, "requested_kind": self.requested_kind, "kind": self._kind,
-                "approx_threshold": self.approx_threshold, "hnsw_m": self.hnsw_m, "ef_search": self.ef_search,
-                "ef_construction": self.ef_construction, "nprobe": self.nprobe, "nlist": self.nlist,
-                "exact_filter_max": self.exact_filter_max, "trained_on": self._trained_on, "ntotal": self.ntotal}
+        return {
+            "type": "VectorIndex",
+            "dim": self.dim,
+            "requested_kind": self.requested_kind,
+            "kind": self._kind,
+            "approx_threshold": self.approx_threshold,
+            "hnsw_m": self.hnsw_m,
+            "ef_search": self.ef_search,
+            "ef_construction": self.ef_construction,
+            "nprobe": self.nprobe,
+            "nlist": self.nlist,
+            "exact_filter_max": self.exact_filter_max,
+            "trained_on": self._trained_on,
+            "ntotal": self.ntotal,
+        }
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the index to `path` atomically (temp file in the same folder, fsync, os.replace)."""
@@ -490,8 +507,17 @@ class VectorIndex:
     @classmethod
     def _from_parts(cls, meta: dict, index, path) -> "VectorIndex":
         faiss = _faiss()
-        self = cls(meta["dim"], meta["requested_kind"], meta["approx_threshold"], meta["hnsw_m"], meta["ef_search"],
-                   meta["ef_construction"], meta["nprobe"], meta["nlist"], meta["exact_filter_max"])
+        self = cls(
+            meta["dim"],
+            meta["requested_kind"],
+            meta["approx_threshold"],
+            meta["hnsw_m"],
+            meta["ef_search"],
+            meta["ef_construction"],
+            meta["nprobe"],
+            meta["nlist"],
+            meta["exact_filter_max"],
+        )
         if not isinstance(index, faiss.IndexIDMap) or index.ntotal != meta["ntotal"] or index.d != self.dim:
             raise IndexOpenError(f"{path}: the FAISS index does not match its header; rebuild it from the store")
         self._kind, self._trained_on, self._index = meta["kind"], meta["trained_on"], index

@@ -59,18 +59,27 @@ class IngestSummary:
     timings: dict[str, float] = field(default_factory=dict)  # busy seconds per stage; pipelined stages overlap
 
     def format(self) -> str:
-        lines = [f"indexed {self.units_indexed} units from {self.files_indexed} files in {self.seconds:.1f}s; "
-                 f"{self.unchanged} files unchanged, {len(self.skipped)} skipped, {len(self.failed)} failed"
-                 + (f", {self.pruned} pruned" if self.pruned else "") + f"; index holds {self.total_units} units"]
+        lines = [
+            f"indexed {self.units_indexed} units from {self.files_indexed} files in {self.seconds:.1f}s; "
+            f"{self.unchanged} files unchanged, {len(self.skipped)} skipped, {len(self.failed)} failed"
+            + (f", {self.pruned} pruned" if self.pruned else "")
+            + f"; index holds {self.total_units} units"
+        ]
         busy = sorted(((v, k) for k, v in self.timings.items() if v >= 0.05), reverse=True)
         if busy and self.units_indexed:
-            lines.append(f"{self.units_indexed / max(self.seconds, 1e-9):.1f} units/s; busy seconds per stage: "
-                         + ", ".join(f"{k} {v:.1f}" for v, k in busy))
+            lines.append(
+                f"{self.units_indexed / max(self.seconds, 1e-9):.1f} units/s; busy seconds per stage: "
+                + ", ".join(f"{k} {v:.1f}" for v, k in busy)
+            )
         if self.page_images:
-            lines.append(f"{self.page_images} page images indexed as the pages of their PDFs (X_N.jpg is page N "
-                         "of X.pdf)")
-        for title, rows in (("skipped", self.skipped), ("failed", self.failed),
-                            ("indexed as plain images, not pages", self.plain_images)):
+            lines.append(
+                f"{self.page_images} page images indexed as the pages of their PDFs (X_N.jpg is page N of X.pdf)"
+            )
+        for title, rows in (
+            ("skipped", self.skipped),
+            ("failed", self.failed),
+            ("indexed as plain images, not pages", self.plain_images),
+        ):
             if rows:
                 lines.append(f"{title}:")
                 shown = rows if len(rows) <= 12 or title != "indexed as plain images, not pages" else rows[:5]
@@ -191,8 +200,10 @@ class Indexer:
         # Compare canonical specs: "clip:./m" and "clip:/abs/m" are the same model.
         spec = canonical_spec(self.config.embedder) if self.config.embedder else (built_with or "minilm")
         if built_with and spec != built_with:
-            raise IndexOpenError(f"{index_dir} was built with embedder {built_with!r}, not {spec!r}; "
-                                 f"use --embedder {built_with} or index into a new folder")
+            raise IndexOpenError(
+                f"{index_dir} was built with embedder {built_with!r}, not {spec!r}; "
+                f"use --embedder {built_with} or index into a new folder"
+            )
         self._embedder = embedder
         self._embedder_spec = spec
         self._ocr = ocr
@@ -234,8 +245,9 @@ class Indexer:
             seen: dict[str, str] = {}  # content hash -> path, so a second copy of a file is skipped
             todo = [job for path, root in files if (job := self._check(path, root, seen, summary)) is not None]
             sizes = [_expected_units(job.path, self.config) for job in todo]
-        bar = tqdm(total=sum(sizes), desc="indexing", unit="page", disable=not progress, dynamic_ncols=True,
-                   smoothing=0.1)
+        bar = tqdm(
+            total=sum(sizes), desc="indexing", unit="page", disable=not progress, dynamic_ncols=True, smoothing=0.1
+        )
         pending: list[PendingFile] = []
         n_pending = 0
         try:
@@ -302,10 +314,15 @@ class Indexer:
         for pdf, imgs in plan.duplicates.items():
             left_out.update(imgs)
             dropped = self.store.remove_files([str(p) for p in imgs if self.store.file(str(p))])
-            summary.skipped.append((f"{len(imgs)} page images of {pdf}",
-                                    "its pages are indexed from the PDF (text layer and rendering), so each page is "
-                                    "indexed once" + (f"; {dropped} indexed earlier were dropped" if dropped else "")
-                                    + "; --no-page-images indexes them as separate images"))
+            summary.skipped.append(
+                (
+                    f"{len(imgs)} page images of {pdf}",
+                    "its pages are indexed from the PDF (text layer and rendering), so each page is "
+                    "indexed once"
+                    + (f"; {dropped} indexed earlier were dropped" if dropped else "")
+                    + "; --no-page-images indexes them as separate images",
+                )
+            )
         return [(f, root) for f, root in files if f not in left_out]
 
     def prune(self, paths: list[str | Path]) -> int:
@@ -359,7 +376,7 @@ class Indexer:
         except IngestError as e:
             record.status, record.reason = "failed", f"{e.reason}" + (f"; {e.fix}" if e.fix else "")
             return PendingFile(record, [], [])
-        except Exception as e:  # a bug or an exotic decoder failure must not end the run
+        except Exception as e:  # noqa: BLE001 - a bug or an exotic decoder failure must not end the run
             record.status, record.reason = "failed", f"unexpected {type(e).__name__}: {e}"
             return PendingFile(record, [], [])
         return PendingFile(record, units, [], replaces=job.replaces)
@@ -378,24 +395,47 @@ class Indexer:
                     with clock("render"):
                         image = loaders.render_pdf_page(path, pg.page, dpi=c.ocr_dpi)
                     text, src = self._ocr_text(image, clock) or text, f"ocr:{self.ocr.name}"
-                units.append(Unit(uid=f"{sha[:16]}:p{pg.page}", modality="page", page=pg.page, text=text,
-                                  text_source=src, width=pg.width, height=pg.height, **base))
+                units.append(
+                    Unit(
+                        uid=f"{sha[:16]}:p{pg.page}",
+                        modality="page",
+                        page=pg.page,
+                        text=text,
+                        text_source=src,
+                        width=pg.width,
+                        height=pg.height,
+                        **base,
+                    )
+                )
             return units
         if kind == "image":
             with clock("decode"):
                 image = loaders.open_image(path)
             text = self._ocr_text(image, clock)
             doc, page = self._page_of.get(path, ("", None))
-            return [Unit(uid=f"{sha[:16]}:img", modality="image", text=text, width=image.width, height=image.height,
-                         text_source=f"ocr:{self.ocr.name}" if self.ocr else "", doc=doc, page=page, **base)]
+            return [
+                Unit(
+                    uid=f"{sha[:16]}:img",
+                    modality="image",
+                    text=text,
+                    width=image.width,
+                    height=image.height,
+                    text_source=f"ocr:{self.ocr.name}" if self.ocr else "",
+                    doc=doc,
+                    page=page,
+                    **base,
+                )
+            ]
         if kind == "video":
             return self._extract_video(path, base, sha, clock)
         if kind == "text":
             chunks = loaders.chunk_text(loaders.read_text(path), c.chunk_chars)
             if not chunks:
                 raise IngestError(path, "the text file is empty", "nothing to index; remove the file")
-            return [Unit(uid=f"{sha[:16]}:t{i}", modality="text", chunk=i, text=t, text_source="file", **base)
-                    for i, t in enumerate(chunks)]
+            return [
+                Unit(uid=f"{sha[:16]}:t{i}", modality="text", chunk=i, text=t, text_source="file", **base)
+                for i, t in enumerate(chunks)
+            ]
         raise IngestError(path, "unsupported file type", "see `vimrag index --help` for the types indexed")
 
     def _extract_video(self, path: Path, base: dict, sha: str, clock: _Clock) -> list[Unit]:
@@ -415,9 +455,20 @@ class Indexer:
                 text = self._ocr_text(frame, clock)
                 if text:
                     lines.append(f"[{int(t) // 60:02d}:{int(t) % 60:02d}] {text}")
-            units.append(Unit(uid=f"{sha[:16]}:c{i}", modality="video", start=round(a, 3), end=round(b, 3),
-                              keyframes=times, text="\n".join(lines), width=info.width, height=info.height,
-                              text_source=f"ocr:{self.ocr.name}" if self.ocr else "", **base))
+            units.append(
+                Unit(
+                    uid=f"{sha[:16]}:c{i}",
+                    modality="video",
+                    start=round(a, 3),
+                    end=round(b, 3),
+                    keyframes=times,
+                    text="\n".join(lines),
+                    width=info.width,
+                    height=info.height,
+                    text_source=f"ocr:{self.ocr.name}" if self.ocr else "",
+                    **base,
+                )
+            )
         return units
 
     def _ocr_engine(self, clock: _Clock):
@@ -467,7 +518,7 @@ class Indexer:
             per_unit = self._embed_visual(units) if self.embedder.supports_images else self._embed_passages(units)
         i = 0
         for pf in pending:
-            pf.vectors = per_unit[i:i + len(pf.units)]
+            pf.vectors = per_unit[i : i + len(pf.units)]
             i += len(pf.units)
 
     def _embed_passages(self, units: list[Unit]) -> list[list[np.ndarray]]:
@@ -512,7 +563,7 @@ def passages_of(text: str, words: int = 150, max_passages: int = 16) -> list[str
     if len(toks) <= words:
         return [text.strip() or "(empty)"]
     stride = max(1, words * 4 // 5)
-    out = [" ".join(toks[s:s + words]) for s in range(0, max(1, len(toks) - words + stride), stride)]
+    out = [" ".join(toks[s : s + words]) for s in range(0, max(1, len(toks) - words + stride), stride)]
     return out[:max_passages]
 
 

@@ -19,8 +19,19 @@ from typing import Any, Sequence
 import numpy as np
 
 from retrieval.errors import IndexOpenError, missing_dependency
-from retrieval.index import (_as_ids, _as_matrix, _check_k, _check_unique, _contains, _faiss, _read_container,
-                             _sorted_unique, _top_k, _write_container, atomic_write)
+from retrieval.index import (
+    _as_ids,
+    _as_matrix,
+    _check_k,
+    _check_unique,
+    _contains,
+    _faiss,
+    _read_container,
+    _sorted_unique,
+    _top_k,
+    _write_container,
+    atomic_write,
+)
 
 # Multi-vector defaults, tuned with `python -m eval.bench_vectors` (128-d tokens, 20k pages x 128 tokens): the
 # token index only proposes candidates for an exact rerank, so it probes fewer lists but returns more.
@@ -166,9 +177,16 @@ class MultiVectorIndex:
         if codec not in CODECS:
             raise ValueError(f"codec={codec!r} is unknown; use one of {CODECS}")
         pq_bytes = pq_bytes or _pq_bytes(int(dim))
-        for name, v in [("dim", dim), ("approx_threshold", approx_threshold), ("token_k", token_k),
-                        ("n_candidates", n_candidates), ("nprobe", nprobe), ("nlist", nlist or 1),
-                        ("pq_bytes", pq_bytes), ("pool_factor", pool_factor)]:
+        for name, v in [
+            ("dim", dim),
+            ("approx_threshold", approx_threshold),
+            ("token_k", token_k),
+            ("n_candidates", n_candidates),
+            ("nprobe", nprobe),
+            ("nlist", nlist or 1),
+            ("pq_bytes", pq_bytes),
+            ("pool_factor", pool_factor),
+        ]:
             if int(v) != v or v < 1:
                 raise ValueError(f"{name}={v!r} is invalid; it must be a positive integer")
         if dim % pq_bytes:
@@ -230,8 +248,12 @@ class MultiVectorIndex:
         if self._ivf is not None:
             code = {"flat": self.dim * 4, "sq8": self.dim, "pq": self.pq_bytes}[self.codec]
             ivf = self._ivf.ntotal * (code + 8) + self._ivf.nlist * self.dim * 4  # codes + ids, centroids
-        return {"tokens": n * row, "spare": (len(self._mat) - n) * row, "token_index": ivf,
-                "tables": self._doc_ids.nbytes + self._offsets.nbytes}
+        return {
+            "tokens": n * row,
+            "spare": (len(self._mat) - n) * row,
+            "token_index": ivf,
+            "tables": self._doc_ids.nbytes + self._offsets.nbytes,
+        }
 
     # -- writes
     def _prepare(self, doc_ids: Any, docs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
@@ -310,8 +332,9 @@ class MultiVectorIndex:
         if self.codec == "flat":
             ivf = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
         elif self.codec == "sq8":
-            ivf = faiss.IndexIVFScalarQuantizer(quantizer, self.dim, nlist, faiss.ScalarQuantizer.QT_8bit,
-                                                faiss.METRIC_INNER_PRODUCT)
+            ivf = faiss.IndexIVFScalarQuantizer(
+                quantizer, self.dim, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+            )
         else:
             nbits = int(min(8, max(1, np.log2(max(2, m // 4)))))  # tiny corpora cannot train 256 centroids
             ivf = faiss.IndexIVFPQ(quantizer, self.dim, nlist, self.pq_bytes, nbits, faiss.METRIC_INNER_PRODUCT)
@@ -437,11 +460,25 @@ class MultiVectorIndex:
 
     # -- persistence
     def _meta(self) -> dict:
-        return {"type": "MultiVectorIndex", "layout": LAYOUT, "dim": self.dim, "requested_kind": self.requested_kind,
-                "approx_threshold": self.approx_threshold, "token_k": self.token_k, "n_candidates": self.n_candidates,
-                "nprobe": self.nprobe, "nlist": self.nlist, "dtype": str(self.dtype), "codec": self.codec,
-                "pq_bytes": self.pq_bytes, "pool_factor": self.pool_factor, "trained_on": self._trained_on,
-                "has_ivf": self._ivf is not None, "n_docs": self.ntotal, "n_tokens": self.n_tokens}
+        return {
+            "type": "MultiVectorIndex",
+            "layout": LAYOUT,
+            "dim": self.dim,
+            "requested_kind": self.requested_kind,
+            "approx_threshold": self.approx_threshold,
+            "token_k": self.token_k,
+            "n_candidates": self.n_candidates,
+            "nprobe": self.nprobe,
+            "nlist": self.nlist,
+            "dtype": str(self.dtype),
+            "codec": self.codec,
+            "pq_bytes": self.pq_bytes,
+            "pool_factor": self.pool_factor,
+            "trained_on": self._trained_on,
+            "has_ivf": self._ivf is not None,
+            "n_docs": self.ntotal,
+            "n_tokens": self.n_tokens,
+        }
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the documents, their tokens (once) and the candidate index to `path` atomically."""
@@ -455,13 +492,29 @@ class MultiVectorIndex:
         if meta.get("layout") != LAYOUT:
             raise IndexOpenError(
                 f"{path}: written by an older VimRAG (layout {meta.get('layout', 1)}, every token vector held twice); "
-                "delete it and rebuild: `vimrag index` (or opening the index) rebuilds it from the SQLite store")
-        self = cls(meta["dim"], meta["requested_kind"], meta["approx_threshold"], meta["token_k"],
-                   meta["n_candidates"], meta["nprobe"], meta["nlist"], meta["dtype"], meta["codec"],
-                   meta["pq_bytes"], meta["pool_factor"])
+                "delete it and rebuild: `vimrag index` (or opening the index) rebuilds it from the SQLite store"
+            )
+        self = cls(
+            meta["dim"],
+            meta["requested_kind"],
+            meta["approx_threshold"],
+            meta["token_k"],
+            meta["n_candidates"],
+            meta["nprobe"],
+            meta["nlist"],
+            meta["dtype"],
+            meta["codec"],
+            meta["pq_bytes"],
+            meta["pool_factor"],
+        )
         doc_ids, offsets, tokens = arrays["doc_ids"], arrays["offsets"], arrays["tokens"]
-        ok = (len(doc_ids) == meta["n_docs"] and len(offsets) == len(doc_ids) + 1 and offsets[-1] == len(tokens)
-              and tokens.shape == (meta["n_tokens"], self.dim) and tokens.dtype == self.dtype)
+        ok = (
+            len(doc_ids) == meta["n_docs"]
+            and len(offsets) == len(doc_ids) + 1
+            and offsets[-1] == len(tokens)
+            and tokens.shape == (meta["n_tokens"], self.dim)
+            and tokens.dtype == self.dtype
+        )
         if meta["has_ivf"]:
             ok = ok and index.ntotal == len(tokens) and index.d == self.dim and hasattr(index, "nlist")
         if not ok:

@@ -70,10 +70,14 @@ def read_pdf(path: str | Path) -> list[PdfPage]:
             if _pageless(path):  # pdfium refuses a well-formed file whose page tree is empty
                 raise IngestError(path, "the PDF has zero pages", "nothing to index; remove the file") from e
             if "password" in reason.lower():
-                raise IngestError(path, "the PDF is encrypted", "decrypt it (e.g. qpdf --decrypt) and index it again") from e
+                raise IngestError(
+                    path, "the PDF is encrypted", "decrypt it (e.g. qpdf --decrypt) and index it again"
+                ) from e
             raise IngestError(path, f"not a readable PDF ({reason})", "re-download or re-export the file") from e
         except OSError as e:
-            raise IngestError(path, f"cannot read the file ({e.strerror or e})", "check it exists and is readable") from e
+            raise IngestError(
+                path, f"cannot read the file ({e.strerror or e})", "check it exists and is readable"
+            ) from e
         try:
             n = len(doc)
             if n == 0:
@@ -119,14 +123,19 @@ def _pageless(path: Path) -> bool:
     import re
 
     try:
-        head = path.read_bytes()[:8 << 20]
+        head = path.read_bytes()[: 8 << 20]
     except OSError:
         return False
-    return (head.startswith(b"%PDF") and re.search(rb"/Count\s+0\b", head) is not None
-            and re.search(rb"/Type\s*/Page(?!s)\b", head) is None)
+    return (
+        head.startswith(b"%PDF")
+        and re.search(rb"/Count\s+0\b", head) is not None
+        and re.search(rb"/Type\s*/Page(?!s)\b", head) is None
+    )
 
 
-def render_pdf_page(path: str | Path, page: int, max_pixels: int | None = DEFAULT_MAX_PIXELS, dpi: float = 144.0) -> Image.Image:
+def render_pdf_page(
+    path: str | Path, page: int, max_pixels: int | None = DEFAULT_MAX_PIXELS, dpi: float = 144.0
+) -> Image.Image:
     """Render one 1-indexed page to an RGB image at `dpi`, shrunk to fit `max_pixels`."""
     import pypdfium2 as pdfium
 
@@ -162,19 +171,27 @@ def open_image(path: str | Path, max_pixels: int | None = DEFAULT_MAX_PIXELS, da
             with Image.open(path if data is None else io.BytesIO(data)) as im:
                 w, h = im.size
                 if w * h > MAX_IMAGE_PIXELS:
-                    raise IngestError(path, f"image is {w}x{h} = {w * h / 1e6:.0f} Mpx, over the "
-                                      f"{MAX_IMAGE_PIXELS / 1e6:.0f} Mpx safety limit (possible decompression bomb)",
-                                      "downscale it before indexing")
+                    raise IngestError(
+                        path,
+                        f"image is {w}x{h} = {w * h / 1e6:.0f} Mpx, over the "
+                        f"{MAX_IMAGE_PIXELS / 1e6:.0f} Mpx safety limit (possible decompression bomb)",
+                        "downscale it before indexing",
+                    )
                 im.draft("RGB", fit_pixels(w, h, max_pixels))  # JPEG: decode at reduced size, cheaply
                 im.load()
                 rgb = _to_rgb(im)
     except IngestError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
-        raise IngestError(path, f"image exceeds the decompression-bomb limit ({e})", "downscale it before indexing") from e
+        raise IngestError(
+            path, f"image exceeds the decompression-bomb limit ({e})", "downscale it before indexing"
+        ) from e
     except Image.UnidentifiedImageError as e:
-        raise IngestError(path, "not an image (the extension says image, the content does not)",
-                          "rename it to its real type or remove it") from e
+        raise IngestError(
+            path,
+            "not an image (the extension says image, the content does not)",
+            "rename it to its real type or remove it",
+        ) from e
     except OSError as e:
         raise IngestError(path, f"cannot decode the image ({e})", "re-export the file; it may be truncated") from e
     tw, th = fit_pixels(*rgb.size, max_pixels)
@@ -219,8 +236,11 @@ def _video_reader(path: str | Path):
     try:
         vr = decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=1)
     except Exception as e:  # decord raises its own DECORDError, or RuntimeError, for undecodable input
-        raise IngestError(path, f"cannot decode the video ({str(e).splitlines()[0][:200]})",
-                          "re-encode it (e.g. ffmpeg -i in -c:v libx264 out.mp4)") from e
+        raise IngestError(
+            path,
+            f"cannot decode the video ({str(e).splitlines()[0][:200]})",
+            "re-encode it (e.g. ffmpeg -i in -c:v libx264 out.mp4)",
+        ) from e
     if len(vr) == 0:
         raise IngestError(path, "the video has no frames", "re-encode or remove it")
     return vr
@@ -234,7 +254,9 @@ def video_info(path: str | Path) -> VideoInfo:
     return VideoInfo(n, fps, n / fps, int(w), int(h))
 
 
-def read_video_frames(path: str | Path, timestamps: list[float], max_pixels: int | None = DEFAULT_MAX_PIXELS) -> list[tuple[float, Image.Image]]:
+def read_video_frames(
+    path: str | Path, timestamps: list[float], max_pixels: int | None = DEFAULT_MAX_PIXELS
+) -> list[tuple[float, Image.Image]]:
     """[(t, RGB frame)] at the given times in seconds (clamped to the video), shrunk to `max_pixels`."""
     vr = _video_reader(path)
     n = len(vr)

@@ -300,8 +300,13 @@ class _SpaceAwareCtcDecode:
                 c = int(c)
                 if c != 0 and c != prev:
                     gap = preds[b, last_t + 1 : t, self.space_id]  # (gap frames,)
-                    if (chars and c != self.space_id and chars[-1] != " " and gap.size
-                            and float(gap.max()) >= self.space_prob):
+                    if (
+                        chars
+                        and c != self.space_id
+                        and chars[-1] != " "
+                        and gap.size
+                        and float(gap.max()) >= self.space_prob
+                    ):
                         chars.append(" ")
                     chars.append(self.character[c])
                     confs.append(float(probs[b, t]))
@@ -327,10 +332,21 @@ class RapidOcrEngine:
     name = "rapidocr"
     PIPELINES = ("split", "rapidocr")
 
-    def __init__(self, space_prob: float | None = 0.02, max_side: int = 2000, min_side: int = 0,
-                 columns: bool = True, threads: int = -1, min_conf: float = 0.5,
-                 upside_down: bool = False, pipeline: str = "split", det_side: int | None = 1280,
-                 rec_height: int = 48, rec_batch: int = 8, split_gap: float | None = 0.8) -> None:
+    def __init__(
+        self,
+        space_prob: float | None = 0.02,
+        max_side: int = 2000,
+        min_side: int = 0,
+        columns: bool = True,
+        threads: int = -1,
+        min_conf: float = 0.5,
+        upside_down: bool = False,
+        pipeline: str = "split",
+        det_side: int | None = 1280,
+        rec_height: int = 48,
+        rec_batch: int = 8,
+        split_gap: float | None = 0.8,
+    ) -> None:
         # min_side=0: no upscaling. The recogniser resizes every line to 48 px high anyway, and upscaling
         # hurt: 8 px text on a 100x14 image read perfectly as is, with 4 errors in 21 chars at 4x.
         if pipeline not in self.PIPELINES:
@@ -365,8 +381,13 @@ class RapidOcrEngine:
         # reduced copy it closed the gutter of a two-column page, and one box spanning both columns
         # scrambled the reading order (page CER 0.09 -> 0.74 at 1280 px; 0.09 without dilation).
         split = self.pipeline == "split"
-        ocr = RapidOCR(intra_op_num_threads=self.threads, text_score=self.min_conf, det_limit_type="max",
-                       use_cls=self.upside_down, det_use_dilation=not split)
+        ocr = RapidOCR(
+            intra_op_num_threads=self.threads,
+            text_score=self.min_conf,
+            det_limit_type="max",
+            use_cls=self.upside_down,
+            det_use_dilation=not split,
+        )
         if self.space_prob is not None:
             rec = getattr(ocr, "text_rec", None)
             stock = getattr(rec, "postprocess_op", None)
@@ -374,7 +395,8 @@ class RapidOcrEngine:
             if not character or character[-1] != " ":
                 raise RetrievalError(
                     "this rapidocr-onnxruntime version has no recogniser decoder to restore spaces with; "
-                    "install rapidocr-onnxruntime==1.4.4 or create RapidOcrEngine(space_prob=None)")
+                    "install rapidocr-onnxruntime==1.4.4 or create RapidOcrEngine(space_prob=None)"
+                )
             rec.postprocess_op = _SpaceAwareCtcDecode(character, self.space_prob)
         if split:
             for holder in (ocr.text_det.infer, ocr.text_rec.session, ocr.text_cls.infer):
@@ -407,8 +429,11 @@ class RapidOcrEngine:
         o = self._ocr
         h, w = bgr.shape[:2]
         f = min(1.0, self.det_side / max(h, w)) if self.det_side else 1.0
-        small = cv2.resize(bgr, (max(1, round(w * f)), max(1, round(h * f))), interpolation=cv2.INTER_AREA) \
-            if f < 1 else bgr
+        small = (
+            cv2.resize(bgr, (max(1, round(w * f)), max(1, round(h * f))), interpolation=cv2.INTER_AREA)
+            if f < 1
+            else bgr
+        )
         fx, fy = small.shape[1] / w, small.shape[0] / h
         x0, y0, x1, y1 = ink_box(small)
         if x1 <= x0:
@@ -490,8 +515,8 @@ def split_at_gaps(bgr, quad, gap: float, threshold: int = 40) -> list:
     pad = h // 4  # the detector's boxes leave about this much margin around the ink
     out = []
     for a, b in pieces:
-        l, r = max(x1, x1 + a - pad), min(x2, x1 + b + 1 + pad)
-        out.append(np.array([[l, y1], [r, y1], [r, y2], [l, y2]], np.float32))
+        left, right = max(x1, x1 + a - pad), min(x2, x1 + b + 1 + pad)
+        out.append(np.array([[left, y1], [right, y1], [right, y2], [left, y2]], np.float32))
     return out
 
 
@@ -529,8 +554,12 @@ def ink_box(bgr, pad: int = 16, threshold: int = 40) -> tuple[int, int, int, int
     if rows.size == 0:
         return 0, 0, 0, 0
     h, w = grey.shape
-    return (max(0, int(cols[0]) - pad), max(0, int(rows[0]) - pad),
-            min(w, int(cols[-1]) + 1 + pad), min(h, int(rows[-1]) + 1 + pad))
+    return (
+        max(0, int(cols[0]) - pad),
+        max(0, int(rows[0]) - pad),
+        min(w, int(cols[-1]) + 1 + pad),
+        min(h, int(rows[-1]) + 1 + pad),
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -547,9 +576,17 @@ class TesseractEngine:
 
     name = "tesseract"
 
-    def __init__(self, lang: str = "eng", psm: int = 3, max_side: int = 4000, min_side: int = 1000,
-                 columns: bool = True, threads: int = 1, timeout_s: float = 120.0,
-                 binary: str | None = None) -> None:
+    def __init__(
+        self,
+        lang: str = "eng",
+        psm: int = 3,
+        max_side: int = 4000,
+        min_side: int = 1000,
+        columns: bool = True,
+        threads: int = 1,
+        timeout_s: float = 120.0,
+        binary: str | None = None,
+    ) -> None:
         # psm 3: automatic page segmentation. Tesseract wants text around 20-30 px high, so small
         # images are upscaled to a 1000 px long side (at most 4x): 8 px text on a 100x14 image read
         # as nothing at native size and with 3 errors in 21 characters upscaled. threads=1: tesseract's OpenMP
@@ -575,15 +612,21 @@ class TesseractEngine:
             env = {**os.environ, "OMP_THREAD_LIMIT": str(self.threads)}
             proc = subprocess.run(cmd, input=png.getvalue(), capture_output=True, timeout=self.timeout_s, env=env)
         except subprocess.TimeoutExpired as e:
-            raise RetrievalError(f"tesseract took over {self.timeout_s:.0f} s on a {image.size} image; "
-                                 "pass a smaller image or raise TesseractEngine(timeout_s=...)") from e
+            raise RetrievalError(
+                f"tesseract took over {self.timeout_s:.0f} s on a {image.size} image; "
+                "pass a smaller image or raise TesseractEngine(timeout_s=...)"
+            ) from e
         if proc.returncode != 0:
             err = proc.stderr.decode(errors="replace").strip()
-            raise RetrievalError(f"tesseract failed (exit {proc.returncode}): {err[-500:]}; "
-                                 f"check that the '{self.lang}' language data is installed "
-                                 f"(apt-get install tesseract-ocr-{self.lang})")
-        boxes = [OcrBox(_unscale(b.box, factor, image.size), b.text, b.conf)
-                 for b in _tsv_lines(proc.stdout.decode("utf-8", errors="replace"))]
+            raise RetrievalError(
+                f"tesseract failed (exit {proc.returncode}): {err[-500:]}; "
+                f"check that the '{self.lang}' language data is installed "
+                f"(apt-get install tesseract-ocr-{self.lang})"
+            )
+        boxes = [
+            OcrBox(_unscale(b.box, factor, image.size), b.text, b.conf)
+            for b in _tsv_lines(proc.stdout.decode("utf-8", errors="replace"))
+        ]
         return OcrResult(layout_text(boxes, self.columns), boxes, self.name)
 
 
@@ -619,8 +662,10 @@ def available_engines() -> list[str]:
     """The engines that can run here, in the order "auto" prefers them."""
     import importlib.util
 
-    have = {"rapidocr": importlib.util.find_spec("rapidocr_onnxruntime") is not None,
-            "tesseract": tesseract_binary() is not None}
+    have = {
+        "rapidocr": importlib.util.find_spec("rapidocr_onnxruntime") is not None,
+        "tesseract": tesseract_binary() is not None,
+    }
     return [name for name in AUTO_ORDER if have[name]]
 
 
@@ -638,8 +683,9 @@ def get_ocr(name: str = "auto") -> OcrEngine | None:
     if key == "auto":
         found = available_engines()
         if not found:
-            raise missing_dependency("rapidocr-onnxruntime==1.4.4", None,
-                                     "OCR (apt-get install tesseract-ocr also works)")
+            raise missing_dependency(
+                "rapidocr-onnxruntime==1.4.4", None, "OCR (apt-get install tesseract-ocr also works)"
+            )
         key = found[0]
     with _CACHE_LOCK:
         if key not in _CACHE:

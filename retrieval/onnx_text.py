@@ -48,8 +48,12 @@ def supported(model: Any) -> bool:
         return False
     pooling = model[1].get_config_dict() if hasattr(model[1], "get_config_dict") else {}
     prompts = getattr(model, "prompts", None) or {}
-    return (pooling.get("pooling_mode") == "mean" and not any(prompts.values())
-            and hasattr(model[0], "auto_model") and str(model.device) == "cpu")
+    return (
+        pooling.get("pooling_mode") == "mean"
+        and not any(prompts.values())
+        and hasattr(model[0], "auto_model")
+        and str(model.device) == "cpu"
+    )
 
 
 class OnnxTextEncoder:
@@ -75,10 +79,13 @@ class OnnxTextEncoder:
         order = np.argsort([-len(t) for t in texts], kind="stable")
         out: np.ndarray | None = None
         for s in range(0, len(texts), batch_size):
-            rows = order[s:s + batch_size]
+            rows = order[s : s + batch_size]
             enc = self._model.preprocess([texts[i] for i in rows])
-            feed = {k: enc[k].numpy().astype(np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")
-                    if k in self._inputs and k in enc}
+            feed = {
+                k: enc[k].numpy().astype(np.int64)
+                for k in ("input_ids", "attention_mask", "token_type_ids")
+                if k in self._inputs and k in enc
+            }
             hidden = self._session.run(None, feed)[0]  # (b, seq, dim)
             mask = feed["attention_mask"][..., None].astype(np.float32)  # (b, seq, 1)
             vecs = (hidden * mask).sum(1) / np.maximum(mask.sum(1), 1e-9)  # (b, dim)
@@ -116,9 +123,16 @@ def _exported(model: Any, weights: Path) -> Path:
         try:
             with torch.inference_mode(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # tracer notes on shape checks that hold for every input here
-                torch.onnx.export(_Positional(model[0].auto_model, names).eval(), tuple(sample[k] for k in names),
-                                  str(tmp), input_names=names, output_names=["hidden"], dynamic_axes=axes,
-                                  opset_version=17, dynamo=False)
+                torch.onnx.export(
+                    _Positional(model[0].auto_model, names).eval(),
+                    tuple(sample[k] for k in names),
+                    str(tmp),
+                    input_names=names,
+                    output_names=["hidden"],
+                    dynamic_axes=axes,
+                    opset_version=17,
+                    dynamo=False,
+                )
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)

@@ -103,8 +103,12 @@ def plan_page_images(images: list[Path], pdfs: list[str | Path]) -> PagePlan:
         n_pages = loaders.pdf_page_count(owners[0]) if len(owners) == 1 else None
         for img, n in sorted(members, key=lambda m: m[1]):
             if len(owners) > 1:
-                plan.plain.append((str(img), f"several PDFs are named {doc} ({', '.join(owners)}); which one it is a "
-                                             "page of is unclear"))
+                plan.plain.append(
+                    (
+                        str(img),
+                        f"several PDFs are named {doc} ({', '.join(owners)}); which one it is a page of is unclear",
+                    )
+                )
             elif n_pages is not None and n <= n_pages:
                 plan.duplicates.setdefault(owners[0], []).append(img)
             elif n_pages is not None:
@@ -112,6 +116,7 @@ def plan_page_images(images: list[Path], pdfs: list[str | Path]) -> PagePlan:
             elif len(members) > 1:
                 plan.pages[img] = (doc, n)
             else:
-                plan.plain.append((str(img), f"no {doc} and no sibling page images in the corpus, so it is not "
-                                             "taken for a page"))
+                plan.plain.append(
+                    (str(img), f"no {doc} and no sibling page images in the corpus, so it is not taken for a page")
+                )
     return plan

@@ -55,8 +55,10 @@ class RemoteUnit(Unit):
         if self.picture.startswith(("http://", "https://")):
             return loaders.open_image(self.picture, max_pixels=max_pixels, data=_fetch(self.picture))
         if not Path(self.picture).is_file():
-            raise RetrievalError(f"the search server returned the picture {self.picture!r}, which this machine "
-                                 "cannot open; run the agent where the server's files are, or serve them by URL")
+            raise RetrievalError(
+                f"the search server returned the picture {self.picture!r}, which this machine "
+                "cannot open; run the agent where the server's files are, or serve them by URL"
+            )
         return loaders.open_image(self.picture, max_pixels=max_pixels)
 
 
@@ -86,8 +88,15 @@ def _fetch(url: str, timeout: float = 30.0) -> bytes:
 class RemoteRetriever:
     """A Retriever whose searches run on a server at `url` (the full search endpoint, e.g. .../search)."""
 
-    def __init__(self, url: str, timeout: float = 60.0, retries: int = 2, shape: str = "auto",
-                 ocr: str = "auto", ocr_text: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout: float = 60.0,
+        retries: int = 2,
+        shape: str = "auto",
+        ocr: str = "auto",
+        ocr_text: bool = False,
+    ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"--search-url {url!r} must be an http(s):// URL, e.g. http://127.0.0.1:8002/search")
         if shape not in SHAPES:
@@ -132,8 +141,15 @@ class RemoteRetriever:
         self._client.close()
 
     # -------------------------------------------------------------------------------- search
-    def search(self, query, k: int = 5, filters: Filters | dict | None = None, mode: str = "hybrid",
-               dynamic: bool = False, n_candidates: int | None = None) -> list[Hit]:
+    def search(
+        self,
+        query,
+        k: int = 5,
+        filters: Filters | dict | None = None,
+        mode: str = "hybrid",
+        dynamic: bool = False,
+        n_candidates: int | None = None,
+    ) -> list[Hit]:
         if not isinstance(query, str):
             raise ValueError("a remote search server takes text queries only; search by words instead of a crop")
         if not query.strip():
@@ -191,13 +207,16 @@ class RemoteRetriever:
             if attempt < self.retries:
                 time.sleep(delay)
                 delay *= 2
-        raise SearchServerError(f"the search server at {self.url} {why}, after {self.retries + 1} tries; start one "
-                                f"with `vimrag serve-search --index DIR` or check --search-url") from err
+        raise SearchServerError(
+            f"the search server at {self.url} {why}, after {self.retries + 1} tries; start one "
+            f"with `vimrag serve-search --index DIR` or check --search-url"
+        ) from err
 
     def _json(self, resp) -> Any:
         if resp.status_code >= 400:
-            raise SearchServerError(f"the search server at {self.url} refused the request: HTTP {resp.status_code} "
-                                    f"{resp.text[:300]}")
+            raise SearchServerError(
+                f"the search server at {self.url} refused the request: HTTP {resp.status_code} {resp.text[:300]}"
+            )
         try:
             return resp.json()
         except ValueError as e:
@@ -212,24 +231,33 @@ class RemoteRetriever:
                     self.shape = "vimrag"
                 scores = list(res.get("score") or [])
                 indice = list(res.get("indice") or [])
-                return [self._hit(d, scores[i] if i < len(scores) else 1.0 / (i + 1),
-                                  indice[i] if i < len(indice) else None) for i, d in enumerate(res["data"])]
+                return [
+                    self._hit(
+                        d, scores[i] if i < len(scores) else 1.0 / (i + 1), indice[i] if i < len(indice) else None
+                    )
+                    for i, d in enumerate(res["data"])
+                ]
         if isinstance(payload, dict) and payload.get("results") == []:
             return []
         if isinstance(payload, list) and (not payload or isinstance(payload[0], list)):
             rows = payload[0] if payload else []
             if all(isinstance(d, dict) and "image_file" in d for d in rows):
-                return [self._hit({"type": "image", "file_path": d["image_file"]}, 1.0 / (i + 1), d.get("idx"))
-                        for i, d in enumerate(rows)]
+                return [
+                    self._hit({"type": "image", "file_path": d["image_file"]}, 1.0 / (i + 1), d.get("idx"))
+                    for i, d in enumerate(rows)
+                ]
         raise SearchServerError(
             f"the search server at {self.url} answered in a shape this client does not know: "
-            f"{str(payload)[:300]}; expected {{\"results\": [{{\"score\", \"indice\", \"data\"}}]}} (VimRAG) or "
-            "[[{\"idx\", \"image_file\"}]] (VRAG)")
+            f'{str(payload)[:300]}; expected {{"results": [{{"score", "indice", "data"}}]}} (VimRAG) or '
+            '[[{"idx", "image_file"}]] (VRAG)'
+        )
 
     def _hit(self, d: dict, score: float, indice: Any) -> Hit:
         if not isinstance(d, dict) or d.get("type") not in _KIND:
-            raise SearchServerError(f"the search server at {self.url} returned an item without a known type "
-                                    f"(image, video or text): {str(d)[:200]}")
+            raise SearchServerError(
+                f"the search server at {self.url} returned an item without a known type "
+                f"(image, video or text): {str(d)[:200]}"
+            )
         unit = self._unit(d)
         if isinstance(indice, int):
             self._positions[unit.uid] = indice
@@ -248,8 +276,10 @@ class RemoteRetriever:
             if not picture and d.get("image_url"):
                 picture = urljoin(self.url, d["image_url"])
             picture = picture or path
-        uid = d.get("uid") or "remote:" + hashlib.sha1(f"{source}|{page}|{d.get('content', '')[:200]}".encode()
-                                                       ).hexdigest()[:16]
+        uid = (
+            d.get("uid")
+            or "remote:" + hashlib.sha1(f"{source}|{page}|{d.get('content', '')[:200]}".encode()).hexdigest()[:16]
+        )
         keyframes = [float(t) for t in d.get("keyframes") or []]
         start, end = d.get("start"), d.get("end")
         if modality == "video" and not keyframes:
@@ -262,11 +292,21 @@ class RemoteRetriever:
                 named = page_image_name(Path(path).name)
                 if named:
                     doc, page = named
-        return RemoteUnit(uid=str(uid), source=source or self.url, root="", modality=modality,
-                          content_hash=str(d.get("content_hash") or ""), text=str(d.get("content") or ""),
-                          page=page if modality == "page" or doc else None, doc=doc, start=start, end=end,
-                          keyframes=keyframes,
-                          text_source="remote", picture=picture)
+        return RemoteUnit(
+            uid=str(uid),
+            source=source or self.url,
+            root="",
+            modality=modality,
+            content_hash=str(d.get("content_hash") or ""),
+            text=str(d.get("content") or ""),
+            page=page if modality == "page" or doc else None,
+            doc=doc,
+            start=start,
+            end=end,
+            keyframes=keyframes,
+            text_source="remote",
+            picture=picture,
+        )
 
 
 def _video_span(path: str, start, end) -> tuple[float | None, float | None, list[float]]:

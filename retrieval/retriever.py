@@ -31,8 +31,14 @@ DENSE_META = "dense.json"
 
 
 class Retriever:
-    def __init__(self, index_dir: str | Path = DEFAULT_INDEX, embedder=None, ocr: str = "auto",
-                 fusion: str = "rrf", weights: dict[str, float] | None = None) -> None:
+    def __init__(
+        self,
+        index_dir: str | Path = DEFAULT_INDEX,
+        embedder=None,
+        ocr: str = "auto",
+        fusion: str = "rrf",
+        weights: dict[str, float] | None = None,
+    ) -> None:
         self.dir = Path(index_dir)
         self.store = Store(self.dir)
         self.spec = self.store.get_meta("embedder")
@@ -116,8 +122,15 @@ class Retriever:
         atomic_write(meta_path, lambda f: f.write(json.dumps(meta).encode()))
 
     # -------------------------------------------------------------------------------- search
-    def search(self, query, k: int = 5, filters: Filters | dict | None = None, mode: str = "hybrid",
-               dynamic: bool = False, n_candidates: int | None = None) -> list[Hit]:
+    def search(
+        self,
+        query,
+        k: int = 5,
+        filters: Filters | dict | None = None,
+        mode: str = "hybrid",
+        dynamic: bool = False,
+        n_candidates: int | None = None,
+    ) -> list[Hit]:
         """The best `k` units for `query` (a string or a PIL image), best first.
 
         mode: "hybrid" (BM25 + dense, fused), "bm25" or "dense". dynamic: cut the list with ViDoRAG's
@@ -133,8 +146,9 @@ class Retriever:
             self.refresh()
             return self._search(query, k, filters, mode, dynamic, n_candidates)
 
-    def _search(self, query, k: int, filters: Filters | None, mode: str, dynamic: bool,
-                n_candidates: int | None) -> list[Hit]:
+    def _search(
+        self, query, k: int, filters: Filters | None, mode: str, dynamic: bool, n_candidates: int | None
+    ) -> list[Hit]:
         text, image = self._query_parts(query)
         if not self.units:
             return []
@@ -154,9 +168,12 @@ class Retriever:
         ranked = sorted(fused.items(), key=lambda kv: -kv[1])
         if dynamic and ranked:
             k = min(k, dynamic_top_k([s for _, s in ranked], max_k=k))
-        return [Hit(self.units[pos], float(score), rank=i + 1,
-                    scores={m: float(s[pos]) for m, s in per.items() if pos in s})
-                for i, (pos, score) in enumerate(ranked[:k])]
+        return [
+            Hit(
+                self.units[pos], float(score), rank=i + 1, scores={m: float(s[pos]) for m, s in per.items() if pos in s}
+            )
+            for i, (pos, score) in enumerate(ranked[:k])
+        ]
 
     def _query_parts(self, query) -> tuple[str, object | None]:
         if isinstance(query, str):
@@ -166,9 +183,11 @@ class Retriever:
         if hasattr(query, "convert") and hasattr(query, "size"):  # a PIL image
             text = self.ocr.read(query).text if self.ocr is not None else ""
             if not self.embedder.supports_images and not text.strip():
-                raise RetrievalError("the image query has no readable text and this index's embedder "
-                                     f"({self.spec}) is text-only; crop a region with text, or index with a "
-                                     "visual embedder (--embedder clip:... or colqwen2:...)")
+                raise RetrievalError(
+                    "the image query has no readable text and this index's embedder "
+                    f"({self.spec}) is text-only; crop a region with text, or index with a "
+                    "visual embedder (--embedder clip:... or colqwen2:...)"
+                )
             return text, query.convert("RGB")
         raise TypeError(f"query must be a str or a PIL.Image, got {type(query).__name__}")
 
@@ -226,9 +245,16 @@ class Retriever:
         by_mod: dict[str, int] = {}
         for u in self.units:
             by_mod[u.modality] = by_mod.get(u.modality, 0) + 1
-        return {"index": str(self.dir), "embedder": self.spec, "units": len(self.units), "by_modality": by_mod,
-                "files": len({u.source for u in self.units}), "vectors": int(len(self._vec_ids)),
-                "dense_kind": getattr(self.dense, "kind", None), "version": self.version}
+        return {
+            "index": str(self.dir),
+            "embedder": self.spec,
+            "units": len(self.units),
+            "by_modality": by_mod,
+            "files": len({u.source for u in self.units}),
+            "vectors": int(len(self._vec_ids)),
+            "dense_kind": getattr(self.dense, "kind", None),
+            "version": self.version,
+        }
 
     def roots(self) -> list[str]:
         return self.store.roots()
@@ -260,8 +286,15 @@ def open_retriever(index: str | Path | None = None, search_url: str | None = Non
     return Retriever(index or DEFAULT_INDEX)
 
 
-def search(query, k: int = 5, filters: Filters | dict | None = None, *, index: str | Path | None = None,
-           mode: str = "hybrid", dynamic: bool = False) -> list[Hit]:
+def search(
+    query,
+    k: int = 5,
+    filters: Filters | dict | None = None,
+    *,
+    index: str | Path | None = None,
+    mode: str = "hybrid",
+    dynamic: bool = False,
+) -> list[Hit]:
     """Search an index (default: $VIMRAG_INDEX or ./vimrag-index) and return the best `k` hits."""
     return get_retriever(index).search(query, k=k, filters=filters, mode=mode, dynamic=dynamic)
 

@@ -51,16 +51,29 @@ def _picture(index_dir: Path, unit) -> str:
     try:
         return image_file(index_dir, unit)
     except Exception as e:  # noqa: BLE001 - a PDF moved or damaged since indexing: say which and how to fix it
-        raise HTTPException(500, f"cannot render {unit.citation()} to an image ({e}); re-run `vimrag index` on "
-                                 "the corpus so the index matches the files") from e
+        raise HTTPException(
+            500,
+            f"cannot render {unit.citation()} to an image ({e}); re-run `vimrag index` on "
+            "the corpus so the index matches the files",
+        ) from e
 
 
 def _item(hit: Hit, index_dir: Path) -> dict:
     u = hit.unit
     kind = {"page": "image", "image": "image", "video": "video", "text": "text"}[u.modality]
-    item = {"type": kind, "file_path": _picture(index_dir, u) if u.modality == "page" else u.source,
-            "content": u.text, "uid": u.uid, "modality": u.modality, "page": u.page, "start": u.start,
-            "end": u.end, "keyframes": u.keyframes, "citation": u.citation(), "doc": page_id(u)[0]}
+    item = {
+        "type": kind,
+        "file_path": _picture(index_dir, u) if u.modality == "page" else u.source,
+        "content": u.text,
+        "uid": u.uid,
+        "modality": u.modality,
+        "page": u.page,
+        "start": u.start,
+        "end": u.end,
+        "keyframes": u.keyframes,
+        "citation": u.citation(),
+        "doc": page_id(u)[0],
+    }
     if u.modality == "page":
         item["pdf_path"] = u.source
     if u.modality != "text":
@@ -97,22 +110,33 @@ def create_app(index_dir: str | Path, retriever=None):
         f.modalities = [m for m in (f.modalities or PICTURES) if m in PICTURES]
         if not f.modalities:
             raise HTTPException(422, "the list shape (GET or vrag_ret) returns pictures only: pages and images")
-        return [[{"idx": i, "image_file": _picture(index_dir, h.unit)} for i, h in enumerate(hits)]
-                for hits in run(queries, k, f, mode)]
+        return [
+            [{"idx": i, "image_file": _picture(index_dir, h.unit)} for i, h in enumerate(hits)]
+            for hits in run(queries, k, f, mode)
+        ]
 
     @app.post("/search")
     def search(req: SearchRequest):
         if req.vrag_ret:
             return vrag_lists(req.queries, req.top_k, req.mode, req.filters)
-        results = [{"score": [h.score for h in hits], "indice": [r.position(h.unit.uid) for h in hits],
-                    "data": [_item(h, index_dir) for h in hits]}
-                   for hits in run(req.queries, req.top_k, req.filters, req.mode)]
+        results = [
+            {
+                "score": [h.score for h in hits],
+                "indice": [r.position(h.unit.uid) for h in hits],
+                "data": [_item(h, index_dir) for h in hits],
+            }
+            for hits in run(req.queries, req.top_k, req.filters, req.mode)
+        ]
         return {"results": results}
 
     @app.get("/search")
-    def search_get(queries: list[str] = Query(..., min_length=1, max_length=MAX_QUERIES,
-                                              description="repeat for several queries: ?queries=a&queries=b"),
-                   top_k: int = Query(VRAG_TOP_K, ge=1, le=MAX_TOP_K), mode: str = "hybrid"):
+    def search_get(
+        queries: list[str] = Query(
+            ..., min_length=1, max_length=MAX_QUERIES, description="repeat for several queries: ?queries=a&queries=b"
+        ),
+        top_k: int = Query(VRAG_TOP_K, ge=1, le=MAX_TOP_K),
+        mode: str = "hybrid",
+    ):
         return vrag_lists(queries, top_k, mode)
 
     @app.get("/health")
@@ -151,6 +175,8 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8002) -> N
     import uvicorn
 
     app = create_app(index_dir)
-    print(f"VimRAG search API on http://{host}:{port}/search  (POST: VimRAG's shape, or VRAG's with vrag_ret; "
-          f"GET: VRAG's); index {index_dir}")
+    print(
+        f"VimRAG search API on http://{host}:{port}/search  (POST: VimRAG's shape, or VRAG's with vrag_ret; "
+        f"GET: VRAG's); index {index_dir}"
+    )
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -65,13 +65,25 @@ class ShardPlan:
         return [(f, root) for f, root, r in self.files if r == rank]
 
     def to_dict(self) -> dict:
-        return {"run": self.run, "world": self.world, "embedder": self.embedder, "files": self.files,
-                "page_of": self.page_of, "error": self.error}
+        return {
+            "run": self.run,
+            "world": self.world,
+            "embedder": self.embedder,
+            "files": self.files,
+            "page_of": self.page_of,
+            "error": self.error,
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> ShardPlan:
-        return cls(d["run"], d["world"], d["embedder"], [tuple(f) for f in d["files"]],
-                   {k: tuple(v) for k, v in d["page_of"].items()}, d.get("error", ""))
+        return cls(
+            d["run"],
+            d["world"],
+            d["embedder"],
+            [tuple(f) for f in d["files"]],
+            {k: tuple(v) for k, v in d["page_of"].items()},
+            d.get("error", ""),
+        )
 
 
 def world_size() -> int:
@@ -87,8 +99,9 @@ def shard_dir(index_dir: str | Path, rank: int) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------- plan (rank 0)
-def plan(index_dir: str | Path, paths: list[str | Path], config: IngestConfig,
-         world: int) -> tuple[ShardPlan, IngestSummary]:
+def plan(
+    index_dir: str | Path, paths: list[str | Path], config: IngestConfig, world: int
+) -> tuple[ShardPlan, IngestSummary]:
     """Rank 0's plan, and the summary of what planning found (skips, unchanged files, page images)."""
     from retrieval.embedders import canonical_spec
 
@@ -102,8 +115,9 @@ def plan(index_dir: str | Path, paths: list[str | Path], config: IngestConfig,
     files = main._pages_once(walk(paths, summary), summary)
     # Rank by walk position, not by position among the files left to do: a rerun after a crash gives each
     # file the shard that already holds it, and a shard meets same-content files in walk order every time.
-    todo = [(str(f), str(root), i % world) for i, (f, root) in enumerate(files)
-            if not _unchanged(main.store, f, summary)]
+    todo = [
+        (str(f), str(root), i % world) for i, (f, root) in enumerate(files) if not _unchanged(main.store, f, summary)
+    ]
     keep = {f for f, _, _ in todo}
     page_of = {str(p): (doc, page) for p, (doc, page) in main._page_of.items() if str(p) in keep}
     main.store.close()
@@ -152,7 +166,8 @@ def _check_leftover_shards(index_dir: Path, spec: str) -> None:
         if built and built != spec:
             raise IndexOpenError(
                 f"{root} holds an unfinished data-parallel ingest made with embedder {built!r}, not {spec!r}; "
-                f"finish it with --embedder {built}, or delete {root} to start over with {spec}")
+                f"finish it with --embedder {built}, or delete {root} to start over with {spec}"
+            )
 
 
 # ---------------------------------------------------------------------------------------------- shards (every rank)
@@ -174,8 +189,15 @@ class _ShardIndexer(Indexer):
     Overrides Indexer._pages_once (the page-image plan was made over the whole corpus by rank 0).
     """
 
-    def __init__(self, index_dir: Path, config: IngestConfig, files: list[tuple[str, str]],
-                 page_of: dict[str, tuple[str, int]], device: str | None, main: Store) -> None:
+    def __init__(
+        self,
+        index_dir: Path,
+        config: IngestConfig,
+        files: list[tuple[str, str]],
+        page_of: dict[str, tuple[str, int]],
+        device: str | None,
+        main: Store,
+    ) -> None:
         super().__init__(index_dir, config)
         self.store.close()
         self.store = _ShardStore(index_dir, main)
@@ -202,8 +224,14 @@ class _ShardIndexer(Indexer):
             time.sleep(self._delay)
 
 
-def run_shard(index_dir: str | Path, plan: ShardPlan, rank: int, config: IngestConfig, device: str | None = None,
-              progress: bool = False) -> IngestSummary:
+def run_shard(
+    index_dir: str | Path,
+    plan: ShardPlan,
+    rank: int,
+    config: IngestConfig,
+    device: str | None = None,
+    progress: bool = False,
+) -> IngestSummary:
     """Index rank `rank`'s files into its shard store, then write its done.json (or the error that stopped it)."""
     d = shard_dir(index_dir, rank)
     try:
@@ -230,8 +258,9 @@ def run_shard(index_dir: str | Path, plan: ShardPlan, rank: int, config: IngestC
     return summary
 
 
-def wait_for_shards(index_dir: str | Path, plan: ShardPlan, timeout: float | None = None,
-                    poll: float = 0.2) -> list[dict]:
+def wait_for_shards(
+    index_dir: str | Path, plan: ShardPlan, timeout: float | None = None, poll: float = 0.2
+) -> list[dict]:
     """Every rank's done.json of this run (its summary), once all are there. A rank that failed stops the merge.
 
     No timeout by default: a rank that dies is noticed by the launcher (torchrun ends the others).
@@ -247,20 +276,28 @@ def wait_for_shards(index_dir: str | Path, plan: ShardPlan, timeout: float | Non
                 raise RetrievalError(
                     f"rank {r} of the data-parallel ingest into {index_dir} failed ({m['error']}); nothing was merged. "
                     f"Each shard keeps what it committed under {Path(index_dir) / SHARDS}: fix the cause and rerun "
-                    "the same command to finish")
+                    "the same command to finish"
+                )
             else:
                 done.append(m["summary"])
         if not missing:
             return done
         if deadline is not None and time.monotonic() > deadline:
-            raise RetrievalError(f"ranks {missing} of the data-parallel ingest into {index_dir} have not finished "
-                                 "their shards; nothing was merged. Rerun the same command to finish")
+            raise RetrievalError(
+                f"ranks {missing} of the data-parallel ingest into {index_dir} have not finished "
+                "their shards; nothing was merged. Rerun the same command to finish"
+            )
         time.sleep(poll)
 
 
 # ---------------------------------------------------------------------------------------------- merge (rank 0)
-def merge(index_dir: str | Path, plan: ShardPlan, config: IngestConfig, planned: IngestSummary,
-          prune: list[str | Path] | None = None) -> IngestSummary:
+def merge(
+    index_dir: str | Path,
+    plan: ShardPlan,
+    config: IngestConfig,
+    planned: IngestSummary,
+    prune: list[str | Path] | None = None,
+) -> IngestSummary:
     """Copy every finished shard into the index, file by file in walk order, then delete the shards.
 
     Refuses to run unless every rank has finished this run (`wait_for_shards`), so a partial shard is never
@@ -276,8 +313,10 @@ def merge(index_dir: str | Path, plan: ShardPlan, config: IngestConfig, planned:
         for r, s in enumerate(shards):
             built = s.get_meta("embedder")
             if built and built != plan.embedder:
-                raise IndexOpenError(f"{shard_dir(index_dir, r)} holds embedder {built!r}, not {plan.embedder!r}; "
-                                     f"delete {index_dir / SHARDS} and index again")
+                raise IndexOpenError(
+                    f"{shard_dir(index_dir, r)} holds embedder {built!r}, not {plan.embedder!r}; "
+                    f"delete {index_dir / SHARDS} and index again"
+                )
         reported: list[set[str]] = []
         for r, s in enumerate(shard_summaries):  # what each shard said about files it did not store
             reported.append({p for p, _ in s["skipped"]} | {p for p, _ in s["failed"]})
@@ -343,8 +382,9 @@ def _commit(main: Store, shards: list[Store], batch: list[PendingFile], summary:
 
 
 # ---------------------------------------------------------------------------------------------- launch
-def index_distributed(paths: list[str | Path], index_dir: str | Path, config: IngestConfig, prune: bool = False,
-                      progress: bool = True) -> IngestSummary | None:
+def index_distributed(
+    paths: list[str | Path], index_dir: str | Path, config: IngestConfig, prune: bool = False, progress: bool = True
+) -> IngestSummary | None:
     """Run this process's part of a data-parallel ingest (under accelerate launch / torchrun).
 
     Returns the merged summary on rank 0 and None on the other ranks.
@@ -397,18 +437,39 @@ def launch(argv: list[str], num_processes: int, index_dir: str | Path) -> int:
 
     gpus = torch.cuda.device_count()
     if gpus and num_processes > gpus:
-        raise RetrievalError(f"--num-processes {num_processes} asks for more processes than this machine's {gpus} "
-                             f"GPUs; use one process per GPU (--num-processes {gpus})")
+        raise RetrievalError(
+            f"--num-processes {num_processes} asks for more processes than this machine's {gpus} "
+            f"GPUs; use one process per GPU (--num-processes {gpus})"
+        )
     threads = max(1, (os.cpu_count() or 1) // num_processes)
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(num_processes),
-           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-           "--num_cpu_threads_per_process", str(threads), "--main_process_port", str(_free_port()),
-           "-m", "app.cli", *argv]
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        str(num_processes),
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--num_cpu_threads_per_process",
+        str(threads),
+        "--main_process_port",
+        str(_free_port()),
+        "-m",
+        "app.cli",
+        *argv,
+    ]
     rc = subprocess.call(cmd)
     if rc != 0:
-        print(f"vimrag index: a worker process failed (exit {rc}); each shard keeps what it committed under "
-              f"{Path(index_dir) / SHARDS}, and nothing is merged until all finish: rerun the same command to finish",
-              file=sys.stderr)
+        print(
+            f"vimrag index: a worker process failed (exit {rc}); each shard keeps what it committed under "
+            f"{Path(index_dir) / SHARDS}, and nothing is merged until all finish: rerun the same command to finish",
+            file=sys.stderr,
+        )
     return rc
 
 

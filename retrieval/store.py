@@ -74,8 +74,10 @@ class Store:
         db = self.dir / DB_NAME
         if not db.exists():
             if not create:
-                raise IndexOpenError(f"no index at {self.dir} (missing {DB_NAME}); "
-                                     f"build one with: vimrag index PATH... --index {self.dir}")
+                raise IndexOpenError(
+                    f"no index at {self.dir} (missing {DB_NAME}); "
+                    f"build one with: vimrag index PATH... --index {self.dir}"
+                )
             self.dir.mkdir(parents=True, exist_ok=True)
         try:
             self.conn = sqlite3.connect(str(db), timeout=30.0, check_same_thread=False)
@@ -83,14 +85,14 @@ class Store:
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.executescript(_SCHEMA)
         except sqlite3.DatabaseError as e:
-            raise IndexOpenError(f"{db} is not a valid index database ({e}); "
-                                 f"delete {self.dir} and index again") from e
+            raise IndexOpenError(f"{db} is not a valid index database ({e}); delete {self.dir} and index again") from e
         found = self.get_meta("schema")
         if found is None:
             self.set_meta("schema", str(SCHEMA_VERSION))
         elif int(found) != SCHEMA_VERSION:
-            raise IndexOpenError(f"{self.dir} has index schema {found}, this VimRAG reads {SCHEMA_VERSION}; "
-                                 f"re-index into a new folder")
+            raise IndexOpenError(
+                f"{self.dir} has index schema {found}, this VimRAG reads {SCHEMA_VERSION}; re-index into a new folder"
+            )
 
     def close(self) -> None:
         self.conn.close()
@@ -112,16 +114,20 @@ class Store:
     def _bump(self) -> None:
         self.conn.execute(
             "INSERT INTO meta(key, value) VALUES('version', '1') "
-            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
 
     # -- files ------------------------------------------------------------------------------------
     def file(self, path: str) -> FileRecord | None:
         row = self.conn.execute(
-            "SELECT path, root, sha256, size, mtime, status, reason, n_units FROM files WHERE path=?", (path,)).fetchone()
+            "SELECT path, root, sha256, size, mtime, status, reason, n_units FROM files WHERE path=?", (path,)
+        ).fetchone()
         return FileRecord(*row) if row else None
 
     def files(self, under: str | None = None) -> list[FileRecord]:
-        rows = self.conn.execute("SELECT path, root, sha256, size, mtime, status, reason, n_units FROM files").fetchall()
+        rows = self.conn.execute(
+            "SELECT path, root, sha256, size, mtime, status, reason, n_units FROM files"
+        ).fetchall()
         recs = [FileRecord(*r) for r in rows]
         if under is not None:
             prefix = under.rstrip("/") + "/"
@@ -154,17 +160,20 @@ class Store:
                 for unit, vecs in zip(pf.units, pf.vectors):
                     cur = self.conn.execute(
                         "INSERT INTO units(uid, path, modality, text, data) VALUES(?, ?, ?, ?, ?)",
-                        (unit.uid, pf.record.path, unit.modality, unit.text, json.dumps(unit.to_dict())))
+                        (unit.uid, pf.record.path, unit.modality, unit.text, json.dumps(unit.to_dict())),
+                    )
                     uid = cur.lastrowid
                     self.conn.executemany(
                         "INSERT INTO vectors(unit_id, n_tokens, vec) VALUES(?, ?, ?)",
-                        [(uid, 0 if v.ndim == 1 else v.shape[0], _pack(v)) for v in vecs])
+                        [(uid, 0 if v.ndim == 1 else v.shape[0], _pack(v)) for v in vecs],
+                    )
                     changed = True
                 r = pf.record
                 self.conn.execute(
-                    "INSERT OR REPLACE INTO files(path, root, sha256, size, mtime, status, reason, n_units, indexed_at) "
-                    "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (r.path, r.root, r.sha256, r.size, r.mtime, r.status, r.reason, len(pf.units), now))
+                    "INSERT OR REPLACE INTO files(path, root, sha256, size, mtime, status, reason, n_units, "
+                    "indexed_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (r.path, r.root, r.sha256, r.size, r.mtime, r.status, r.reason, len(pf.units), now),
+                )
             if changed:
                 self._bump()
 
@@ -224,7 +233,8 @@ class Store:
         last = -1
         while True:
             rows = self.conn.execute(
-                "SELECT id, unit_id, n_tokens, vec FROM vectors WHERE id > ? ORDER BY id LIMIT ?", (last, batch)).fetchall()
+                "SELECT id, unit_id, n_tokens, vec FROM vectors WHERE id > ? ORDER BY id LIMIT ?", (last, batch)
+            ).fetchall()
             if not rows:
                 return
             vids = np.array([r[0] for r in rows], dtype=np.int64)
@@ -242,10 +252,18 @@ class Store:
         if rec is None:
             return None
         units, vectors = [], []
-        for row_id, data in self.conn.execute("SELECT id, data FROM units WHERE path=? ORDER BY id", (path,)).fetchall():
+        for row_id, data in self.conn.execute(
+            "SELECT id, data FROM units WHERE path=? ORDER BY id", (path,)
+        ).fetchall():
             units.append(Unit.from_dict(json.loads(data)))
-            vectors.append([_unpack(blob, n) for n, blob in self.conn.execute(
-                "SELECT n_tokens, vec FROM vectors WHERE unit_id=? ORDER BY id", (row_id,))])
+            vectors.append(
+                [
+                    _unpack(blob, n)
+                    for n, blob in self.conn.execute(
+                        "SELECT n_tokens, vec FROM vectors WHERE unit_id=? ORDER BY id", (row_id,)
+                    )
+                ]
+            )
         return PendingFile(rec, units, vectors)
 
     def duplicate_uids(self) -> int:

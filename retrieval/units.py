@@ -126,8 +126,11 @@ def page_id(unit: Unit | dict[str, Any]) -> tuple[str, int | None]:
     >>> page_id({"source": "/c/img/photo_2.jpg", "modality": "image"})  # not mapped when it was indexed
     ('photo_2.jpg', None)
     """
-    d = unit if isinstance(unit, dict) else {"source": unit.source, "modality": unit.modality, "page": unit.page,
-                                               "doc": unit.doc}
+    d = (
+        unit
+        if isinstance(unit, dict)
+        else {"source": unit.source, "modality": unit.modality, "page": unit.page, "doc": unit.doc}
+    )
     if d.get("doc"):
         return d["doc"], d.get("page")
     return Path(d.get("source", "")).name, d.get("page") if d.get("modality", "page") == "page" else None
@@ -179,8 +182,9 @@ class Filters:
     def accepts(self, unit: Unit) -> bool:
         if self.modalities and unit.modality not in self.modalities:
             return False
-        if self.docs and not any(_doc_matches(unit.source, d) or (unit.doc and unit.doc == Path(d).name)
-                                 for d in self.docs):
+        if self.docs and not any(
+            _doc_matches(unit.source, d) or (unit.doc and unit.doc == Path(d).name) for d in self.docs
+        ):
             return False
         if self.time_span is not None and unit.modality == "video":
             a, b = self.time_span

@@ -34,8 +34,10 @@ if TYPE_CHECKING:
 # Both references cut whole prompts at 8192 tokens (GVE processor.py:18, qwen3_vl_embedding.py:24). Cutting the
 # user text instead leaves room for the template and never drops the pooled last token.
 MAX_TEXT_TOKENS = 8000
-WHICH = ("gve: is for GVE (Alibaba-NLP/GVE-3B, GVE-7B; Qwen2.5-VL) and qwen3vl-emb: for Qwen3-VL-Embedding "
-         "(Qwen/Qwen3-VL-Embedding-2B, -8B)")
+WHICH = (
+    "gve: is for GVE (Alibaba-NLP/GVE-3B, GVE-7B; Qwen2.5-VL) and qwen3vl-emb: for Qwen3-VL-Embedding "
+    "(Qwen/Qwen3-VL-Embedding-2B, -8B)"
+)
 
 
 def last_token(hidden: Any, mask: Any) -> Any:
@@ -72,8 +74,10 @@ class ChatVLEmbedder(Embedder):
         except ImportError as e:
             raise missing_dependency("transformers", purpose=f"the {spec!r} embedder") from e
         if not hasattr(transformers, self.model_class):
-            raise RetrievalError(f"embedder {spec!r} needs transformers' {self.model_class}, which transformers "
-                                 f"{transformers.__version__} lacks; run: pip install -U transformers")
+            raise RetrievalError(
+                f"embedder {spec!r} needs transformers' {self.model_class}, which transformers "
+                f"{transformers.__version__} lacks; run: pip install -U transformers"
+            )
         self.spec = spec
         self.device = device
         self.dtype = _gpu_dtype(device)
@@ -83,8 +87,10 @@ class ChatVLEmbedder(Embedder):
         # Right padding as in GVE processor.py:16 and qwen3_vl_embedding.py:188; `last_token` reads the mask anyway.
         self.processor.tokenizer.padding_side = "right"
         if not getattr(self.processor, "chat_template", None):
-            raise RetrievalError(f"embedder {spec!r}: {ref} has no chat template (chat_template.jinja or "
-                                 f"chat_template.json); copy the one of {self.base_model} into the folder")
+            raise RetrievalError(
+                f"embedder {spec!r}: {ref} has no chat template (chat_template.jinja or "
+                f"chat_template.json); copy the one of {self.base_model} into the folder"
+            )
         self.dim = int(self.model.config.text_config.hidden_size)
 
     def _check_model_type(self, ref: str) -> None:
@@ -96,8 +102,9 @@ class ChatVLEmbedder(Embedder):
         except (OSError, ValueError):
             return
         if found != self.model_type:
-            raise RetrievalError(f"embedder {self.spec!r}: {ref} holds a {found!r} model, not {self.model_type!r}; "
-                                 f"{WHICH}")
+            raise RetrievalError(
+                f"embedder {self.spec!r}: {ref} holds a {found!r} model, not {self.model_type!r}; {WHICH}"
+            )
 
     def _load_model(self, cls: Any, ref: str) -> Any:
         return _from_pretrained(cls, ref, self.spec, dtype=self.dtype)
@@ -107,8 +114,10 @@ class ChatVLEmbedder(Embedder):
         """The rendered prompt of each part (a text or an image placeholder) under `system`."""
         if not parts:
             return []
-        conversations = [[{"role": "system", "content": [{"type": "text", "text": system}]},
-                          {"role": "user", "content": [part]}] for part in parts]
+        conversations = [
+            [{"role": "system", "content": [{"type": "text", "text": system}]}, {"role": "user", "content": [part]}]
+            for part in parts
+        ]
         prompts = self.processor.apply_chat_template(conversations, tokenize=False, add_generation_prompt=True)
         return [p + self.suffix for p in prompts]
 
@@ -117,8 +126,9 @@ class ChatVLEmbedder(Embedder):
         tok = self.processor.tokenizer
         ids = tok(list(texts), add_special_tokens=False)["input_ids"] if texts else []
         texts = [t if len(i) <= MAX_TEXT_TOKENS else tok.decode(i[:MAX_TEXT_TOKENS]) for t, i in zip(texts, ids)]
-        return self._conversations(self.query_system if query else self.doc_system,
-                                   [{"type": "text", "text": t} for t in texts])
+        return self._conversations(
+            self.query_system if query else self.doc_system, [{"type": "text", "text": t} for t in texts]
+        )
 
     def image_prompts(self, n: int, query: bool = False) -> list[str]:
         return self._conversations(self.query_system if query else self.doc_system, [{"type": "image"}] * n)
@@ -132,8 +142,11 @@ class ChatVLEmbedder(Embedder):
     def _embed(self, prompts: list[str], images: list | None = None) -> np.ndarray:
         torch = _torch()
         enc = self.inputs(prompts, images)
-        moved = {k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
-                 for k, v in enc.items() if hasattr(v, "to")}
+        moved = {
+            k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
+            for k, v in enc.items()
+            if hasattr(v, "to")
+        }
         with torch.inference_mode():
             hidden = self.model(**moved).last_hidden_state  # (batch, seq, dim)
             vecs = last_token(hidden, moved["attention_mask"])  # (batch, dim)
@@ -143,15 +156,23 @@ class ChatVLEmbedder(Embedder):
         if not texts:
             return self._empty()
         what = "queries" if query else "texts"
-        return np.concatenate([self._embed(self.prompts(batch, query))
-                               for batch in _batches(texts, batch_size, f"embedding {what} ({self.spec})")])
+        return np.concatenate(
+            [
+                self._embed(self.prompts(batch, query))
+                for batch in _batches(texts, batch_size, f"embedding {what} ({self.spec})")
+            ]
+        )
 
     def _images(self, images: list, query: bool, batch_size: int) -> np.ndarray:
         images = _rgb(list(images))
         if not images:
             return self._empty()
-        return np.concatenate([self._embed(self.image_prompts(len(batch), query), batch)
-                               for batch in _batches(images, batch_size, f"embedding images ({self.spec})")])
+        return np.concatenate(
+            [
+                self._embed(self.image_prompts(len(batch), query), batch)
+                for batch in _batches(images, batch_size, f"embedding images ({self.spec})")
+            ]
+        )
 
     def encode_texts(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         return self._texts(list(texts), False, batch_size)

@@ -33,20 +33,36 @@ def main(argv: list[str] | None = None) -> int:
     model = work / "tiny_vl"
     if not (model / "config.json").exists():
         build_tiny_qwen2_5_vl(model)
-    cfg = TrainConfig(model=str(model), dataset="demo", index=str(work / "index"), group_size=a.group,
-                      questions_per_update=a.questions, updates=a.updates + 1, lr=1e-4,
-                      max_new_tokens=a.max_new_tokens, max_steps=a.max_steps, save_every=0,
-                      output_dir=str(work / "run"), resume=False, log_with=[])
+    cfg = TrainConfig(
+        model=str(model),
+        dataset="demo",
+        index=str(work / "index"),
+        group_size=a.group,
+        questions_per_update=a.questions,
+        updates=a.updates + 1,
+        lr=1e-4,
+        max_new_tokens=a.max_new_tokens,
+        max_steps=a.max_steps,
+        save_every=0,
+        output_dir=str(work / "run"),
+        resume=False,
+        log_with=[],
+    )
     logs = Trainer(cfg).train(progress=True)[1:]  # the first update also builds the index: left out
     print(f"{'update':>6} {'rollout s':>10} {'update s':>9} {'rollout share':>14} {'segments':>9} {'tokens/s':>9}")
     for lg in logs:
         tot = lg["rollout_s"] + lg["update_s"]
-        print(f"{lg['update']:>6} {lg['rollout_s']:>10.2f} {lg['update_s']:>9.2f} {lg['rollout_s'] / tot:>14.0%} "
-              f"{lg['segments']:>9} {lg['tokens_per_s']:>9.1f}")
+        print(
+            f"{lg['update']:>6} {lg['rollout_s']:>10.2f} {lg['update_s']:>9.2f} {lg['rollout_s'] / tot:>14.0%} "
+            f"{lg['segments']:>9} {lg['tokens_per_s']:>9.1f}"
+        )
     roll = sum(lg["rollout_s"] for lg in logs)
     upd = sum(lg["update_s"] for lg in logs)
-    print(f"\nrollout {roll / (roll + upd):.0%} of step time, update {upd / (roll + upd):.0%}; rollout / update = "
-          f"{roll / max(1e-9, upd):.2f}x (median per update {statistics.median(lg['rollout_s'] / max(1e-9, lg['update_s']) for lg in logs):.2f}x)")
+    median_ratio = statistics.median(lg["rollout_s"] / max(1e-9, lg["update_s"]) for lg in logs)
+    print(
+        f"\nrollout {roll / (roll + upd):.0%} of step time, update {upd / (roll + upd):.0%}; rollout / update = "
+        f"{roll / max(1e-9, upd):.2f}x (median per update {median_ratio:.2f}x)"
+    )
     return 0
 
 

@@ -35,10 +35,14 @@ import time
 from pathlib import Path
 
 # Short system prompts: a tiny model's context should be the task, not instructions it cannot read.
-SYSTEM = {"vimrag": ("You answer with one tool call per turn: <tool_call>{\"name\": ..., \"arguments\": {...}}"
-                     "</tool_call>. Tools: add_search_node(id, query, parent_ids); add_answer_node(answer, "
-                     "parent_ids)."),
-          "vrag": "Search with <search>query</search>, then answer with <answer>code</answer>."}
+SYSTEM = {
+    "vimrag": (
+        'You answer with one tool call per turn: <tool_call>{"name": ..., "arguments": {...}}'
+        "</tool_call>. Tools: add_search_node(id, query, parent_ids); add_answer_node(answer, "
+        "parent_ids)."
+    ),
+    "vrag": "Search with <search>query</search>, then answer with <answer>code</answer>.",
+}
 
 
 COLORS = ["red", "blue", "green", "yellow"]
@@ -57,9 +61,16 @@ def make_task(root: Path, n_lockers: int = 24, seed: int = 0, kind: str = "code"
         else:
             value, fact, question = f"{rng.randint(1000, 9999)}", "code", f"What is the code of locker {k}?"
         (corpus / f"locker_{k:02d}.md").write_text(
-            f"# Locker {k}\n\nLocker {k} {fact} {value}. Floor {rng.randint(1, 5)}.\n", encoding="utf-8")
-        rows.append({"id": f"locker-{k:02d}", "question": question, "answer": [value],
-                     "evidence": [{"file": f"locker_{k:02d}.md"}]})
+            f"# Locker {k}\n\nLocker {k} {fact} {value}. Floor {rng.randint(1, 5)}.\n", encoding="utf-8"
+        )
+        rows.append(
+            {
+                "id": f"locker-{k:02d}",
+                "question": question,
+                "answer": [value],
+                "evidence": [{"file": f"locker_{k:02d}.md"}],
+            }
+        )
     rng.shuffle(rows)
     cut = int(len(rows) * 0.75)
     train, test = root / "train.jsonl", root / "test.jsonl"
@@ -71,8 +82,16 @@ def make_task(root: Path, n_lockers: int = 24, seed: int = 0, kind: str = "code"
 DETOUR_QUERY = "locker colors"  # a vague first search: it returns some lockers, rarely the one asked about
 
 
-def scripted_traces(dataset: str, corpus: Path, index: Path, out: Path, protocol: str = "vimrag",
-                    detour: float = 0.0, max_steps: int = 4, seed: int = 0) -> int:
+def scripted_traces(
+    dataset: str,
+    corpus: Path,
+    index: Path,
+    out: Path,
+    protocol: str = "vimrag",
+    detour: float = 0.0,
+    max_steps: int = 4,
+    seed: int = 0,
+) -> int:
     """Traces of the scripted expert on every question of `dataset`; returns how many.
 
     vrag: `<search>locker K</search>`, then `<answer>` with the value read from the results.
@@ -86,8 +105,8 @@ def scripted_traces(dataset: str, corpus: Path, index: Path, out: Path, protocol
     import re
 
     from agent.backends.scripted import ScriptedPolicy
-    from agent.protocols import get as get_protocol
     from agent.loop import Agent
+    from agent.protocols import get as get_protocol
     from agent.state import AgentConfig
     from eval.datasets import load_dataset
     from retrieval.retriever import Retriever
@@ -114,16 +133,25 @@ def scripted_traces(dataset: str, corpus: Path, index: Path, out: Path, protocol
     for item in ds.items:
         k = locker(item.question)
         if not proto.memorizes:  # a chain: search, then answer
-            script = [proto.write("search", {"query": f"locker {k}"}),
-                      lambda m, v: proto.write("answer", {"answer": seen_value(v)})]
+            script = [
+                proto.write("search", {"query": f"locker {k}"}),
+                lambda m, v: proto.write("answer", {"answer": seen_value(v)}),
+            ]
         else:
             right = "s2" if rng.random() < detour else "s1"
             # the dead end is closed with an empty memorize: the exact layout refuses a second search before it
-            script = [proto.write("search", {"id": "s1", "query": DETOUR_QUERY, "parent_ids": ["root"]}),
-                      proto.write("memorize", {"summarize": "", "memorize": []})] if right == "s2" else []
-            script += [proto.write("search", {"id": right, "query": f"locker {k}", "parent_ids": ["root"]}),
-                       lambda m, v, right=right: proto.write("answer", {"answer": seen_value(v),
-                                                                        "parent_ids": [right]})]
+            script = (
+                [
+                    proto.write("search", {"id": "s1", "query": DETOUR_QUERY, "parent_ids": ["root"]}),
+                    proto.write("memorize", {"summarize": "", "memorize": []}),
+                ]
+                if right == "s2"
+                else []
+            )
+            script += [
+                proto.write("search", {"id": right, "query": f"locker {k}", "parent_ids": ["root"]}),
+                lambda m, v, right=right: proto.write("answer", {"answer": seen_value(v), "parent_ids": [right]}),
+            ]
         cfg = AgentConfig(protocol=protocol, max_steps=max_steps, top_k=2, prompts={"system": SYSTEM[protocol]})
         trace = Agent(retriever, ScriptedPolicy(script=script), cfg).ask(item.question)
         (out / f"{item.id}.json").write_text(json.dumps(trace.to_dict()))
@@ -137,8 +165,10 @@ def corpus_texts(corpus: Path, traces: Path) -> list[str]:
         d = json.loads(t.read_text())
         for s in d["steps"]:
             texts.append(s["output"])
-            texts += [m["content"] if isinstance(m["content"], str) else
-                      " ".join(p.get("text", "") for p in m["content"]) for m in s["messages"]]
+            texts += [
+                m["content"] if isinstance(m["content"], str) else " ".join(p.get("text", "") for p in m["content"])
+                for m in s["messages"]
+            ]
     return texts * 4
 
 
@@ -161,22 +191,39 @@ def run(args) -> dict:
     dataset = f"jsonl:{train_q}"
     index = out / "task" / "index"
     ensure_index(load_dataset(dataset, corpus=corpus), str(index), progress=False)
-    n = scripted_traces(dataset, corpus, index, out / "expert" / "traces", args.protocol, args.detour,
-                        args.max_steps)
-    print(f"task: {args.lockers} lockers, {n} training questions; expert traces in {out / 'expert'}"
-          + (f" ({args.detour:.0%} of them start with a dead-end search)" if args.detour else ""))
+    n = scripted_traces(dataset, corpus, index, out / "expert" / "traces", args.protocol, args.detour, args.max_steps)
+    print(
+        f"task: {args.lockers} lockers, {n} training questions; expert traces in {out / 'expert'}"
+        + (f" ({args.detour:.0%} of them start with a dead-end search)" if args.detour else "")
+    )
     if args.reuse_sft and (out / "sft" / "config.json").is_file():
         print(f"SFT warm start: reusing {out / 'sft'} (--reuse-sft)")
     else:
-        base = build_tiny_causal_lm(out / "tiny_lm", seed=0, texts=corpus_texts(corpus, out / "expert" / "traces"),
-                                    vocab_size=args.vocab, hidden=args.hidden, layers=args.layers)
+        base = build_tiny_causal_lm(
+            out / "tiny_lm",
+            seed=0,
+            texts=corpus_texts(corpus, out / "expert" / "traces"),
+            vocab_size=args.vocab,
+            hidden=args.hidden,
+            layers=args.layers,
+        )
         exs = load_examples(str(out / "expert" / "traces"), with_images=False)
         t0 = time.perf_counter()
-        sft = train_sft(str(base), "-", str(out / "sft"), epochs=args.sft_epochs, lr=args.sft_lr, grad_accum=1,
-                        examples=exs, progress=False)
-        print(f"SFT warm start: {sft['examples']} steps x {args.sft_epochs} epochs in "
-              f"{time.perf_counter() - t0:.0f} s, loss {sft['history'][0]['loss']:.3f} -> "
-              f"{sft['history'][-1]['loss']:.3f}")
+        sft = train_sft(
+            str(base),
+            "-",
+            str(out / "sft"),
+            epochs=args.sft_epochs,
+            lr=args.sft_lr,
+            grad_accum=1,
+            examples=exs,
+            progress=False,
+        )
+        print(
+            f"SFT warm start: {sft['examples']} steps x {args.sft_epochs} epochs in "
+            f"{time.perf_counter() - t0:.0f} s, loss {sft['history'][0]['loss']:.3f} -> "
+            f"{sft['history'][-1]['loss']:.3f}"
+        )
     curves: dict[str, list[list[float]]] = {"ggpo": [], "grpo": []}
     dead: dict[str, list[list[float]]] = {"ggpo": [], "grpo": []}  # dead-end searches per trajectory
     steps: dict[str, list[list[float]]] = {"ggpo": [], "grpo": []}  # agent steps per trajectory
@@ -184,13 +231,30 @@ def run(args) -> dict:
     throughput, shares = [], []
     for seed in args.seeds:
         for method in ("ggpo", "grpo"):
-            cfg = TrainConfig(model=str(out / "sft"), dataset=dataset, corpus=str(corpus), index=str(index),
-                              protocol=args.protocol, prompts={"system": SYSTEM[args.protocol]}, method=method,
-                              level="token", temperature=args.temperature, group_size=args.group,
-                              questions_per_update=args.questions, updates=args.updates, lr=args.lr,
-                              max_new_tokens=args.max_new_tokens, max_steps=args.max_steps, top_k=2, reward="vimrag",
-                              save_every=0, output_dir=str(out / f"{method}_seed{seed}"), resume=False,
-                              seed=seed, log_with=[])
+            cfg = TrainConfig(
+                model=str(out / "sft"),
+                dataset=dataset,
+                corpus=str(corpus),
+                index=str(index),
+                protocol=args.protocol,
+                prompts={"system": SYSTEM[args.protocol]},
+                method=method,
+                level="token",
+                temperature=args.temperature,
+                group_size=args.group,
+                questions_per_update=args.questions,
+                updates=args.updates,
+                lr=args.lr,
+                max_new_tokens=args.max_new_tokens,
+                max_steps=args.max_steps,
+                top_k=2,
+                reward="vimrag",
+                save_every=0,
+                output_dir=str(out / f"{method}_seed{seed}"),
+                resume=False,
+                seed=seed,
+                log_with=[],
+            )
             t0 = time.perf_counter()
             trainer = Trainer(cfg)
             logs = trainer.train(progress=False)
@@ -200,9 +264,11 @@ def run(args) -> dict:
             heldout[method].append(held_out_accuracy(trainer, test_q, corpus, index, args))
             throughput += [lg["tokens_per_s"] for lg in logs]
             shares += [(lg["rollout_s"], lg["update_s"]) for lg in logs]
-            print(f"{method} seed {seed}: reward {logs[0]['reward']:.2f} -> {logs[-1]['reward']:.2f}, dead-end "
-                  f"searches {logs[0]['dead_end_searches']:.2f} -> {logs[-1]['dead_end_searches']:.2f} "
-                  f"({time.perf_counter() - t0:.0f} s)")
+            print(
+                f"{method} seed {seed}: reward {logs[0]['reward']:.2f} -> {logs[-1]['reward']:.2f}, dead-end "
+                f"searches {logs[0]['dead_end_searches']:.2f} -> {logs[-1]['dead_end_searches']:.2f} "
+                f"({time.perf_counter() - t0:.0f} s)"
+            )
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if torch.cuda.is_available():
         peak_mb = max(peak_mb, torch.cuda.max_memory_allocated() / 2**20)
@@ -220,7 +286,7 @@ def updates_to(curve: list[float], threshold: float, window: int = 3, below: boo
     """
     for i in range(len(curve)):
         lo = max(0, i - window + 1)
-        m = statistics.fmean(curve[lo:i + 1])
+        m = statistics.fmean(curve[lo : i + 1])
         if (m <= threshold if below else m >= threshold) and i + 1 >= window:
             return i + 1
     return None
@@ -235,8 +301,9 @@ def held_out_accuracy(trainer, test_q: Path, corpus: Path, index: Path, args, sa
 
     ds = load_dataset(f"jsonl:{test_q}", corpus=corpus)
     policy = make_policy(trainer.acc.unwrap_model(trainer.model), trainer.proc, False, trainer.cfg)
-    cfg = AgentConfig(protocol=args.protocol, max_steps=args.max_steps, top_k=2,
-                      prompts={"system": SYSTEM[args.protocol]})
+    cfg = AgentConfig(
+        protocol=args.protocol, max_steps=args.max_steps, top_k=2, prompts={"system": SYSTEM[args.protocol]}
+    )
     right = n = 0
     for item in ds.items:
         for _ in range(samples):
@@ -264,9 +331,18 @@ def resummarize(args) -> dict:
     curves = data["curves"]
     args.seeds = list(range(len(next(iter(curves.values())))))
     heldout = {t["method"]: [t["held_out"]] if t.get("held_out") is not None else [] for t in data["table"]}
-    return summarize(curves, heldout, args, out, [data["tokens_per_s_mean"]],
-                     [(data["rollout_share"], data["update_share"])], data["peak_rss_mb"], plt,
-                     data.get("dead_end_curves"), data.get("step_curves"))
+    return summarize(
+        curves,
+        heldout,
+        args,
+        out,
+        [data["tokens_per_s_mean"]],
+        [(data["rollout_share"], data["update_share"])],
+        data["peak_rss_mb"],
+        plt,
+        data.get("dead_end_curves"),
+        data.get("step_curves"),
+    )
 
 
 def _mean_curve(runs: list[list[float]]) -> list[float]:
@@ -288,7 +364,9 @@ def summarize(curves, heldout, args, out: Path, throughput, shares, peak_mb, plt
             for c in runs:
                 ax.plot(range(1, len(c) + 1), c, color=colors[method], alpha=0.25, lw=1)
             mean = _mean_curve(runs)
-            ax.plot(range(1, len(mean) + 1), mean, color=colors[method], lw=2.5, label=f"{method} (mean of {len(runs)})")
+            ax.plot(
+                range(1, len(mean) + 1), mean, color=colors[method], lw=2.5, label=f"{method} (mean of {len(runs)})"
+            )
         ax.set_xlabel("update")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
@@ -300,10 +378,15 @@ def summarize(curves, heldout, args, out: Path, throughput, shares, peak_mb, plt
     table = []
     for method, runs in curves.items():
         finals = [statistics.fmean(c[-3:]) for c in runs]
-        row = {"method": method, "final": statistics.fmean(finals), "final_sd": statistics.pstdev(finals),
-               "per_seed": finals, "reach": [updates_to(c, args.threshold) for c in runs],
-               "first": statistics.fmean(c[0] for c in runs),
-               "held_out": statistics.fmean(heldout[method]) if heldout[method] else None}
+        row = {
+            "method": method,
+            "final": statistics.fmean(finals),
+            "final_sd": statistics.pstdev(finals),
+            "per_seed": finals,
+            "reach": [updates_to(c, args.threshold) for c in runs],
+            "first": statistics.fmean(c[0] for c in runs),
+            "held_out": statistics.fmean(heldout[method]) if heldout[method] else None,
+        }
         if dead[method]:
             row["dead_first"] = statistics.fmean(c[0] for c in dead[method])
             row["dead_final"] = statistics.fmean(statistics.fmean(c[-3:]) for c in dead[method])
@@ -312,34 +395,56 @@ def summarize(curves, heldout, args, out: Path, throughput, shares, peak_mb, plt
             row["dead_reach"] = [updates_to(c, args.dead_threshold, below=True) for c in dead[method]]
         table.append(row)
     extra = show_dead and all("dead_final" in t for t in table)
-    lines = [f"| method | first update reward | final reward (last 3 updates; mean ± sd over seeds) | per seed | "
-             f"updates to reach {args.threshold} (3-update running mean), per seed | held-out lockers |"
-             + (" dead-end searches per trajectory, first → final (per seed) | updates until dead-end searches "
-                f"≤ {args.dead_threshold} (3-update running mean), per seed | steps per trajectory, final |"
-                if extra else ""),
-             "|---|---|---|---|---|---|" + ("---|---|---|" if extra else "")]
+    lines = [
+        f"| method | first update reward | final reward (last 3 updates; mean ± sd over seeds) | per seed | "
+        f"updates to reach {args.threshold} (3-update running mean), per seed | held-out lockers |"
+        + (
+            " dead-end searches per trajectory, first → final (per seed) | updates until dead-end searches "
+            f"≤ {args.dead_threshold} (3-update running mean), per seed | steps per trajectory, final |"
+            if extra
+            else ""
+        ),
+        "|---|---|---|---|---|---|" + ("---|---|---|" if extra else ""),
+    ]
     for t in table:
-        line = (f"| {t['method']} | {t['first']:.3f} | {t['final']:.3f} ± {t['final_sd']:.3f} | "
-                + ", ".join(f"{x:.2f}" for x in t["per_seed"]) + " | "
-                + ", ".join(str(r) if r is not None else "not reached" for r in t["reach"]) + " | "
-                + (f"{t['held_out']:.2f}" if t["held_out"] is not None else "-") + " |")
+        line = (
+            f"| {t['method']} | {t['first']:.3f} | {t['final']:.3f} ± {t['final_sd']:.3f} | "
+            + ", ".join(f"{x:.2f}" for x in t["per_seed"])
+            + " | "
+            + ", ".join(str(r) if r is not None else "not reached" for r in t["reach"])
+            + " | "
+            + (f"{t['held_out']:.2f}" if t["held_out"] is not None else "-")
+            + " |"
+        )
         if extra:
-            line += (f" {t['dead_first']:.2f} → {t['dead_final']:.2f} ("
-                     + ", ".join(f"{x:.2f}" for x in t["dead_per_seed"]) + ") | "
-                     + ", ".join(str(r) if r is not None else "not reached" for r in t["dead_reach"])
-                     + f" | {t['steps_final']:.2f} |")
+            line += (
+                f" {t['dead_first']:.2f} → {t['dead_final']:.2f} ("
+                + ", ".join(f"{x:.2f}" for x in t["dead_per_seed"])
+                + ") | "
+                + ", ".join(str(r) if r is not None else "not reached" for r in t["dead_reach"])
+                + f" | {t['steps_final']:.2f} |"
+            )
         lines.append(line)
     roll = sum(a for a, _ in shares)
     upd = sum(b for _, b in shares)
-    summary = {"table": table, "tokens_per_s_mean": statistics.fmean(throughput) if throughput else 0.0,
-               "peak_rss_mb": peak_mb, "rollout_share": roll / max(1e-9, roll + upd),
-               "update_share": upd / max(1e-9, roll + upd), "markdown": "\n".join(lines),
-               "curves": curves, "dead_end_curves": dead, "step_curves": steps}
+    summary = {
+        "table": table,
+        "tokens_per_s_mean": statistics.fmean(throughput) if throughput else 0.0,
+        "peak_rss_mb": peak_mb,
+        "rollout_share": roll / max(1e-9, roll + upd),
+        "update_share": upd / max(1e-9, roll + upd),
+        "markdown": "\n".join(lines),
+        "curves": curves,
+        "dead_end_curves": dead,
+        "step_curves": steps,
+    }
     (out / "results.json").write_text(json.dumps(summary, indent=1))
     (out / "results.md").write_text(summary["markdown"] + "\n")
     print("\n" + summary["markdown"])
-    print(f"\ntraining throughput: {summary['tokens_per_s_mean']:.1f} generated tokens/s (mean over updates); "
-          f"peak memory: {peak_mb:.0f} MB (process RSS)")
+    print(
+        f"\ntraining throughput: {summary['tokens_per_s_mean']:.1f} generated tokens/s (mean over updates); "
+        f"peak memory: {peak_mb:.0f} MB (process RSS)"
+    )
     print(f"step time: rollout {summary['rollout_share']:.0%}, update {summary['update_share']:.0%}")
     print(f"curves: {out / 'reward_curves.png'}")
     return summary
@@ -354,8 +459,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--questions", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--lockers", type=int, default=24)
-    ap.add_argument("--task", default="code", choices=["code", "color"],
-                    help="what each locker file holds: a 4-digit code, or one of four colours")
+    ap.add_argument(
+        "--task",
+        default="code",
+        choices=["code", "color"],
+        help="what each locker file holds: a 4-digit code, or one of four colours",
+    )
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--vocab", type=int, default=900)
@@ -363,18 +472,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sft-lr", type=float, default=1e-3)
     ap.add_argument("--max-new-tokens", type=int, default=16)
     ap.add_argument("--threshold", type=float, default=0.8)
-    ap.add_argument("--protocol", default="vrag", choices=["vrag", "vimrag"],
-                    help="vrag: short tag actions, a chain; vimrag: JSON tool calls that build a DAG")
-    ap.add_argument("--detour", type=float, default=0.0,
-                    help="vimrag only: share of expert traces that start with a dead-end search")
+    ap.add_argument(
+        "--protocol",
+        default="vrag",
+        choices=["vrag", "vimrag"],
+        help="vrag: short tag actions, a chain; vimrag: JSON tool calls that build a DAG",
+    )
+    ap.add_argument(
+        "--detour",
+        type=float,
+        default=0.0,
+        help="vimrag only: share of expert traces that start with a dead-end search",
+    )
     ap.add_argument("--max-steps", type=int, default=4, help="agent steps per trajectory")
-    ap.add_argument("--reuse-sft", action="store_true",
-                    help="keep OUT/sft from an earlier run with the same task flags (skips steps 2-3)")
+    ap.add_argument(
+        "--reuse-sft",
+        action="store_true",
+        help="keep OUT/sft from an earlier run with the same task flags (skips steps 2-3)",
+    )
     ap.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the rollouts")
-    ap.add_argument("--dead-threshold", type=float, default=0.1,
-                    help="the table reports the updates until dead-end searches per trajectory fall to this")
-    ap.add_argument("--resummarize", action="store_true",
-                    help="only rewrite the table and figure from OUT/results.json (after a change to the summary)")
+    ap.add_argument(
+        "--dead-threshold",
+        type=float,
+        default=0.1,
+        help="the table reports the updates until dead-end searches per trajectory fall to this",
+    )
+    ap.add_argument(
+        "--resummarize",
+        action="store_true",
+        help="only rewrite the table and figure from OUT/results.json (after a change to the summary)",
+    )
     args = ap.parse_args(argv)
     if args.resummarize:
         resummarize(args)

@@ -107,8 +107,9 @@ def _node_id(step: Any) -> str:
     return getattr(step, "node_id", "") or ""
 
 
-def step_masks(steps: Sequence[Any], graph: Any, reward: float,
-               valid_retrieval: set[str] | Callable[[str], bool]) -> list[float]:
+def step_masks(
+    steps: Sequence[Any], graph: Any, reward: float, valid_retrieval: set[str] | Callable[[str], bool]
+) -> list[float]:
     """mu_t for each step (1.0 = masked out of the loss, 0.0 = trained); the loss weight is 1 - mu_t.
 
     `steps` are StepRecords or their dicts; only `node_id` is read. A step without a node ("" — a
@@ -200,8 +201,9 @@ def batched_group_advantages(rewards: torch.Tensor, eps: float = 1e-6, scale: bo
     [[1.5, -0.5, -0.5, -0.5], [0.0, 0.0, 0.0, 0.0]]
     """
     if rewards.dim() != 2:
-        raise ValueError(f"rewards must be (Q, G), got shape {tuple(rewards.shape)}; "
-                         "use group_advantages for one group")
+        raise ValueError(
+            f"rewards must be (Q, G), got shape {tuple(rewards.shape)}; use group_advantages for one group"
+        )
     r = rewards.float()  # (Q, G)
     if r.shape[1] < 2:
         return torch.zeros_like(r)  # (Q, 1): one rollout has no group to compare with
@@ -220,8 +222,9 @@ def group_advantages(rewards: torch.Tensor, eps: float = 1e-6, scale: bool = Tru
     [1.5, -0.5, -0.5, -0.5]
     """
     if rewards.dim() != 1:
-        raise ValueError(f"rewards must be (G,), got shape {tuple(rewards.shape)}; "
-                         "use batched_group_advantages for (Q, G)")
+        raise ValueError(
+            f"rewards must be (G,), got shape {tuple(rewards.shape)}; use batched_group_advantages for (Q, G)"
+        )
     return batched_group_advantages(rewards[None], eps, scale)[0]  # (G,)
 
 
@@ -335,12 +338,15 @@ def ppo_clip_loss(
     if length_norm not in ("token_mean", "seq_mean"):
         raise ValueError(f"length_norm {length_norm!r} must be 'token_mean' or 'seq_mean'")
     if logp_new.dim() != 2 or logp_old.shape != logp_new.shape or token_mask.shape != logp_new.shape:
-        raise ValueError(f"logp_new, logp_old and token_mask must share one (S, L) shape; got "
-                         f"{tuple(logp_new.shape)}, {tuple(logp_old.shape)}, {tuple(token_mask.shape)}")
+        raise ValueError(
+            f"logp_new, logp_old and token_mask must share one (S, L) shape; got "
+            f"{tuple(logp_new.shape)}, {tuple(logp_old.shape)}, {tuple(token_mask.shape)}"
+        )
     S = logp_new.shape[0]
     if advantages.shape != (S,) or weights.shape != (S,):
-        raise ValueError(f"advantages and weights must be (S,) = ({S},); got {tuple(advantages.shape)}, "
-                         f"{tuple(weights.shape)}")
+        raise ValueError(
+            f"advantages and weights must be (S,) = ({S},); got {tuple(advantages.shape)}, {tuple(weights.shape)}"
+        )
     if logp_ref is not None and logp_ref.shape != logp_new.shape:
         raise ValueError(f"logp_ref must be (S, L) = {tuple(logp_new.shape)}; got {tuple(logp_ref.shape)}")
     eps_low = clip_eps
@@ -367,8 +373,10 @@ def ppo_clip_loss(
     def clip_stats(ratio: torch.Tensor, a: torch.Tensor, where: torch.Tensor) -> dict[str, float]:
         clipped = ((ratio > 1 + eps_high) & (a > 0)) | ((ratio < 1 - eps_low) & (a < 0))  # same shape as ratio
         count = where.sum().clamp(min=1.0)  # ()
-        return {"clip_frac": float((clipped.to(where.dtype) * where).sum() / count),
-                "ratio_mean": float((ratio.detach() * where).sum() / count)}
+        return {
+            "clip_frac": float((clipped.to(where.dtype) * where).sum() / count),
+            "ratio_mean": float((ratio.detach() * where).sum() / count),
+        }
 
     if level == "token":
         ratio = torch.exp(log_ratio)  # (S, L)
@@ -399,11 +407,20 @@ def ppo_clip_loss(
     return loss, stats
 
 
-def method_loss(method: str, logp_new: torch.Tensor, logp_old: torch.Tensor, token_mask: torch.Tensor,
-                advantages: torch.Tensor, masks: Iterable[float], logp_ref: torch.Tensor | None = None,
-                level: str | None = None, **kwargs: Any) -> tuple[torch.Tensor, dict[str, float]]:
+def method_loss(
+    method: str,
+    logp_new: torch.Tensor,
+    logp_old: torch.Tensor,
+    token_mask: torch.Tensor,
+    advantages: torch.Tensor,
+    masks: Iterable[float],
+    logp_ref: torch.Tensor | None = None,
+    level: str | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """`ppo_clip_loss` with the weights and the level a method prescribes (`segment_weights`,
     `method_level`); `masks` are the segments' mu_t (ignored by grpo and gspo)."""
     weights = segment_weights(method, list(masks)).to(logp_new.device)  # (S,)
-    return ppo_clip_loss(logp_new, logp_old, token_mask, advantages, weights, logp_ref,
-                         level=method_level(method, level), **kwargs)
+    return ppo_clip_loss(
+        logp_new, logp_old, token_mask, advantages, weights, logp_ref, level=method_level(method, level), **kwargs
+    )

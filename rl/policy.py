@@ -42,8 +42,9 @@ class Segment:
         return int(self.inputs["input_ids"].shape[1])
 
 
-def sequence_logprobs(model, inputs: dict[str, torch.Tensor], gen_ids: torch.Tensor,
-                      temperature: float = 1.0) -> torch.Tensor:
+def sequence_logprobs(
+    model, inputs: dict[str, torch.Tensor], gen_ids: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
     """Log-probs (N,) of `gen_ids` after the prompt in `inputs`, under `model` (with grad if enabled)."""
     device = next(model.parameters()).device
     prompt = inputs["input_ids"].to(device)  # (1, P)
@@ -55,7 +56,7 @@ def sequence_logprobs(model, inputs: dict[str, torch.Tensor], gen_ids: torch.Ten
             kwargs[k] = torch.cat([kwargs[k], torch.zeros_like(gen)], dim=1)  # (1, P+N)
     out = model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs)
     n, p = gen.shape[1], prompt.shape[1]
-    logits = out.logits[0, p - 1:p - 1 + n].float() / temperature  # (N, V): position t predicts token t+1
+    logits = out.logits[0, p - 1 : p - 1 + n].float() / temperature  # (N, V): position t predicts token t+1
     return torch.log_softmax(logits, dim=-1).gather(1, gen[0].unsqueeze(1)).squeeze(1)  # (N,)
 
 
@@ -87,10 +88,17 @@ class _Sampler(Policy):
         device = next(self.model.parameters()).device
         batch = {k: v.to(device) for k, v in inputs.items()}
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.stop_ids[0]
-        out = self.model.generate(**batch, do_sample=True, temperature=self.temperature, top_k=0, top_p=1.0,
-                                  max_new_tokens=self.max_new_tokens, eos_token_id=self.stop_ids,
-                                  pad_token_id=pad)  # (1, P+N)
-        gen = out[0, batch["input_ids"].shape[1]:]  # (N,)
+        out = self.model.generate(
+            **batch,
+            do_sample=True,
+            temperature=self.temperature,
+            top_k=0,
+            top_p=1.0,
+            max_new_tokens=self.max_new_tokens,
+            eos_token_id=self.stop_ids,
+            pad_token_id=pad,
+        )  # (1, P+N)
+        gen = out[0, batch["input_ids"].shape[1] :]  # (N,)
         # generate pads after the first stop token when it stops early in a batch; keep up to it
         stops = [i for i, t in enumerate(gen.tolist()) if t in self.stop_ids]
         gen = gen[: stops[0] + 1] if stops else gen  # (N,)
@@ -114,13 +122,15 @@ class _Sampler(Policy):
 class VLPolicy(_Sampler):
     """A Qwen2.5-VL / Qwen3-VL model in memory, inputs built exactly as the transformers backend builds them."""
 
-    def __init__(self, model, processor, temperature: float = 1.0, max_new_tokens: int = 256,
-                 max_pixels: int = 1_003_520) -> None:
+    def __init__(
+        self, model, processor, temperature: float = 1.0, max_new_tokens: int = 256, max_pixels: int = 1_003_520
+    ) -> None:
         from agent.backends.transformers_vl import TransformersPolicy
 
         super().__init__(model, processor.tokenizer, temperature, max_new_tokens)
-        self._backend = TransformersPolicy.from_model(model, processor, PolicyConfig(
-            backend="transformers", max_pixels=max_pixels, max_new_tokens=max_new_tokens))
+        self._backend = TransformersPolicy.from_model(
+            model, processor, PolicyConfig(backend="transformers", max_pixels=max_pixels, max_new_tokens=max_new_tokens)
+        )
         self.patch = self._backend.patch
         self.name = "trainable-vl"
 
@@ -144,8 +154,9 @@ class TextPolicy(_Sampler):
             if not isinstance(c, str):
                 c = "".join(p["text"] if p.get("type") == "text" else f"[{p.get('ref', 'image')}]" for p in c)
             chat.append({"role": m["role"], "content": c})
-        ids = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt",
-                                                 return_dict=True)
+        ids = self.tokenizer.apply_chat_template(
+            chat, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
         return {"input_ids": ids["input_ids"], "attention_mask": ids["attention_mask"]}  # (1, P) each
 
     def describe(self) -> str:

@@ -52,12 +52,15 @@ def _text(x: Any) -> str:
 
 def _column(kwargs: dict[str, Any], name: str, n: int, reward: str) -> list[Any]:
     if name not in kwargs or kwargs[name] is None:
-        raise KeyError(f"{reward} needs the per-sample column {name!r} in its kwargs; build the columns with "
-                       "rl.rewards.trajectory_reward_inputs / collate_reward_inputs")
+        raise KeyError(
+            f"{reward} needs the per-sample column {name!r} in its kwargs; build the columns with "
+            "rl.rewards.trajectory_reward_inputs / collate_reward_inputs"
+        )
     col = list(kwargs[name])
     if len(col) != n:
-        raise ValueError(f"{reward}: column {name!r} has {len(col)} entries for {n} completions; "
-                         "give one entry per sample")
+        raise ValueError(
+            f"{reward}: column {name!r} has {len(col)} entries for {n} completions; give one entry per sample"
+        )
     return col
 
 
@@ -95,8 +98,7 @@ def answer_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: 
     return out
 
 
-def retrieval_reward(prompts: Sequence[Any], completions: Sequence[Any], k: int = 5,
-                     **kwargs: Any) -> list[float]:
+def retrieval_reward(prompts: Sequence[Any], completions: Sequence[Any], k: int = 5, **kwargs: Any) -> list[float]:
     """NDCG@k (binary relevance) of the retrieved evidence keys against the gold ones; 0 with no gold.
 
     >>> retrieval_reward(["q", "q"], ["a", "b"], retrieved=[[("x",), ("g",)], [("g",)]],
@@ -135,9 +137,9 @@ def vrag_ndcg(inserted: Sequence[Any], gold: Sequence[Any]) -> float:
     """
     gold_keys = [_key(g) for g in gold]
     rel = [1 if _key(d) in gold_keys else 0 for d in inserted]
-    dcg = sum((2 ** r - 1) / math.log2(i + 1) for i, r in enumerate(rel, start=1))
+    dcg = sum((2**r - 1) / math.log2(i + 1) for i, r in enumerate(rel, start=1))
     ideal = [1] * len(gold_keys) + [0] * (len(rel) - len(gold_keys))
-    idcg = sum((2 ** r - 1) / math.log2(i + 1) for i, r in enumerate(ideal, start=1))
+    idcg = sum((2**r - 1) / math.log2(i + 1) for i, r in enumerate(ideal, start=1))
     return dcg / idcg if idcg else 0.0
 
 
@@ -190,8 +192,10 @@ def vrag_composite_reward(prompts: Sequence[Any], completions: Sequence[Any], **
     ndcg = retrieval_reward(prompts, completions, **kwargs)
     fmt = format_reward(prompts, completions, **kwargs)
     wa, wr, wf = VRAG_WEIGHTS
-    return [wa * a + wr * r + wf * f if s and _text(c).strip() else 0.0
-            for a, r, f, s, c in zip(answer, ndcg, fmt, searched, completions)]
+    return [
+        wa * a + wr * r + wf * f if s and _text(c).strip() else 0.0
+        for a, r, f, s, c in zip(answer, ndcg, fmt, searched, completions)
+    ]
 
 
 def vimrag_binary_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
@@ -247,21 +251,35 @@ def trajectory_reward_inputs(trace: Any, item: Any) -> dict[str, Any]:
         trace = Trace.from_dict(trace)
     steps = _steps(trace)
     evidence = list(item.evidence) if getattr(item, "evidence_ok", True) else []
+
     def key(u: dict) -> Any:
         hit = next((g.key() for g in evidence if g.matches(u)), None)
         return hit if hit is not None else ("unit", u["uid"])
 
     ranked = [key(u) for u in retrieved_units(trace)]
-    shown = [trace.evidence[r["info_id"]]["unit"] for ev in trace.events if ev.get("type") == "search_results"
-             for r in ev.get("results", []) if r.get("info_id") in trace.evidence]
+    shown = [
+        trace.evidence[r["info_id"]]["unit"]
+        for ev in trace.events
+        if ev.get("type") == "search_results"
+        for r in ev.get("results", [])
+        if r.get("info_id") in trace.evidence
+    ]
     searched = any((s.get("action") or {}).get("name") in SEARCH_ACTIONS for s in steps) or any(
-        ev.get("type") == "search_results" for ev in trace.events)
+        ev.get("type") == "search_results" for ev in trace.events
+    )
     malformed = any(s.get("action") is None and s.get("observation") for s in steps)
-    return {"completion": trace.answer or "", "question": item.question, "gold": list(item.answers),
-            "answer_format": item.answer_format or "", "retrieved": list(dict.fromkeys(ranked)),
-            "gold_pages": [g.key() for g in evidence], "format_ok": not malformed, "searched": searched,
-            "replies": "\n".join(s.get("output", "") for s in steps),
-            "inserted": list(dict.fromkeys(key(u) for u in shown))}
+    return {
+        "completion": trace.answer or "",
+        "question": item.question,
+        "gold": list(item.answers),
+        "answer_format": item.answer_format or "",
+        "retrieved": list(dict.fromkeys(ranked)),
+        "gold_pages": [g.key() for g in evidence],
+        "format_ok": not malformed,
+        "searched": searched,
+        "replies": "\n".join(s.get("output", "") for s in steps),
+        "inserted": list(dict.fromkeys(key(u) for u in shown)),
+    }
 
 
 def collate_reward_inputs(rows: Sequence[dict[str, Any]]) -> tuple[list[str], dict[str, list[Any]]]:

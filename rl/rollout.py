@@ -70,14 +70,16 @@ def rollout_one(policy, retriever, item, agent_config, reward: str = "vimrag", j
     return traj
 
 
-def rollout_group(policy, retriever, item, agent_config, group_size: int, reward: str = "vimrag",
-                  judge=None) -> list[Trajectory]:
+def rollout_group(
+    policy, retriever, item, agent_config, group_size: int, reward: str = "vimrag", judge=None
+) -> list[Trajectory]:
     """`group_size` sampled trajectories for one question, one after another."""
     return [rollout_one(policy, retriever, item, agent_config, reward, judge) for _ in range(group_size)]
 
 
-def rollout_concurrent(policies: list, retriever, jobs: list[tuple[Any, Any]], group_size: int,
-                       reward: str = "vimrag", judge=None) -> list[list[Trajectory]]:
+def rollout_concurrent(
+    policies: list, retriever, jobs: list[tuple[Any, Any]], group_size: int, reward: str = "vimrag", judge=None
+) -> list[list[Trajectory]]:
     """`group_size` trajectories for each (item, agent_config) job, run on len(policies) threads.
 
     Meant for a served policy, where the server batches concurrent requests: each thread owns one policy
@@ -101,4 +103,4 @@ def rollout_concurrent(policies: list, retriever, jobs: list[tuple[Any, Any]], g
     flat = [job for job in jobs for _ in range(group_size)]
     with ThreadPoolExecutor(max_workers=len(policies)) as pool:
         trajs = list(pool.map(run, flat))
-    return [trajs[i * group_size:(i + 1) * group_size] for i in range(len(jobs))]
+    return [trajs[i * group_size : (i + 1) * group_size] for i in range(len(jobs))]

@@ -43,8 +43,9 @@ def make_client(url: str, api_key: str = "", timeout_s: float = 600.0):
     """The HTTP client (the agent's OpenAI-compatible backend) for a rollout server."""
     from agent.backends.openai_compat import OpenAIPolicy
 
-    return OpenAIPolicy(PolicyConfig(backend="openai", base_url=url, api_key=api_key, model=ADAPTER_PREFIX,
-                                     timeout_s=timeout_s))
+    return OpenAIPolicy(
+        PolicyConfig(backend="openai", base_url=url, api_key=api_key, model=ADAPTER_PREFIX, timeout_s=timeout_s)
+    )
 
 
 def adapter_name(update: int) -> str:
@@ -65,8 +66,10 @@ class AdapterSync:
         """Save and load update `update`'s adapter; `state_dict` is the gathered one under FSDP / ZeRO-3
         (accelerate's `get_state_dict`, which every process must call)."""
         if not hasattr(model, "peft_config"):
-            raise PolicyError("served rollouts need a LoRA adapter (set `lora` in the training config): the "
-                              "server can hot-load an adapter, but not new base weights")
+            raise PolicyError(
+                "served rollouts need a LoRA adapter (set `lora` in the training config): the "
+                "server can hot-load an adapter, but not new base weights"
+            )
         name = adapter_name(update)
         path = (self.folder / f"update-{update:06d}").resolve()
         model.save_pretrained(path, state_dict=state_dict)  # a PeftModel writes the adapter only
@@ -94,13 +97,14 @@ def parse_choice(choice: dict) -> tuple[list[int], list[float], str]:
     for entry in content:
         m = TOKEN_ID.search(str(entry.get("token", "")))
         if not m:
-            raise PolicyError(f"the rollout server returned the token {entry.get('token')!r}, not 'token_id:N'; "
-                              "served rollouts need vLLM's `return_tokens_as_token_ids` (vLLM >= 0.6)")
+            raise PolicyError(
+                f"the rollout server returned the token {entry.get('token')!r}, not 'token_id:N'; "
+                "served rollouts need vLLM's `return_tokens_as_token_ids` (vLLM >= 0.6)"
+            )
         ids.append(int(m.group(1)))
         logps.append(float(entry.get("logprob", 0.0)))
     if not content and (choice.get("message") or {}).get("content"):
-        raise PolicyError("the rollout server sent text without log-probs; it must honour `logprobs: true` "
-                          "(vLLM does)")
+        raise PolicyError("the rollout server sent text without log-probs; it must honour `logprobs: true` (vLLM does)")
     return ids, logps, str(choice.get("finish_reason") or "")
 
 
@@ -118,8 +122,9 @@ class ServedPolicy(Policy):
         self._step = 0
         tok = local.tokenizer
         im_end = tok.convert_tokens_to_ids("<|im_end|>")
-        self.end_id = im_end if isinstance(im_end, int) and im_end >= 0 and im_end != tok.unk_token_id \
-            else local.stop_ids[0]
+        self.end_id = (
+            im_end if isinstance(im_end, int) and im_end >= 0 and im_end != tok.unk_token_id else local.stop_ids[0]
+        )
 
     def reset(self) -> None:
         self.segments, self._step = [], 0
@@ -130,9 +135,18 @@ class ServedPolicy(Policy):
     def stream(self, messages: list[dict], view: Any = None) -> Iterator[str]:
         loc = self.local
         choice = self.client.complete(
-            messages, model=self.model_name, temperature=loc.temperature, max_tokens=loc.max_new_tokens,
-            top_p=1.0, top_k=-1, min_p=0.0, repetition_penalty=1.0,  # the plain tempered distribution
-            logprobs=True, return_tokens_as_token_ids=True, skip_special_tokens=False)
+            messages,
+            model=self.model_name,
+            temperature=loc.temperature,
+            max_tokens=loc.max_new_tokens,
+            top_p=1.0,
+            top_k=-1,
+            min_p=0.0,
+            repetition_penalty=1.0,  # the plain tempered distribution
+            logprobs=True,
+            return_tokens_as_token_ids=True,
+            skip_special_tokens=False,
+        )
         ids, served, finish = parse_choice(choice)
         if finish == "stop" and (not ids or ids[-1] not in loc.stop_ids):
             ids.append(self.end_id)  # vLLM leaves the end-of-turn token out; the policy learns to end its turn

@@ -39,8 +39,9 @@ def _trace_files(spec: str) -> list[Path]:
         elif p.is_file():
             out.append(p)
     if not out:
-        raise FileNotFoundError(f"no traces at {spec}; give a `vimrag eval` run folder, its traces/ folder, "
-                                "trace JSON files or a glob")
+        raise FileNotFoundError(
+            f"no traces at {spec}; give a `vimrag eval` run folder, its traces/ folder, trace JSON files or a glob"
+        )
     return out
 
 
@@ -54,8 +55,8 @@ def _scores(trace_file: Path) -> dict[str, float]:
 
 def load_examples(spec: str, min_score: float | None = None, with_images: bool = True) -> list[Example]:
     """Examples from every parsed step of the selected traces."""
-    from agent.evidence import EvidenceStore
     from agent.events import Trace
+    from agent.evidence import EvidenceStore
 
     out = []
     score_cache: dict[Path, dict[str, float]] = {}
@@ -87,8 +88,10 @@ def _rebuild(message: dict, store, where: str) -> dict:
         else:
             imgs = store.images_for(p.get("ref", ""))
             if not imgs:
-                raise FileNotFoundError(f"{where}: cannot re-render {p.get('ref')} (its source file moved?); "
-                                        "train text-only with --no-images or restore the corpus")
+                raise FileNotFoundError(
+                    f"{where}: cannot re-render {p.get('ref')} (its source file moved?); "
+                    "train text-only with --no-images or restore the corpus"
+                )
             img = imgs[0][0].convert("RGB").resize((int(p["width"]), int(p["height"])))
             parts.append({"type": "image", "image": img, "ref": p.get("ref", "")})
     return {"role": message["role"], "content": parts}
@@ -106,10 +109,22 @@ def example_loss(policy, model, ex: Example) -> tuple[torch.Tensor, int]:
     return -logp.mean(), int(target.numel())
 
 
-def train_sft(model_path: str, trace_spec: str, output_dir: str, epochs: int = 1, lr: float = 1e-5,
-              grad_accum: int = 8, min_score: float | None = None, seed: int = 0, with_images: bool = True,
-              max_examples: int = 0, progress: bool = True, examples: list[Example] | None = None,
-              model=None, proc=None) -> dict[str, Any]:
+def train_sft(
+    model_path: str,
+    trace_spec: str,
+    output_dir: str,
+    epochs: int = 1,
+    lr: float = 1e-5,
+    grad_accum: int = 8,
+    min_score: float | None = None,
+    seed: int = 0,
+    with_images: bool = True,
+    max_examples: int = 0,
+    progress: bool = True,
+    examples: list[Example] | None = None,
+    model=None,
+    proc=None,
+) -> dict[str, Any]:
     """Fine-tune on trace steps; saves the model (and processor/tokenizer) to `output_dir`."""
     from accelerate import Accelerator
     from tqdm.auto import tqdm
@@ -140,7 +155,7 @@ def train_sft(model_path: str, trace_spec: str, output_dir: str, epochs: int = 1
         order = list(range(len(exs)))
         rng.shuffle(order)
         run_loss, n = 0.0, 0
-        for i in order[acc.process_index::acc.num_processes]:
+        for i in order[acc.process_index :: acc.num_processes]:
             with acc.accumulate(model):
                 loss, _ = example_loss(policy, model, exs[i])
                 acc.backward(loss)

@@ -24,8 +24,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_causal_lm", "build_tiny_qwen2_5_vl", "build_tiny_qwen3_vl",
-           "train_tokenizer"]
+__all__ = [
+    "CHAT_TEMPLATE",
+    "SPECIAL_TOKENS",
+    "build_tiny_causal_lm",
+    "build_tiny_qwen2_5_vl",
+    "build_tiny_qwen3_vl",
+    "train_tokenizer",
+]
 
 # The Qwen special tokens, in the order Qwen checkpoints number them (their ids here are 0..6).
 SPECIAL_TOKENS = [
@@ -89,10 +95,12 @@ def train_tokenizer(vocab_size: int = 700, texts: list[str] | None = None):
 
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -104,8 +112,11 @@ def train_tokenizer(vocab_size: int = 700, texts: list[str] | None = None):
     model = json.loads(tok.to_str())["model"]
     merges = [tuple(m) if not isinstance(m, str) else tuple(m.split(" ")) for m in model["merges"]]
     qwen_tok = Qwen2Tokenizer(
-        vocab=model["vocab"], merges=merges,
-        unk_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        vocab=model["vocab"],
+        merges=merges,
+        unk_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
     )
     qwen_tok.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS[1:]})
     return qwen_tok
@@ -130,8 +141,12 @@ def _write_folder(path: Path, model, tokenizer, image_processor, video_processor
     )
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path)
-    processor = processor_cls(image_processor=image_processor, tokenizer=tokenizer,
-                              video_processor=video_processor, chat_template=CHAT_TEMPLATE)
+    processor = processor_cls(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=CHAT_TEMPLATE,
+    )
     processor.save_pretrained(path)
     return path
 
@@ -139,8 +154,13 @@ def _write_folder(path: Path, model, tokenizer, image_processor, video_processor
 def build_tiny_qwen2_5_vl(path: str | Path, seed: int = 0) -> Path:
     """Write a random tiny Qwen2.5-VL (14 px patches, 2x2 merge: a 28 px grid) into `path`; return it."""
     import torch
-    from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor,
-                              Qwen2VLImageProcessor, Qwen2VLVideoProcessor)
+    from transformers import (
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+    )
 
     path = Path(path)
     tokenizer = train_tokenizer()
@@ -148,32 +168,58 @@ def build_tiny_qwen2_5_vl(path: str | Path, seed: int = 0) -> Path:
     hidden, heads = 64, 4  # head_dim 16: mrope_section (t, h, w) must sum to head_dim / 2 = 8
     config = Qwen2_5_VLConfig(
         text_config=dict(
-            vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=128, num_hidden_layers=2,
-            num_attention_heads=heads, num_key_value_heads=2, max_position_embeddings=4096,
+            vocab_size=len(tokenizer),
+            hidden_size=hidden,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=heads,
+            num_key_value_heads=2,
+            max_position_embeddings=4096,
             rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [2, 3, 3]},
-            bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
+            bos_token_id=ids["<|endoftext|>"],
+            eos_token_id=ids["<|im_end|>"],
+            pad_token_id=ids["<|endoftext|>"],
         ),
         vision_config=dict(
-            depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=hidden,
-            patch_size=14, spatial_merge_size=2, temporal_patch_size=2,
-            window_size=112, fullatt_block_indexes=[1],
+            depth=2,
+            hidden_size=32,
+            intermediate_size=64,
+            num_heads=2,
+            out_hidden_size=hidden,
+            patch_size=14,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+            window_size=112,
+            fullatt_block_indexes=[1],
         ),
-        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
     )
     torch.manual_seed(seed)
     model = Qwen2_5_VLForConditionalGeneration(config).eval()
     grid = dict(patch_size=14, merge_size=2, temporal_patch_size=2)
-    return _write_folder(path, model, tokenizer,
-                         Qwen2VLImageProcessor(**grid, min_pixels=56 * 56, max_pixels=28 * 28 * 1280),
-                         Qwen2VLVideoProcessor(**grid), Qwen2_5_VLProcessor)
+    return _write_folder(
+        path,
+        model,
+        tokenizer,
+        Qwen2VLImageProcessor(**grid, min_pixels=56 * 56, max_pixels=28 * 28 * 1280),
+        Qwen2VLVideoProcessor(**grid),
+        Qwen2_5_VLProcessor,
+    )
 
 
 def build_tiny_qwen3_vl(path: str | Path, seed: int = 0) -> Path:
     """Write a random tiny Qwen3-VL (16 px patches, 2x2 merge: a 32 px grid) into `path`; return it."""
     import torch
-    from transformers import (Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLForConditionalGeneration,
-                              Qwen3VLProcessor, Qwen3VLVideoProcessor)
+    from transformers import (
+        Qwen2VLImageProcessor,
+        Qwen3VLConfig,
+        Qwen3VLForConditionalGeneration,
+        Qwen3VLProcessor,
+        Qwen3VLVideoProcessor,
+    )
 
     path = Path(path)
     tokenizer = train_tokenizer()
@@ -181,33 +227,64 @@ def build_tiny_qwen3_vl(path: str | Path, seed: int = 0) -> Path:
     hidden, heads, head_dim = 64, 4, 16  # mrope_section (t, h, w) must sum to head_dim / 2 = 8
     config = Qwen3VLConfig(
         text_config=dict(
-            vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=128, num_hidden_layers=2,
-            num_attention_heads=heads, num_key_value_heads=2, head_dim=head_dim, max_position_embeddings=4096,
-            rope_parameters={"rope_type": "default", "rope_theta": 5_000_000.0,
-                             "mrope_section": [2, 3, 3], "mrope_interleaved": True},
-            bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
+            vocab_size=len(tokenizer),
+            hidden_size=hidden,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=heads,
+            num_key_value_heads=2,
+            head_dim=head_dim,
+            max_position_embeddings=4096,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": 5_000_000.0,
+                "mrope_section": [2, 3, 3],
+                "mrope_interleaved": True,
+            },
+            bos_token_id=ids["<|endoftext|>"],
+            eos_token_id=ids["<|im_end|>"],
+            pad_token_id=ids["<|endoftext|>"],
         ),
         vision_config=dict(
-            depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=hidden,
-            patch_size=16, spatial_merge_size=2, temporal_patch_size=2,
-            num_position_embeddings=256, deepstack_visual_indexes=[0],  # a 16x16 learned position grid
+            depth=2,
+            hidden_size=32,
+            intermediate_size=64,
+            num_heads=2,
+            out_hidden_size=hidden,
+            patch_size=16,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+            num_position_embeddings=256,
+            deepstack_visual_indexes=[0],  # a 16x16 learned position grid
         ),
-        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
     )
     torch.manual_seed(seed)
     model = Qwen3VLForConditionalGeneration(config).eval()
     grid = dict(patch_size=16, merge_size=2, temporal_patch_size=2)
     # Qwen3-VL normalizes to mean = std = 0.5 per channel (its released preprocessor_config.json)
     norm = dict(image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
-    return _write_folder(path, model, tokenizer,
-                         Qwen2VLImageProcessor(**grid, **norm, size={"shortest_edge": 64 * 64,
-                                                                     "longest_edge": 32 * 32 * 1280}),
-                         Qwen3VLVideoProcessor(**grid, **norm), Qwen3VLProcessor)
+    return _write_folder(
+        path,
+        model,
+        tokenizer,
+        Qwen2VLImageProcessor(**grid, **norm, size={"shortest_edge": 64 * 64, "longest_edge": 32 * 32 * 1280}),
+        Qwen3VLVideoProcessor(**grid, **norm),
+        Qwen3VLProcessor,
+    )
 
 
-def build_tiny_causal_lm(path: str | Path, seed: int = 0, texts: list[str] | None = None, vocab_size: int = 700,
-                         hidden: int = 64, layers: int = 2) -> Path:
+def build_tiny_causal_lm(
+    path: str | Path,
+    seed: int = 0,
+    texts: list[str] | None = None,
+    vocab_size: int = 700,
+    hidden: int = 64,
+    layers: int = 2,
+) -> Path:
     """Write a random tiny Qwen2 causal LM (text only) with a tokenizer trained on `_CORPUS` + `texts`."""
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
@@ -215,16 +292,27 @@ def build_tiny_causal_lm(path: str | Path, seed: int = 0, texts: list[str] | Non
     path = Path(path)
     tokenizer = train_tokenizer(vocab_size, texts)
     ids = _token_ids(tokenizer)
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
-                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=8192, tie_word_embeddings=True,
-                         bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
-                         pad_token_id=ids["<|endoftext|>"])
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+    )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config).eval()
-    model.generation_config = GenerationConfig(bos_token_id=ids["<|endoftext|>"],
-                                               eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
-                                               pad_token_id=ids["<|endoftext|>"], do_sample=False)
+    model.generation_config = GenerationConfig(
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
+        pad_token_id=ids["<|endoftext|>"],
+        do_sample=False,
+    )
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path)
     tokenizer.chat_template = CHAT_TEMPLATE

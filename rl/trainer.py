@@ -132,11 +132,14 @@ class TrainConfig:
         if self.rollout not in ("local", "served"):
             raise ValueError(f"rollout must be local or served, not {self.rollout!r}")
         if self.rollout == "served" and not self.rollout_url:
-            raise ValueError("rollout=served needs rollout_url, the vLLM server's API root "
-                             "(e.g. http://127.0.0.1:8000/v1)")
+            raise ValueError(
+                "rollout=served needs rollout_url, the vLLM server's API root (e.g. http://127.0.0.1:8000/v1)"
+            )
         if self.rollout == "served" and not self.lora:
-            raise ValueError("rollout=served needs `lora`: the server hot-loads each update's adapter, but it "
-                             "cannot swap full fine-tuned weights; use rollout=local for full fine-tuning")
+            raise ValueError(
+                "rollout=served needs `lora`: the server hot-loads each update's adapter, but it "
+                "cannot swap full fine-tuned weights; use rollout=local for full fine-tuning"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -145,8 +148,7 @@ class TrainConfig:
 # -- model loading ------------------------------------------------------------------------------------
 def load_model(cfg: TrainConfig):
     """(model, processor_or_tokenizer, is_vl) from a folder or id; LoRA applied when configured."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, \
-        AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
     local = Path(cfg.model).exists()
     mcfg = AutoConfig.from_pretrained(cfg.model, local_files_only=local)
@@ -163,9 +165,15 @@ def load_model(cfg: TrainConfig):
         except ImportError as e:
             raise ImportError("LoRA needs peft: install the training extra with `scripts/setup.sh train`") from e
         lc = dict(cfg.lora)
-        model = get_peft_model(model, LoraConfig(r=lc.get("r", 16), lora_alpha=lc.get("alpha", 32),
-                                                 lora_dropout=lc.get("dropout", 0.0),
-                                                 target_modules=lc.get("target_modules", ["q_proj", "v_proj"])))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=lc.get("r", 16),
+                lora_alpha=lc.get("alpha", 32),
+                lora_dropout=lc.get("dropout", 0.0),
+                target_modules=lc.get("target_modules", ["q_proj", "v_proj"]),
+            ),
+        )
     return model, proc, is_vl
 
 
@@ -182,8 +190,9 @@ def make_policy(model, proc, is_vl: bool, cfg: TrainConfig):
 
 
 # -- the update -------------------------------------------------------------------------------------
-def segment_loss(model, seg, advantage: float, weight: float, cfg: TrainConfig, scale: float,
-                 ref_logp: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+def segment_loss(
+    model, seg, advantage: float, weight: float, cfg: TrainConfig, scale: float, ref_logp: torch.Tensor | None = None
+) -> tuple[torch.Tensor, dict[str, float]]:
     """The clipped surrogate of one segment, scaled so summing over segments gives the batch loss."""
     from rl.ggpo import method_level, ppo_clip_loss
     from rl.policy import sequence_logprobs
@@ -191,15 +200,25 @@ def segment_loss(model, seg, advantage: float, weight: float, cfg: TrainConfig, 
     logp = sequence_logprobs(model, seg.inputs, seg.gen_ids, cfg.temperature)[None]  # (1, N)
     old = seg.old_logp.to(logp.device)[None]  # (1, N)
     ref = ref_logp.to(logp.device)[None] if ref_logp is not None else None  # (1, N)
-    loss, stats = ppo_clip_loss(logp, old, torch.ones_like(logp), torch.tensor([advantage], device=logp.device),
-                                torch.tensor([weight], device=logp.device), ref,
-                                level=method_level(cfg.method, cfg.level), clip_eps=cfg.clip_eps,
-                                clip_eps_high=cfg.clip_eps_high, kl_coef=cfg.kl_coef, length_norm=cfg.length_norm)
+    loss, stats = ppo_clip_loss(
+        logp,
+        old,
+        torch.ones_like(logp),
+        torch.tensor([advantage], device=logp.device),
+        torch.tensor([weight], device=logp.device),
+        ref,
+        level=method_level(cfg.method, cfg.level),
+        clip_eps=cfg.clip_eps,
+        clip_eps_high=cfg.clip_eps_high,
+        kl_coef=cfg.kl_coef,
+        length_norm=cfg.length_norm,
+    )
     return loss * scale, stats
 
 
-def loss_scales(n_tokens: list[int], cfg: TrainConfig, total_tokens: int, total_segments: int,
-                world: int) -> list[float]:
+def loss_scales(
+    n_tokens: list[int], cfg: TrainConfig, total_tokens: int, total_segments: int, world: int
+) -> list[float]:
     """Per-segment factors turning single-segment losses into the whole (all-process) batch loss.
 
     DDP averages gradients over `world` processes, hence the factor `world`.
@@ -215,12 +234,14 @@ def loss_scales(n_tokens: list[int], cfg: TrainConfig, total_tokens: int, total_
     return [world / max(1, total_segments) for _ in n_tokens]
 
 
-def compute_gradients(accelerator, model, segments, advantages, weights, cfg: TrainConfig,
-                      ref_model=None) -> dict[str, float]:
+def compute_gradients(
+    accelerator, model, segments, advantages, weights, cfg: TrainConfig, ref_model=None
+) -> dict[str, float]:
     """Backward over this process's segments (padded to the same count on every process)."""
     world = accelerator.num_processes
-    counts = torch.tensor([len(segments), sum(int(s.gen_ids.numel()) for s in segments)],
-                          device=accelerator.device)  # (2,)
+    counts = torch.tensor(
+        [len(segments), sum(int(s.gen_ids.numel()) for s in segments)], device=accelerator.device
+    )  # (2,)
     totals = accelerator.reduce(counts.clone(), reduction="sum")  # (2,)
     most = accelerator.gather(counts[:1].clone()).max().item()
     scales = loss_scales([int(s.gen_ids.numel()) for s in segments], cfg, int(totals[1]), int(totals[0]), world)
@@ -273,10 +294,12 @@ class Trainer:
         if mp == "auto":
             mp = "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
         trackers = [t for t in cfg.log_with if _tracker_available(t)]
-        self.acc = Accelerator(mixed_precision=mp, gradient_accumulation_steps=cfg.grad_accum,
-                               log_with=trackers or None,
-                               project_config=ProjectConfiguration(project_dir=str(self.out),
-                                                                   logging_dir=str(self.out / "logs")))
+        self.acc = Accelerator(
+            mixed_precision=mp,
+            gradient_accumulation_steps=cfg.grad_accum,
+            log_with=trackers or None,
+            project_config=ProjectConfiguration(project_dir=str(self.out), logging_dir=str(self.out / "logs")),
+        )
         set_seed(cfg.seed)
         from eval.datasets import load_dataset
 
@@ -290,7 +313,8 @@ class Trainer:
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda u: min(1.0, (u + 1) / cfg.warmup_updates) if cfg.warmup_updates else 1.0)
+            opt, lambda u: min(1.0, (u + 1) / cfg.warmup_updates) if cfg.warmup_updates else 1.0
+        )
         self.model, self.opt, self.sched = self.acc.prepare(model, opt, sched)
         if self.ref_model is not None:
             self.ref_model.to(self.acc.device)
@@ -338,12 +362,16 @@ class Trainer:
         return self.retriever
 
     def agent_config(self, item):
+        from agent.protocols import read_prompt_file
         from agent.state import AgentConfig
 
-        from agent.protocols import read_prompt_file
-
-        d = {"protocol": self.cfg.protocol, "max_steps": self.cfg.max_steps, "top_k": self.cfg.top_k,
-             "docs": [item.doc] if self.ds.per_doc and item.doc else None, "prompts": dict(self.cfg.prompts or {})}
+        d = {
+            "protocol": self.cfg.protocol,
+            "max_steps": self.cfg.max_steps,
+            "top_k": self.cfg.top_k,
+            "docs": [item.doc] if self.ds.per_doc and item.doc else None,
+            "prompts": dict(self.cfg.prompts or {}),
+        }
         if self.cfg.prompt_file:
             d["prompts"].update(read_prompt_file(self.cfg.prompt_file, self.cfg.protocol, self.cfg.prompt_role))
         return AgentConfig.from_dict(d)
@@ -356,14 +384,13 @@ class Trainer:
         cfg, acc = self.cfg, self.acc
         t0 = time.perf_counter()
         items = self.next_items(cfg.questions_per_update)
-        mine = items[acc.process_index::acc.num_processes]
+        mine = items[acc.process_index :: acc.num_processes]
         jobs = [(item, self.agent_config(item)) for item in mine]
         retriever = self.get_retriever()
         policy = make_policy(acc.unwrap_model(self.model), self.proc, self.is_vl, cfg)
         if cfg.rollout == "served":
-            from rl.served import ServedPolicy, adapter_name
-
             from agent.backends.base import PolicyError
+            from rl.served import ServedPolicy, adapter_name
 
             state = acc.get_state_dict(self.model)  # collective: sharded weights (FSDP, ZeRO-3) are gathered
             error = None
@@ -377,11 +404,14 @@ class Trainer:
             if error is not None:
                 raise error
             if loaded < 1:
-                raise PolicyError("the main process could not load this update's adapter into the rollout "
-                                  "server; its error says why")
+                raise PolicyError(
+                    "the main process could not load this update's adapter into the rollout server; its error says why"
+                )
             self.model.eval()  # set once: the threads below must not toggle train/eval under each other
-            served = [ServedPolicy(policy, self.client, adapter_name(self.update))
-                      for _ in range(max(1, min(cfg.rollout_workers, len(jobs) * cfg.group_size)))]
+            served = [
+                ServedPolicy(policy, self.client, adapter_name(self.update))
+                for _ in range(max(1, min(cfg.rollout_workers, len(jobs) * cfg.group_size)))
+            ]
             groups = rollout_concurrent(served, retriever, jobs, cfg.group_size, cfg.reward)
             gaps = [g for p in served for g in p.gaps]
         else:
@@ -411,22 +441,43 @@ class Trainer:
         t_upd = time.perf_counter() - t0 - t_roll
         self.update += 1
         n_tok = sum(int(s.gen_ids.numel()) for s in segs)
-        r = acc.gather(torch.tensor([sum(rewards), len(rewards), n_tok, len(segs), masked, steps, dead_ends,
-                                     sum(gaps), len(gaps)],
-                                    dtype=torch.float64, device=acc.device)).view(-1, 9).sum(0)  # (9,)
+        r = (
+            acc.gather(
+                torch.tensor(
+                    [sum(rewards), len(rewards), n_tok, len(segs), masked, steps, dead_ends, sum(gaps), len(gaps)],
+                    dtype=torch.float64,
+                    device=acc.device,
+                )
+            )
+            .view(-1, 9)
+            .sum(0)
+        )  # (9,)
         n_traj = max(1.0, float(r[1]))
-        log = {"update": self.update, "reward": float(r[0] / n_traj), "loss": stats["loss"],
-               "clip_frac": stats["clip_frac"], "kl": stats["kl"], "segments": int(r[3]),
-               "masked_fraction": float(r[4] / max(1.0, float(r[3]))), "tokens": int(r[2]),
-               "steps": float(r[5] / n_traj), "dead_end_searches": float(r[6] / n_traj),
-               "rollout_s": round(t_roll, 3), "update_s": round(t_upd, 3),
-               "tokens_per_s": float(r[2]) / max(1e-9, t_roll + t_upd), "lr": self.sched.get_last_lr()[0]}
+        log = {
+            "update": self.update,
+            "reward": float(r[0] / n_traj),
+            "loss": stats["loss"],
+            "clip_frac": stats["clip_frac"],
+            "kl": stats["kl"],
+            "segments": int(r[3]),
+            "masked_fraction": float(r[4] / max(1.0, float(r[3]))),
+            "tokens": int(r[2]),
+            "steps": float(r[5] / n_traj),
+            "dead_end_searches": float(r[6] / n_traj),
+            "rollout_s": round(t_roll, 3),
+            "update_s": round(t_upd, 3),
+            "tokens_per_s": float(r[2]) / max(1e-9, t_roll + t_upd),
+            "lr": self.sched.get_last_lr()[0],
+        }
         if cfg.rollout == "served":
             log["served_logp_gap"] = float(r[7] / max(1.0, float(r[8])))
             if log["served_logp_gap"] > GAP_WARN and acc.is_main_process:
-                logger.warning("update %d: the rollout server's log-probs differ from the trainer's by %.3f per "
-                               "token; check that it loaded the adapter and uses the same processor settings",
-                               self.update, log["served_logp_gap"])
+                logger.warning(
+                    "update %d: the rollout server's log-probs differ from the trainer's by %.3f per "
+                    "token; check that it loaded the adapter and uses the same processor settings",
+                    self.update,
+                    log["served_logp_gap"],
+                )
         if acc.is_main_process:
             with open(self.out / "metrics.jsonl", "a") as f:
                 f.write(json.dumps(log) + "\n")
@@ -439,8 +490,12 @@ class Trainer:
         from tqdm.auto import tqdm
 
         logs = []
-        bar = tqdm(total=self.cfg.updates, initial=self.update, desc=f"{self.cfg.method} updates",
-                   disable=not (progress and self.acc.is_main_process))
+        bar = tqdm(
+            total=self.cfg.updates,
+            initial=self.update,
+            desc=f"{self.cfg.method} updates",
+            disable=not (progress and self.acc.is_main_process),
+        )
         while self.update < self.cfg.updates:
             log = self.step()
             logs.append(log)

@@ -23,9 +23,14 @@ def search_server(index: Path, timeout: float = 120.0):
     import httpx
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve-search", "--index", str(index),
-                             "--port", str(port)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve-search", "--index", str(index), "--port", str(port)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout

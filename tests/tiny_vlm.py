@@ -1,11 +1,24 @@
 """Tiny models for tests: the random ones live in rl/tiny.py (the CPU training experiment uses them too); the
 scripted one, which always writes the same reply, is built here."""
 
-from rl.tiny import CHAT_TEMPLATE, SPECIAL_TOKENS, build_tiny_causal_lm, build_tiny_qwen2_5_vl, build_tiny_qwen3_vl, \
-    train_tokenizer
+from rl.tiny import (
+    CHAT_TEMPLATE,
+    SPECIAL_TOKENS,
+    build_tiny_causal_lm,
+    build_tiny_qwen2_5_vl,
+    build_tiny_qwen3_vl,
+    train_tokenizer,
+)
 
-__all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "build_scripted_qwen2_5_vl", "build_tiny_causal_lm",
-           "build_tiny_qwen2_5_vl", "build_tiny_qwen3_vl", "train_tokenizer"]
+__all__ = [
+    "CHAT_TEMPLATE",
+    "SPECIAL_TOKENS",
+    "build_scripted_qwen2_5_vl",
+    "build_tiny_causal_lm",
+    "build_tiny_qwen2_5_vl",
+    "build_tiny_qwen3_vl",
+    "train_tokenizer",
+]
 
 
 def build_scripted_qwen2_5_vl(path, chunks: list[str], seed: int = 0):

@@ -51,12 +51,20 @@ class PolicyConfig:
     dtype: str = field(default="auto", metadata={"help": "transformers backend: auto | bfloat16 | float32"})
     max_pixels: int = field(default=1_003_520, metadata={"help": "upper bound on any one image's pixels"})
     seed: int = field(default=0, metadata={"help": "sampling seed"})
-    coords: str = field(default="auto", metadata={
-        "help": "how the model writes boxes: auto (from the model: Qwen3-VL relative 0-1000, else absolute "
-                "pixels) | absolute | relative"})
-    tool_calling: str = field(default="text", metadata={
-        "help": "openai: text (tool calls written in the reply, as the VimRAG demo reads them) | native (send "
-                "`tools`, read `tool_calls`) | auto (native, falling back to text if the server refuses tools)"})
+    coords: str = field(
+        default="auto",
+        metadata={
+            "help": "how the model writes boxes: auto (from the model: Qwen3-VL relative 0-1000, else absolute "
+            "pixels) | absolute | relative"
+        },
+    )
+    tool_calling: str = field(
+        default="text",
+        metadata={
+            "help": "openai: text (tool calls written in the reply, as the VimRAG demo reads them) | native (send "
+            "`tools`, read `tool_calls`) | auto (native, falling back to text if the server refuses tools)"
+        },
+    )
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -23,10 +23,50 @@ from typing import Any, Iterator
 
 from agent.backends.base import Policy, PolicyConfig, PolicyError
 
-QUESTION_WORDS = {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "many", "much",
-                  "does", "did", "do", "is", "are", "was", "were", "according", "document", "report", "shown",
-                  "show", "shows", "mentioned", "listed", "given", "stated", "page", "figure", "please", "can",
-                  "could", "would", "should", "will", "may", "might", "has", "have", "had", "tell"}
+QUESTION_WORDS = {
+    "what",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "when",
+    "where",
+    "why",
+    "how",
+    "many",
+    "much",
+    "does",
+    "did",
+    "do",
+    "is",
+    "are",
+    "was",
+    "were",
+    "according",
+    "document",
+    "report",
+    "shown",
+    "show",
+    "shows",
+    "mentioned",
+    "listed",
+    "given",
+    "stated",
+    "page",
+    "figure",
+    "please",
+    "can",
+    "could",
+    "would",
+    "should",
+    "will",
+    "may",
+    "might",
+    "has",
+    "have",
+    "had",
+    "tell",
+}
 _STAMP = re.compile(r"\[(\d{1,2}):(\d{2})\]")
 _SENT = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -106,8 +146,10 @@ class EmbeddedPolicy(Policy):
 
     def describe(self) -> str:
         lm = "keyword extraction" if isinstance(self._lm, KeywordLM) else "SmolLM2-135M"
-        return (f"embedded offline policy (deterministic controller + {lm}; reads text and OCR, not "
-                "pixels). Connect a real VLM with --backend openai --base-url URL --model NAME")
+        return (
+            f"embedded offline policy (deterministic controller + {lm}; reads text and OCR, not "
+            "pixels). Connect a real VLM with --backend openai --base-url URL --model NAME"
+        )
 
     # -- small LM and OCR, loaded on first use ------------------------------------------------------------
     @property
@@ -134,8 +176,10 @@ class EmbeddedPolicy(Policy):
     # -- the controller ------------------------------------------------------------------------------------
     def stream(self, messages: list[dict], view: Any = None) -> Iterator[str]:
         if view is None:
-            raise PolicyError("the embedded policy drives the agent's own tools and needs the episode state "
-                              "(view); run it through agent.loop.Agent")
+            raise PolicyError(
+                "the embedded policy drives the agent's own tools and needs the episode state "
+                "(view); run it through agent.loop.Agent"
+            )
         from agent.protocols import get
 
         proto = get(view.protocol)
@@ -165,13 +209,15 @@ class EmbeddedPolicy(Policy):
             node_id, ev = ranked[0][0], ranked[0][1]
             region = self.find_region(st, ev, kw)
             if region is not None:  # the picture by the name its step's results gave it
-                return proto.write("crop", {"image": st.label_of(ev.info_id, node_id), "bbox": region,
-                                            "parent_ids": [node_id]})
+                return proto.write(
+                    "crop", {"image": st.label_of(ev.info_id, node_id), "bbox": region, "parent_ids": [node_id]}
+                )
         best = ranked[0][2] if ranked else 0.0
         if not last_call and best < 0.5 and len(searches) < 2 and st.step + 2 < st.config.max_steps:
             query = st.question if self.rewrite(st.question) != st.question else fallback_query(st.question)
-            return proto.write("search", {"id": f"s{len(searches) + 1}", "query": query,
-                                          "parent_ids": [searches[-1].id]})
+            return proto.write(
+                "search", {"id": f"s{len(searches) + 1}", "query": query, "parent_ids": [searches[-1].id]}
+            )
         answer = self.answer(st, [ev for _, ev, _ in ranked])
         parents = list(dict.fromkeys(n for n, _, r in ranked[:2] if r > 0)) or [searches[-1].id]
         return proto.write("answer", {"answer": answer, "parent_ids": parents})
@@ -183,8 +229,12 @@ class EmbeddedPolicy(Policy):
         if not any(n.kind == "search" for n in g.nodes.values()):
             return proto.write("search", {"query": self.rewrite(st.question)})
         ranked = self._memory(st, kw)
-        if st.step < st.config.max_steps and not any(n.kind == "crop" for n in g.nodes.values()) \
-                and not st.feedback and ranked:
+        if (
+            st.step < st.config.max_steps
+            and not any(n.kind == "crop" for n in g.nodes.values())
+            and not st.feedback
+            and ranked
+        ):
             region = self.find_region(st, ranked[0][1], kw)
             if region is not None:
                 return proto.write("crop", {"image": ranked[0][1].info_id, "bbox": region})
@@ -199,8 +249,7 @@ class EmbeddedPolicy(Policy):
         last_call = st.step >= st.config.max_steps
         if not searches:
             return proto.write("search", {"query": self.rewrite(st.question)})
-        if not last_call and st.last_image and not any(n.kind == "crop" for n in g.nodes.values()) \
-                and not st.feedback:
+        if not last_call and st.last_image and not any(n.kind == "crop" for n in g.nodes.values()) and not st.feedback:
             region = self.find_region(st, st.evidence.get(st.last_image), kw)
             if region is not None:
                 return proto.write("crop", {"bbox": region})
@@ -233,8 +282,11 @@ class EmbeddedPolicy(Policy):
         ranked = [ev for ev in evidence if ev is not None]
         seen = {ev.info_id for ev in ranked}
         rest = [ev for ev in st.evidence.by_id.values() if ev.info_id not in seen and not ev.crop_box]
-        passages = [Passage(ev.text, ev.citation(), ev.info_id, ev.unit.modality, memorized=i < len(ranked))
-                    for i, ev in enumerate((ranked + rest)[:MAX_PASSAGES]) if ev.text.strip()]
+        passages = [
+            Passage(ev.text, ev.citation(), ev.info_id, ev.unit.modality, memorized=i < len(ranked))
+            for i, ev in enumerate((ranked + rest)[:MAX_PASSAGES])
+            if ev.text.strip()
+        ]
         lm = self.lm if hasattr(self.lm, "score") else None
         reading = read_answer(st.question, passages, lm=lm, encoder=self.encoder)
         st.support = reading.to_dict()
@@ -270,8 +322,11 @@ class EmbeddedPolicy(Policy):
         memorize, summary = [], ""
         for rank, (ev, rel) in enumerate(sorted(scored, key=lambda x: -x[1])):
             useful = rel > 0 and (rel >= 0.25 or rel == top)
-            entry = {"information_id": st.label_of(ev.info_id), "is_useful": useful,
-                     "priority_score": max(1, min(5, 1 + round(4 * rel) + (1 if ev.crop_box else 0)))}
+            entry = {
+                "information_id": st.label_of(ev.info_id),
+                "is_useful": useful,
+                "priority_score": max(1, min(5, 1 + round(4 * rel) + (1 if ev.crop_box else 0))),
+            }
             if ev.kind == "video":
                 entry["key_timestamp"] = snap(key_timestamps(kw, ev), st.evidence.sampled_times(ev))
             memorize.append(entry)
@@ -314,8 +369,7 @@ class EmbeddedPolicy(Policy):
         _, best = max(small, key=lambda x: (x[0], -x[1].height))
         x1, y1, x2, y2 = best.box
         pad_y = 2 * best.height  # keep the neighbouring lines: answers often sit next to the match
-        return [int(x1 * fx), int(max(0, y1 - pad_y) * fy), int(x2 * fx) + 1,
-                int(min(img.height, y2 + pad_y) * fy) + 1]
+        return [int(x1 * fx), int(max(0, y1 - pad_y) * fy), int(x2 * fx) + 1, int(min(img.height, y2 + pad_y) * fy) + 1]
 
 
 def key_timestamps(kw: set[str], ev) -> list[float]:

@@ -28,14 +28,70 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent.backends.smollm import (NOT_ANSWERABLE, SCAFFOLD, _WORD, _fuzzy_hit, _stem, _terms, _value,
-                                   content_words, missing_anchors, split_sentences)
+from agent.backends.smollm import (
+    _WORD,
+    NOT_ANSWERABLE,
+    SCAFFOLD,
+    _fuzzy_hit,
+    _stem,
+    _terms,
+    _value,
+    content_words,
+    missing_anchors,
+    split_sentences,
+)
 
-ANSWER_TYPES = ("number", "percent", "money", "duration", "date", "year", "person", "organization", "place",
-                "yes_no", "choice", "list", "frequency", "expansion", "email", "phone", "url", "text")
-_CUES = {"email", "e-mail", "phone", "telephone", "fax", "website", "url", "date", "name", "title", "figure", "table",
-         "chart", "page", "document", "report", "cover", "format", "yyyy-mm-dd", "yyyy-mm", "directly", "answer",
-         "give", "return", "integer", "float", "please", "list", "write"}
+ANSWER_TYPES = (
+    "number",
+    "percent",
+    "money",
+    "duration",
+    "date",
+    "year",
+    "person",
+    "organization",
+    "place",
+    "yes_no",
+    "choice",
+    "list",
+    "frequency",
+    "expansion",
+    "email",
+    "phone",
+    "url",
+    "text",
+)
+_CUES = {
+    "email",
+    "e-mail",
+    "phone",
+    "telephone",
+    "fax",
+    "website",
+    "url",
+    "date",
+    "name",
+    "title",
+    "figure",
+    "table",
+    "chart",
+    "page",
+    "document",
+    "report",
+    "cover",
+    "format",
+    "yyyy-mm-dd",
+    "yyyy-mm",
+    "directly",
+    "answer",
+    "give",
+    "return",
+    "integer",
+    "float",
+    "please",
+    "list",
+    "write",
+}
 NUMERIC = ("number", "percent", "money", "duration", "year")
 THRESHOLD = 0.1  # least question-term coverage of the answer's sentence (calibrated on dev traces: eval/RESULTS.md)
 SIM_WEIGHT = 0.35  # weight of MiniLM cosine similarity beside term coverage in a sentence's score
@@ -75,19 +131,29 @@ class Reading:
 
 # -- what the question wants --------------------------------------------------------------------------------
 
-_MONEY_WORDS = r"revenue|revenues|sales|cost|costs|price|prices|spend|spending|spent|budget|income|profit|profits|" \
-               r"earnings|salary|salaries|funding|investment|invest|dollars|euros|usd|eur|gbp|fee|fees|paid|pay"
-_MEASURE_WORDS = r"capacity|rate|total|amount|number|count|size|population|headcount|speed|score|age|height|weight|" \
-                 r"length|distance|volume|temperature|value|level|ratio|average|mean|median|sum|difference|growth|" \
-                 r"workforce|output|production|figure"
-_PLACE_NOUNS = r"country|city|town|region|hall|place|location|state|continent|market|site|venue|address|area|" \
-               r"province|county|booth|stand|room|building|campus|headquarters"
-_ORG_NOUNS = r"company|companies|organisation|organization|firm|agency|university|bank|institution|institute|" \
-             r"publisher|brand|team|party|ministry|department|school|college|hospital|sponsor|partner"
-_PERSON_NOUNS = r"ceo|cfo|cto|chief executive|founder|president|director|chair|chairman|chairwoman|chairperson|" \
-                r"author|head|manager|minister|leader|person|editor|photographer|speaker|owner|inventor|winner|" \
-                r"governor|mayor|senator|judge|secretary|officer|chancellor|commissioner|attorney|lawyer|" \
-                r"representative|principal|dean|professor|surgeon general|spokesperson|contact person"
+_MONEY_WORDS = (
+    r"revenue|revenues|sales|cost|costs|price|prices|spend|spending|spent|budget|income|profit|profits|"
+    r"earnings|salary|salaries|funding|investment|invest|dollars|euros|usd|eur|gbp|fee|fees|paid|pay"
+)
+_MEASURE_WORDS = (
+    r"capacity|rate|total|amount|number|count|size|population|headcount|speed|score|age|height|weight|"
+    r"length|distance|volume|temperature|value|level|ratio|average|mean|median|sum|difference|growth|"
+    r"workforce|output|production|figure"
+)
+_PLACE_NOUNS = (
+    r"country|city|town|region|hall|place|location|state|continent|market|site|venue|address|area|"
+    r"province|county|booth|stand|room|building|campus|headquarters"
+)
+_ORG_NOUNS = (
+    r"company|companies|organisation|organization|firm|agency|university|bank|institution|institute|"
+    r"publisher|brand|team|party|ministry|department|school|college|hospital|sponsor|partner"
+)
+_PERSON_NOUNS = (
+    r"ceo|cfo|cto|chief executive|founder|president|director|chair|chairman|chairwoman|chairperson|"
+    r"author|head|manager|minister|leader|person|editor|photographer|speaker|owner|inventor|winner|"
+    r"governor|mayor|senator|judge|secretary|officer|chancellor|commissioner|attorney|lawyer|"
+    r"representative|principal|dean|professor|surgeon general|spokesperson|contact person"
+)
 _DURATION_UNITS = r"hours?|minutes?|seconds?|days?|weeks?|months?|years?|hrs?|mins?"
 
 
@@ -112,8 +178,11 @@ def answer_type(question: str) -> str:
         return "yes_no"
     if choices(question):
         return "choice"
-    if re.match(r"(is|are|was|were|does|do|did|can|could|has|have|had|will|should|would)\b", start) \
-            and not re.search(r"\bor\b", q) or "yes or no" in q:
+    if (
+        re.match(r"(is|are|was|were|does|do|did|can|could|has|have|had|will|should|would)\b", start)
+        and not re.search(r"\bor\b", q)
+        or "yes or no" in q
+    ):
         return "yes_no"
     if re.search(r"\bhow (often|frequently)\b", q):
         return "frequency"
@@ -121,22 +190,28 @@ def answer_type(question: str) -> str:
         return "year"
     if re.search(r"\bhow long\b|\bduration\b|\bruntime\b|\bhow many (" + _DURATION_UNITS + r")\b", q):
         return "duration"
-    if re.search(r"\bpercent|percentage|\bproportion\b|\bshare\b|%|\brate\b", q) \
-            and not re.search(r"\bper (hour|day|minute|second|shift|week|month|year)\b", q):
+    if re.search(r"\bpercent|percentage|\bproportion\b|\bshare\b|%|\brate\b", q) and not re.search(
+        r"\bper (hour|day|minute|second|shift|week|month|year)\b", q
+    ):
         return "percent"
-    if re.search(r"\bwhen\b|\bwhat (date|day|month|time)\b|\bformat the date\b|\bthe date\b|yyyy-mm|"
-                 r"\bwhich (date|day|month|quarter|period)\b|\bdeadline\b|\bin (which|what) (quarter|month)\b|"
-                 r"\bdue\b", q):
+    if re.search(
+        r"\bwhen\b|\bwhat (date|day|month|time)\b|\bformat the date\b|\bthe date\b|yyyy-mm|"
+        r"\bwhich (date|day|month|quarter|period)\b|\bdeadline\b|\bin (which|what) (quarter|month)\b|"
+        r"\bdue\b",
+        q,
+    ):
         return "date"
     if re.search(r"\bhow (much|many)\b", q) and re.search(r"\b(" + _MONEY_WORDS + r")\b", q):
         return "money"
-    if re.search(r"\b(what|which)\b.*\b(" + _MONEY_WORDS + r")\b", q) \
-            and not re.search(r"\b(which|what) (\w+ )?(product|region|market|item|category)\b", q):
+    if re.search(r"\b(what|which)\b.*\b(" + _MONEY_WORDS + r")\b", q) and not re.search(
+        r"\b(which|what) (\w+ )?(product|region|market|item|category)\b", q
+    ):
         return "money"
     if re.search(r"\bhow (many|much|far|big|large|tall|old|fast|heavy)\b|\bnumber of\b", q):
         return "number"
-    if re.search(r"\b(who|whom|whose)\b", q) or re.search(r"\b(name of|which|what) (the |this |that )?(" +
-                                                           _PERSON_NOUNS + r")\b", q):
+    if re.search(r"\b(who|whom|whose)\b", q) or re.search(
+        r"\b(name of|which|what) (the |this |that )?(" + _PERSON_NOUNS + r")\b", q
+    ):
         return "person"
     if re.search(r"\bwhere\b", q) or re.search(r"\b(which|what|in which|in what) (\w+ )?(" + _PLACE_NOUNS + r")\b", q):
         return "place"
@@ -176,11 +251,17 @@ def wants_side(question: str) -> str:
     ('after', 'before')
     """
     q = question.lower()
-    if re.search(r"\b(before|previous|previously|prior|originally|initially|used to|formerly|old|start(ed)? at|"
-                 r"start(ing)? point)\b", q):
+    if re.search(
+        r"\b(before|previous|previously|prior|originally|initially|used to|formerly|old|start(ed)? at|"
+        r"start(ing)? point)\b",
+        q,
+    ):
         return "before"
-    if re.search(r"\b(after|reach|reached|now|new|currently|current|become|became|end(ed)? at|result|once|"
-                 r"following|rise to|fall to|grow to|increase to|will)\b", q):
+    if re.search(
+        r"\b(after|reach|reached|now|new|currently|current|become|became|end(ed)? at|result|once|"
+        r"following|rise to|fall to|grow to|increase to|will)\b",
+        q,
+    ):
         return "after"
     return ""
 
@@ -188,8 +269,11 @@ def wants_side(question: str) -> str:
 # -- sentences -----------------------------------------------------------------------------------------------
 
 _TICK_LINE = re.compile(r"^\s*[-−]?\d[\d,]*(?:\.\d+)?\s*%?\s*$")
-_BOILER = re.compile(r"^(page \d+( of \d+)?|\d+|copyright\b.*|©.*|all rights reserved.*|www\.\S+|https?://\S+|"
-                     r"table of contents|contents|index)$", re.I)
+_BOILER = re.compile(
+    r"^(page \d+( of \d+)?|\d+|copyright\b.*|©.*|all rights reserved.*|www\.\S+|https?://\S+|"
+    r"table of contents|contents|index)$",
+    re.I,
+)
 
 
 def is_heading(line: str, first: bool = False) -> bool:
@@ -211,8 +295,9 @@ def is_heading(line: str, first: bool = False) -> bool:
         return False
     if first:
         return True
-    significant = [w for w in words if w.lower() not in {"of", "and", "the", "in", "at", "for", "a", "to", "on",
-                                                          "by", "with"}]
+    significant = [
+        w for w in words if w.lower() not in {"of", "and", "the", "in", "at", "for", "a", "to", "on", "by", "with"}
+    ]
     caps = sum(w[0].isupper() for w in significant)
     # three or more capitalised words make a title; two may be a name on its own line ('Rick Scott')
     return caps >= 3 and caps >= 0.6 * len(significant) and ":" not in s[:-1]
@@ -241,11 +326,15 @@ def visual_hint(p: Passage) -> str:
     """'chart', 'table' or 'picture' when the passage is a page or image whose text layer hints that part of
     it is drawn (axis ticks, rows of label + number, or little text on a picture); '' otherwise."""
     text = p.text or ""
-    if axis_ticks(text) or re.search(r"\b(figure|fig\.|chart|graph|plot)\s*\d*\b", text, re.I) \
-            and p.modality in ("page", "image"):
+    if (
+        axis_ticks(text)
+        or re.search(r"\b(figure|fig\.|chart|graph|plot)\s*\d*\b", text, re.I)
+        and p.modality in ("page", "image")
+    ):
         return "chart"
-    rows = [ln for ln in text.split("\n") if re.fullmatch(r"\s*[A-Za-z][\w ,.&'()/-]{1,40}(\s+[-\d.,%$€]+){1,6}\s*",
-                                                          ln)]
+    rows = [
+        ln for ln in text.split("\n") if re.fullmatch(r"\s*[A-Za-z][\w ,.&'()/-]{1,40}(\s+[-\d.,%$€]+){1,6}\s*", ln)
+    ]
     if len(rows) >= 3:
         return "table"
     if p.modality == "image" and len(text.split()) < 40:
@@ -274,8 +363,16 @@ def _sentences(passages: list[Passage]) -> list[_Sent]:
         first = lines[0].strip() if lines else ""
         for s in split_sentences([text]):
             title = s.startswith("#") or (s == first and is_heading(s, first=True))
-            out.append(_Sent(s.lstrip("# ").strip() if s.startswith("#") else s, pi, len(out),
-                              title or is_heading(s), title, re.sub(r"\.\w+\b.*$", "", p.citation)))
+            out.append(
+                _Sent(
+                    s.lstrip("# ").strip() if s.startswith("#") else s,
+                    pi,
+                    len(out),
+                    title or is_heading(s),
+                    title,
+                    re.sub(r"\.\w+\b.*$", "", p.citation),
+                )
+            )
     return out
 
 
@@ -321,10 +418,13 @@ def score_sentences(question: str, sents: list[_Sent], passages: list[Passage], 
         except Exception:  # noqa: BLE001 - similarity is a refinement; term coverage alone still answers
             pass
     for i, s in enumerate(sents):
-        neigh = [sents[j].coverage for j in (i - 1, i + 1)
-                 if 0 <= j < len(sents) and sents[j].passage == s.passage]
-        s.score = s.coverage + 0.25 * max(neigh, default=0.0) + SIM_WEIGHT * sims[i] \
+        neigh = [sents[j].coverage for j in (i - 1, i + 1) if 0 <= j < len(sents) and sents[j].passage == s.passage]
+        s.score = (
+            s.coverage
+            + 0.25 * max(neigh, default=0.0)
+            + SIM_WEIGHT * sims[i]
             + (0.05 if passages[s.passage].memorized else 0.0)
+        )
 
 
 # -- spans -----------------------------------------------------------------------------------------------------
@@ -337,9 +437,13 @@ _QTY = re.compile(
     r"(?:\s?(?P<scale>" + _SCALE + r")\b)?"
     r"(?:\s?(?P<pct>%|percent\b|per cent\b|percentage points?\b))?"
     r"(?:\s(?P<cur2>" + _CUR_WORDS + r")\b)?"
-    r"(?:\s(?P<unit>(?:[a-z]+\s){0,2}?(?:per\s[a-z]+|" + _DURATION_UNITS + r")\b))?", re.I)
-_MONTHS = r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|" \
-          r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+    r"(?:\s(?P<unit>(?:[a-z]+\s){0,2}?(?:per\s[a-z]+|" + _DURATION_UNITS + r")\b))?",
+    re.I,
+)
+_MONTHS = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
+    r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+)
 _DATE = re.compile(
     r"\b\d{1,2}(?:st|nd|rd|th)?\s+" + _MONTHS + r"\.?,?\s+\d{4}\b"
     r"|\b" + _MONTHS + r"\.?\s+\d{1,2}(?:st|nd|rd|th)?,?\s+\d{4}\b"
@@ -348,27 +452,85 @@ _DATE = re.compile(
     r"|\b(?:the\s+)?(?:first|second|third|fourth|last)\s+(?:quarter|half)\s+of\s+\d{4}\b"
     r"|\bQ[1-4](?:\s+\d{4})?\b|\bH[12]\s+\d{4}\b|\b(?:FY|fiscal year\s)\s?\d{2,4}\b"
     r"|\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b"
-    r"|\b(?:1[89]|20)\d\d\b")
-_FREQ = re.compile(r"\b(?:every\s+(?:\d+\s+)?[a-z]+|hourly|daily|weekly|monthly|quarterly|annually|yearly|"
-                   r"(?:once|twice|\d+\s+times)\s+(?:a|an|per|every)\s+[a-z]+)\b", re.I)
+    r"|\b(?:1[89]|20)\d\d\b"
+)
+_FREQ = re.compile(
+    r"\b(?:every\s+(?:\d+\s+)?[a-z]+|hourly|daily|weekly|monthly|quarterly|annually|yearly|"
+    r"(?:once|twice|\d+\s+times)\s+(?:a|an|per|every)\s+[a-z]+)\b",
+    re.I,
+)
 _TYPED = {
     "email": re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
     "phone": re.compile(r"\+?\(?\d[\d ().-]{6,}\d"),
-    "url": re.compile(r"(?:https?://|www\.)[^\s,;)]+|\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:com|org|net|edu|gov|io|"
-                      r"example|eu|de|fi|uk)(?:/[^\s,;)]*)?", re.I),
+    "url": re.compile(
+        r"(?:https?://|www\.)[^\s,;)]+|\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:com|org|net|edu|gov|io|"
+        r"example|eu|de|fi|uk)(?:/[^\s,;)]*)?",
+        re.I,
+    ),
 }
 _CAP_RUN = re.compile(r"\b[A-Z][\w&'’.-]*(?:\s+(?:of|de|van|von|der|and|&)?\s*[A-Z][\w&'’.-]*){0,4}")
-_LOCATOR = re.compile(r"\b(?:Hall|Booth|Stand|Room|Building|Floor|Gate|Terminal|Level|Suite|Pavilion|Block)\s+"
-                      r"[A-Z]?\d+[A-Za-z]?\b(?:,?\s+(?:Hall|Booth|Stand|Room|Building|Floor|Gate|Level|Suite)\s+"
-                      r"[A-Z]?\d+[A-Za-z]?\b)*")
-_ORG_SUFFIX = re.compile(r"\b(Inc|Ltd|LLC|Corp|Corporation|Company|Co|Group|Robotics|University|Institute|Bank|"
-                         r"Association|Agency|Foundation|Council|Ministry|Department|Center|Centre|Lab|Labs|"
-                         r"Systems|Technologies|Holdings|Partners|AG|GmbH|SA|plc|Oy)\b\.?$")
-_NOT_NAME = {"the", "a", "an", "in", "on", "at", "for", "by", "it", "this", "that", "these", "those", "its",
-             "their", "our", "we", "they", "he", "she", "chief", "mr", "mrs", "ms", "dr", "prof", "footnote",
-             "note", "figure", "table", "source", "page", "q1", "q2", "q3", "q4"}
-_MONTH_WORDS = {"january", "february", "march", "april", "may", "june", "july", "august", "september",
-                "october", "november", "december"}
+_LOCATOR = re.compile(
+    r"\b(?:Hall|Booth|Stand|Room|Building|Floor|Gate|Terminal|Level|Suite|Pavilion|Block)\s+"
+    r"[A-Z]?\d+[A-Za-z]?\b(?:,?\s+(?:Hall|Booth|Stand|Room|Building|Floor|Gate|Level|Suite)\s+"
+    r"[A-Z]?\d+[A-Za-z]?\b)*"
+)
+_ORG_SUFFIX = re.compile(
+    r"\b(Inc|Ltd|LLC|Corp|Corporation|Company|Co|Group|Robotics|University|Institute|Bank|"
+    r"Association|Agency|Foundation|Council|Ministry|Department|Center|Centre|Lab|Labs|"
+    r"Systems|Technologies|Holdings|Partners|AG|GmbH|SA|plc|Oy)\b\.?$"
+)
+_NOT_NAME = {
+    "the",
+    "a",
+    "an",
+    "in",
+    "on",
+    "at",
+    "for",
+    "by",
+    "it",
+    "this",
+    "that",
+    "these",
+    "those",
+    "its",
+    "their",
+    "our",
+    "we",
+    "they",
+    "he",
+    "she",
+    "chief",
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "prof",
+    "footnote",
+    "note",
+    "figure",
+    "table",
+    "source",
+    "page",
+    "q1",
+    "q2",
+    "q3",
+    "q4",
+}
+_MONTH_WORDS = {
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+}
 
 
 @dataclass
@@ -398,13 +560,19 @@ def _in_question(text: str, question: str) -> bool:
 def _side(sent: str, start: int) -> str:
     """Which side of a change the number at `start` is on: 'before' ('from X', 'X before', 'was X'),
     'after' ('to X', 'reached X', 'now X'), or ''."""
-    before = sent[max(0, start - 24):start].lower()
-    after = sent[start:start + 40].lower()
-    if re.search(r"\b(from|was|were|previously|down from|up from|compared with|versus|vs\.?)\s+(?:about\s+|"
-                 r"around\s+|roughly\s+)?[$€£]?$", before):
+    before = sent[max(0, start - 24) : start].lower()
+    after = sent[start : start + 40].lower()
+    if re.search(
+        r"\b(from|was|were|previously|down from|up from|compared with|versus|vs\.?)\s+(?:about\s+|"
+        r"around\s+|roughly\s+)?[$€£]?$",
+        before,
+    ):
         return "before"
-    if re.search(r"\b(to|reached|reaching|now|hit|at|became|is|are|of)\s+(?:about\s+|around\s+|roughly\s+)?"
-                 r"[$€£]?$", before):
+    if re.search(
+        r"\b(to|reached|reaching|now|hit|at|became|is|are|of)\s+(?:about\s+|around\s+|roughly\s+)?"
+        r"[$€£]?$",
+        before,
+    ):
         return "after"
     if re.search(r"^\S+(?:\s\S+)?\s+(before|previously|earlier)\b", after):
         return "before"
@@ -425,13 +593,18 @@ def _numeric_spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
             if val is None:
                 continue
             text = m.group().strip()
-            is_year = re.fullmatch(r"(1[89]|20)\d\d", num) is not None and not m.group("pct") \
-                and not m.group("cur") and not m.group("scale")
+            is_year = (
+                re.fullmatch(r"(1[89]|20)\d\d", num) is not None
+                and not m.group("pct")
+                and not m.group("cur")
+                and not m.group("scale")
+            )
             pct = bool(m.group("pct"))
             money = bool(m.group("cur") or m.group("cur2") or m.group("scale"))
             unit = (m.group("unit") or "").strip()
-            if re.match(r"[A-Za-z]", s.text[m.end():m.end() + 1] or " ") or \
-                    (m.start() and re.match(r"[A-Za-z]", s.text[m.start() - 1])):
+            if re.match(r"[A-Za-z]", s.text[m.end() : m.end() + 1] or " ") or (
+                m.start() and re.match(r"[A-Za-z]", s.text[m.start() - 1])
+            ):
                 continue  # part of a code or a name: 'X2', 'B21', 'Q4'
             if val in asked and not m.group("to"):
                 continue
@@ -450,7 +623,7 @@ def _numeric_spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
             elif kind == "duration":
                 if is_year or pct or not re.search(_DURATION_UNITS, unit or "", re.I):
                     continue
-                text = (f"{num} {unit}" if not m.group("to") else text)
+                text = f"{num} {unit}" if not m.group("to") else text
             else:  # number: a count or measure
                 if is_year and not re.search(r"\byear\b", q):
                     continue
@@ -484,8 +657,9 @@ def _date_spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
             if text.lower() in asked or text.lower() in q:
                 continue
             bonus = 0.0
-            specific = bool(re.search(_MONTHS, text)) + bool(re.search(r"\d{1,2}(?:st|nd|rd|th)?\s+" + _MONTHS +
-                                                                       r"|" + _MONTHS + r"\s+\d{1,2}\b", text))
+            specific = bool(re.search(_MONTHS, text)) + bool(
+                re.search(r"\d{1,2}(?:st|nd|rd|th)?\s+" + _MONTHS + r"|" + _MONTHS + r"\s+\d{1,2}\b", text)
+            )
             if "quarter" in q:
                 bonus += 0.3 if re.search(r"quarter|Q[1-4]", text) else -0.3
             elif "month" in q:
@@ -527,18 +701,24 @@ def _entity_spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
             bonus = 0.0
             org = bool(_ORG_SUFFIX.search(text)) or re.fullmatch(r"[A-Z]{2,6}", text) is not None
             if kind == "person":
-                if org and re.search(r"\bwho (produced|published|issued|prepared|released|funded|sponsored|"
-                                     r"developed|made|owns|wrote)\b", q):
+                if org and re.search(
+                    r"\bwho (produced|published|issued|prepared|released|funded|sponsored|"
+                    r"developed|made|owns|wrote)\b",
+                    q,
+                ):
                     out.append(_Span(text, s, a, b, 0.2))  # 'Who produced the document?' asks for a body
                     continue
                 if org or any(re.search(r"\d", w) for w in words) or len(words) > 4:
                     continue
                 bonus += 0.2 if len(words) in (2, 3) else -0.1
-                ctx = s.text[max(0, a - 30):a].lower()
-                if re.search(r"(ceo|chief executive|president|director|founder|chair\w*|head|manager|minister|"
-                             r"by|said|says|according to|led by)\W*$", ctx) or \
-                        re.match(r"\s*(said|says|,\s*(the\s+)?(ceo|chief|president|founder|director))",
-                                 s.text[b:b + 30], re.I):
+                ctx = s.text[max(0, a - 30) : a].lower()
+                if re.search(
+                    r"(ceo|chief executive|president|director|founder|chair\w*|head|manager|minister|"
+                    r"by|said|says|according to|led by)\W*$",
+                    ctx,
+                ) or re.match(
+                    r"\s*(said|says|,\s*(the\s+)?(ceo|chief|president|founder|director))", s.text[b : b + 30], re.I
+                ):
                     bonus += 0.3
             elif kind == "organization":
                 bonus += 0.3 if org else 0.0
@@ -549,10 +729,14 @@ def _entity_spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
                     bonus -= 0.4  # nor is a company
                 if len(words) == 1 and re.search(r"(^|[.!?:]\s+)$", s.text[:a]):
                     bonus -= 0.15  # a capitalised first word may be any word
-                if re.match(r"\s+(factory|plant|office|offices|site|headquarters|campus|branch|warehouse|region|"
-                            r"city|area)\b", s.text[b:b + 16], re.I):
+                if re.match(
+                    r"\s+(factory|plant|office|offices|site|headquarters|campus|branch|warehouse|region|"
+                    r"city|area)\b",
+                    s.text[b : b + 16],
+                    re.I,
+                ):
                     bonus += 0.2
-                ctx = s.text[max(0, a - 12):a].lower()
+                ctx = s.text[max(0, a - 12) : a].lower()
                 if re.search(r"\b(in|at|near|from|to|across|throughout)\s+$", ctx):
                     bonus += 0.2
             else:  # text: capitalised runs compete with other spans
@@ -593,8 +777,10 @@ def _typed_spans(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
             text = m.group().strip().rstrip(".")
             bonus = 0.3 if any(n in text.lower() for n in names) else 0.0
             cue = re.search(r"\b(fax|tel|telephone|phone|mobile|cell)\b", question, re.I)
-            if cue and re.search(r"\b" + cue.group(1).lower()[:3] + r"\w*\.?\s*:?\s*$", s.text[max(0, m.start() - 14):
-                                                                                                m.start()].lower()):
+            if cue and re.search(
+                r"\b" + cue.group(1).lower()[:3] + r"\w*\.?\s*:?\s*$",
+                s.text[max(0, m.start() - 14) : m.start()].lower(),
+            ):
                 bonus += 0.3  # 'Fax: 514-...' when the fax is asked, not the 'Tel:' beside it
             out.append(_Span(text, s, m.start(), m.end(), bonus))
     return out
@@ -611,7 +797,7 @@ def _list_spans(question: str, sents: list[_Sent]) -> list[_Span]:
         for m in _LIST_CUE.finditer(s.text):
             if hits and m.start() < hits[0][0]:
                 continue  # the cue must follow the words that name what is listed
-            tail = re.split(r"[.;]\s", s.text[m.end():] + " ")[0].strip(" .")
+            tail = re.split(r"[.;]\s", s.text[m.end() :] + " ")[0].strip(" .")
             items = [i.strip(" .") for i in re.split(r",\s*(?:and\s+|or\s+)?|\s+and\s+|\s+or\s+", tail) if i.strip()]
             items = [re.sub(r"^(the|a|an)\s+", "", i) for i in items]
             if len(items) >= 2 and all(len(i.split()) <= 8 for i in items):
@@ -641,20 +827,22 @@ def _phrase_spans(question: str, sents: list[_Sent]) -> list[_Span]:
         for w in _WORD.finditer(s.text):
             stem = _stem(w.group())
             if verb_obj and _same(stem, verb_obj):
-                m = re.match(r"\s+((?:the|a|an)\s+)?([\w$%&'’-]+(?:\s+[\w$%&'’-]+){0,5}?)(?=\s*(?:[.,;:!?]|"
-                             r"\s(?:and|but|which|that|who|to|in|on|at|for|with|from|by|since|after|before)\b|$))",
-                             s.text[w.end():])
+                m = re.match(
+                    r"\s+((?:the|a|an)\s+)?([\w$%&'’-]+(?:\s+[\w$%&'’-]+){0,5}?)(?=\s*(?:[.,;:!?]|"
+                    r"\s(?:and|but|which|that|who|to|in|on|at|for|with|from|by|since|after|before)\b|$))",
+                    s.text[w.end() :],
+                )
                 if m and not _in_question(m.group(2), question):
                     a = w.end() + m.start(1 if m.group(1) else 2)
                     text = _clean(m.group(0))
                     out.append(_Span(text, s, a, a + len(text), 0.25))
             if verb_subj and _same(stem, verb_subj) and w.start():
-                head = s.text[:w.start()]
+                head = s.text[: w.start()]
                 m = re.search(r"((?:[\w$%&'’-]+\s+){0,5}[\w$%&'’-]+)\s*$", head)
                 piece = m.group(0) if m else ""
                 cut = list(re.finditer(r"\b(said|says|that|and|but|which|while|who|is|are|was|were)\s+", piece))
                 if cut:  # 'Lindqvist said the Falcon X2 picker' keeps 'the Falcon X2 picker'
-                    piece = piece[cut[-1].end():]
+                    piece = piece[cut[-1].end() :]
                 text = _clean(piece)
                 if text and not _in_question(text, question):
                     out.append(_Span(text, s, w.start() - len(piece), w.start(), 0.25))
@@ -670,8 +858,9 @@ def _expansion_spans(question: str, sents: list[_Sent]) -> list[_Span]:
     out = []
     for s in sents:
         for ab in abbrs:
-            for m in re.finditer(r"((?:[A-Z][\w-]*\s+(?:(?:of|for|and|the|in|on|&)\s+)*){1,9})\(\s*" + re.escape(ab) +
-                                 r"\s*\)", s.text):
+            for m in re.finditer(
+                r"((?:[A-Z][\w-]*\s+(?:(?:of|for|and|the|in|on|&)\s+)*){1,9})\(\s*" + re.escape(ab) + r"\s*\)", s.text
+            ):
                 words = m.group(1).split()
                 # as many words as the abbreviation has capitals, counted back from the parenthesis
                 need, cut = sum(c.isupper() for c in ab), 0
@@ -703,8 +892,11 @@ def _choice_spans(question: str, sents: list[_Sent], passages_text: str) -> list
         for s in sents:
             terms = set(_terms(s.text))
             if ow and len(ow & terms) >= max(1, len(ow) // 2):
-                nums = [v for v in (_value(t) for t in re.findall(r"\d[\d,]*(?:\.\d+)?", s.text))
-                        if v is not None and not (1900 <= v <= 2100)]
+                nums = [
+                    v
+                    for v in (_value(t) for t in re.findall(r"\d[\d,]*(?:\.\d+)?", s.text))
+                    if v is not None and not (1900 <= v <= 2100)
+                ]
                 if nums:
                     best = max(nums) if best is None else max(best, max(nums))
         values.append((best, sum(t in set(_terms(passages_text)) for t in ow)))
@@ -751,8 +943,11 @@ def _typed(question: str, kind: str, sents: list[_Sent]) -> list[_Span]:
     if kind == "expansion":
         return _expansion_spans(question, sents)
     if kind in ("person", "organization", "text"):
-        base = _entity_spans(question, kind, sents) if kind != "text" else \
-            _phrase_spans(question, sents) + _entity_spans(question, "text", sents)
+        base = (
+            _entity_spans(question, kind, sents)
+            if kind != "text"
+            else _phrase_spans(question, sents) + _entity_spans(question, "text", sents)
+        )
         return base + _label_spans(question, kind, sents)
     if kind == "list":
         return _list_spans(question, sents) or _phrase_spans(question, sents)
@@ -810,8 +1005,9 @@ def _limit_note(question: str, passages: list[Passage], sents: list[_Sent]) -> s
     return ""
 
 
-def read_answer(question: str, passages: list[Passage], lm: Any = None, encoder: Any = None,
-                threshold: float = THRESHOLD) -> Reading:
+def read_answer(
+    question: str, passages: list[Passage], lm: Any = None, encoder: Any = None, threshold: float = THRESHOLD
+) -> Reading:
     """A short answer to `question` from `passages` (best first), with the sentence and unit it came from.
 
     `lm` (SmolLM2, optional) chooses among free-text spans; `encoder` (the retriever's MiniLM, optional)
@@ -840,10 +1036,22 @@ def read_answer(question: str, passages: list[Passage], lm: Any = None, encoder:
     if entity:
         for s in pool[:5]:
             for j in (s.index - 1, s.index + 1):
-                if 0 <= j < len(sents) and sents[j].passage == s.passage and not sents[j].title \
-                        and sents[j] not in pool and sents[j] not in extra \
-                        and (len(sents[j].text) < 60 or j < s.index and re.match(r"(It|They|This|These|He|She|"
-                                                                                 r"The company)\b", s.text)):
+                if (
+                    0 <= j < len(sents)
+                    and sents[j].passage == s.passage
+                    and not sents[j].title
+                    and sents[j] not in pool
+                    and sents[j] not in extra
+                    and (
+                        len(sents[j].text) < 60
+                        or j < s.index
+                        and re.match(
+                            r"(It|They|This|These|He|She|"
+                            r"The company)\b",
+                            s.text,
+                        )
+                    )
+                ):
                     sents[j].score = max(sents[j].score, s.score - 0.1)
                     extra.append(sents[j])
         pool += extra
@@ -857,10 +1065,17 @@ def read_answer(question: str, passages: list[Passage], lm: Any = None, encoder:
         if picked:
             return _reading(picked[0].text, kind, pool[0], passages, pool[0].score)
     heads = {s.text.strip(" .").lower() for s in sents if s.heading or s.title}
-    heads |= {ln.strip(" #.").lower() for p in passages for ln in p.text.split("\n")
-              if ln.strip() and (ln.strip().startswith("#") or is_heading(ln))}
-    ranked = [(sc, sp) for sc, sp in _rank(question, _spans(question, kind, pool, heads))
-              if sp.text and (kind in _TYPED or sp.sent.coverage + (0.15 if sp.sent in extra else 0) >= threshold)]
+    heads |= {
+        ln.strip(" #.").lower()
+        for p in passages
+        for ln in p.text.split("\n")
+        if ln.strip() and (ln.strip().startswith("#") or is_heading(ln))
+    }
+    ranked = [
+        (sc, sp)
+        for sc, sp in _rank(question, _spans(question, kind, pool, heads))
+        if sp.text and (kind in _TYPED or sp.sent.coverage + (0.15 if sp.sent in extra else 0) >= threshold)
+    ]
     if kind == "text" and lm is not None and len(ranked) > 1:
         ranked = _lm_order(lm, question, ranked)
     if not ranked:
@@ -871,8 +1086,9 @@ def read_answer(question: str, passages: list[Passage], lm: Any = None, encoder:
     return out
 
 
-_MONTH_NUM = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
-                                          "nov", "dec"), 1)}
+_MONTH_NUM = {
+    m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1)
+}
 
 
 def iso_date(text: str) -> tuple[int, int | None, int | None] | None:

@@ -145,16 +145,23 @@ class OpenAIPolicy(Policy):
                 if mode == "native" or getattr(exc, "status", None) != 400 or "tool" not in str(exc).lower():
                     raise
                 self._tools_refused = True
-                log.warning("%s refused native tools (%s); tool calls are read from the reply text from now on",
-                            self.base_url, getattr(exc, "said", exc))
+                log.warning(
+                    "%s refused native tools (%s); tool calls are read from the reply text from now on",
+                    self.base_url,
+                    getattr(exc, "said", exc),
+                )
         yield from self._request("POST", "/chat/completions", body, self._read_completion)
 
     def complete(self, messages: list[dict], **params: Any) -> dict:
         """One non-streamed chat completion: the first choice as the server sent it (message, logprobs,
         finish_reason). `params` go into the request body as they are (sampling settings, server extensions);
         `model` defaults to this policy's model."""
-        body = {"model": self.model, "messages": [self._convert_message(m) for m in messages],
-                "stream": False, **params}
+        body = {
+            "model": self.model,
+            "messages": [self._convert_message(m) for m in messages],
+            "stream": False,
+            **params,
+        }
 
         def read(response: httpx.Response, url: str) -> Iterator[dict]:
             choices = _choices(_parse_json(response.read().decode("utf-8", errors="replace"), url), url)
@@ -167,6 +174,7 @@ class OpenAIPolicy(Policy):
     def post(self, path: str, body: dict) -> str:
         """POST `body` as JSON to `{base_url}{path}` (an admin endpoint, e.g. vLLM's /load_lora_adapter) and
         return the response text; errors are PolicyErrors like every other request's."""
+
         def read(response: httpx.Response, url: str) -> Iterator[str]:
             yield response.read().decode("utf-8", errors="replace")
 
@@ -196,8 +204,12 @@ class OpenAIPolicy(Policy):
         image = part.get("image")
         if isinstance(image, str) and image.startswith(("data:", "http://", "https://")):
             url = image
-        elif data and mime and hasattr(image, "size") and image.width * image.height <= (self.config.max_pixels or
-                                                                                        float("inf")):
+        elif (
+            data
+            and mime
+            and hasattr(image, "size")
+            and image.width * image.height <= (self.config.max_pixels or float("inf"))
+        ):
             url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"  # the protocol's exact bytes
         elif hasattr(image, "save") and hasattr(image, "size"):
             url = self._data_url(image)
@@ -252,8 +264,15 @@ class OpenAIPolicy(Policy):
                         wait = self._retry_wait(response, attempt) if attempt < tries else None
                         if wait is None:
                             raise self._status_error(response, url, attempt)
-                        log.warning("%s %s: HTTP %d; retry %d/%d in %.1f s",
-                                    method, url, response.status_code, attempt, tries - 1, wait)
+                        log.warning(
+                            "%s %s: HTTP %d; retry %d/%d in %.1f s",
+                            method,
+                            url,
+                            response.status_code,
+                            attempt,
+                            tries - 1,
+                            wait,
+                        )
                         self._sleep(wait)
                         continue
                     for item in read(response, url):
@@ -269,8 +288,9 @@ class OpenAIPolicy(Policy):
                     ) from exc
                 if attempt < tries and _retryable(exc):
                     wait = self._backoff(attempt)
-                    log.warning("%s %s: %s; retry %d/%d in %.1f s",
-                                method, url, self._reason(exc), attempt, tries - 1, wait)
+                    log.warning(
+                        "%s %s: %s; retry %d/%d in %.1f s", method, url, self._reason(exc), attempt, tries - 1, wait
+                    )
                     self._sleep(wait)
                     continue
                 raise self._transport_error(exc, url, attempt) from exc
@@ -307,7 +327,7 @@ class OpenAIPolicy(Policy):
             # blank lines end an event; ":" lines are keep-alive comments; event:/id:/retry: carry nothing we use
             if not line.startswith("data:"):
                 continue
-            data = line[len("data:"):].strip()
+            data = line[len("data:") :].strip()
             if data == "[DONE]":
                 break
             chunk = _parse_json(data, url)
@@ -338,8 +358,10 @@ class OpenAIPolicy(Policy):
                     elif args is not None:
                         slot["arguments"] = args
                 if choice.get("finish_reason") == "length":
-                    log.warning("answer cut at max_new_tokens=%d; raise it if answers end mid-sentence",
-                                self.config.max_new_tokens)
+                    log.warning(
+                        "answer cut at max_new_tokens=%d; raise it if answers end mid-sentence",
+                        self.config.max_new_tokens,
+                    )
                 finished = finished or bool(choice.get("finish_reason"))
         for i in sorted(calls):
             yield ("\n" if i else "") + render_tool_call(calls[i]["name"], calls[i]["arguments"])
@@ -355,8 +377,9 @@ class OpenAIPolicy(Policy):
         if not isinstance(message, dict):
             raise PolicyError(f"malformed response from {url}: choice without a message: {_clip(str(choices[0]))}")
         if choices[0].get("finish_reason") == "length":
-            log.warning("answer cut at max_new_tokens=%d; raise it if answers end mid-sentence",
-                        self.config.max_new_tokens)
+            log.warning(
+                "answer cut at max_new_tokens=%d; raise it if answers end mid-sentence", self.config.max_new_tokens
+            )
         thought = message.get("reasoning_content") or message.get("reasoning")
         if isinstance(thought, str) and thought:
             yield Reasoning(thought)
@@ -413,12 +436,16 @@ class OpenAIPolicy(Policy):
             waited = f"; it asks to retry after {after:g} s" if after is not None else ""
             kind = "rate-limited the request" if status == 429 else "failed"
             fix = "wait, or lower the request rate" if status == 429 else "check the server's log"
-            return PolicyError(f"{where} {kind} (HTTP {status}: {said}) after {attempts} attempt(s){waited}. "
-                               f"Retry later, {fix}, or raise retries")
+            return PolicyError(
+                f"{where} {kind} (HTTP {status}: {said}) after {attempts} attempt(s){waited}. "
+                f"Retry later, {fix}, or raise retries"
+            )
         hint = ""
         if status in (400, 413, 422):
-            hint = (". If the prompt is too long, lower the image pixel budget or max_new_tokens, or start the "
-                    "server with a larger context (vLLM: --max-model-len)")
+            hint = (
+                ". If the prompt is too long, lower the image pixel budget or max_new_tokens, or start the "
+                "server with a larger context (vLLM: --max-model-len)"
+            )
         err = PolicyError(f"{where} rejected the request (HTTP {status}): {said}{hint}")
         err.status, err.said = status, said  # read by the tool-calling fallback
         return err
@@ -428,7 +455,7 @@ class OpenAIPolicy(Policy):
         try:
             response = self._http().get(self.base_url + "/models", timeout=min(self.config.timeout_s, 5.0))
             ids = [m.get("id") for m in response.json().get("data", []) if isinstance(m, dict)]
-        except Exception:  # only a hint; the 404 itself is the error to report
+        except Exception:  # noqa: BLE001 - only a hint; the 404 itself is the error to report
             return ""
         return f"; the server serves: {', '.join(map(str, ids))}" if ids else ""
 
@@ -458,8 +485,10 @@ class OpenAIPolicy(Policy):
 
     def _timeout_fix(self, exc: httpx.TransportError) -> str:
         if isinstance(exc, httpx.TimeoutException):
-            return ("raise timeout_s (--timeout) if the model is slow on long multi-image prompts, "
-                    "or check the server is not overloaded")
+            return (
+                "raise timeout_s (--timeout) if the model is slow on long multi-image prompts, "
+                "or check the server is not overloaded"
+            )
         return "check the server's log; it may have crashed or dropped the connection"
 
 

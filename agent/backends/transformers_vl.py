@@ -36,18 +36,24 @@ def _offline() -> bool:
 def _resolve_source(model: str) -> str:
     """A local folder (checked here, so the error names it) or an HF id left to the hub loader."""
     if not model.strip():
-        raise PolicyError("the transformers backend needs a model: set model to a local Qwen-VL folder or "
-                          "an HF id such as Qwen/Qwen2.5-VL-3B-Instruct")
+        raise PolicyError(
+            "the transformers backend needs a model: set model to a local Qwen-VL folder or "
+            "an HF id such as Qwen/Qwen2.5-VL-3B-Instruct"
+        )
     path = Path(model).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():
-            raise PolicyError(f"model folder {path} has no config.json; point model at the folder holding "
-                              "config.json, the weights and the processor files of a Qwen-VL checkpoint")
+            raise PolicyError(
+                f"model folder {path} has no config.json; point model at the folder holding "
+                "config.json, the weights and the processor files of a Qwen-VL checkpoint"
+            )
         return str(path)
     looks_local = path.is_absolute() or model.startswith((".", "~")) or model.count("/") > 1 or "\\" in model
     if looks_local:
-        raise PolicyError(f"model folder {model} does not exist; pass an existing local folder or an HF id "
-                          "such as Qwen/Qwen2.5-VL-3B-Instruct")
+        raise PolicyError(
+            f"model folder {model} does not exist; pass an existing local folder or an HF id "
+            "such as Qwen/Qwen2.5-VL-3B-Instruct"
+        )
     return model
 
 
@@ -55,8 +61,10 @@ def _load_error(source: str, what: str, exc: Exception) -> PolicyError:
     if Path(source).exists():
         fix = "check that the folder is a complete Qwen-VL checkpoint (config, weights, processor and tokenizer files)"
     elif _offline():
-        fix = (f"HF_HUB_OFFLINE is set, so only the local cache is searched: download it first "
-               f"(`hf download {source}`) or pass a local folder")
+        fix = (
+            f"HF_HUB_OFFLINE is set, so only the local cache is searched: download it first "
+            f"(`hf download {source}`) or pass a local folder"
+        )
     else:
         fix = "check the id and your network access, or pass a local folder"
     reason = " ".join(str(exc).split())  # hub errors span several lines; keep the message on one
@@ -94,8 +102,9 @@ class TransformersPolicy(Policy):
             import torch
             from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
         except ImportError as exc:  # torch/transformers are core deps, but say so plainly if broken
-            raise PolicyError(f"the transformers backend needs torch and transformers: {exc}; "
-                              "reinstall with scripts/setup.sh") from exc
+            raise PolicyError(
+                f"the transformers backend needs torch and transformers: {exc}; reinstall with scripts/setup.sh"
+            ) from exc
 
         self.config = config
         self.source = _resolve_source(config.model)
@@ -108,9 +117,11 @@ class TransformersPolicy(Policy):
         except Exception as exc:  # OSError (missing), ValueError (unknown type), JSON errors...
             raise _load_error(self.source, "config", exc) from exc
         if model_config.model_type not in QWEN_VL_TYPES:
-            raise PolicyError(f"model {self.source!r} is a {model_config.model_type!r} model; the transformers "
-                              f"backend runs {list(QWEN_VL_TYPES)} checkpoints. Serve other models with vLLM "
-                              "and use backend='openai'")
+            raise PolicyError(
+                f"model {self.source!r} is a {model_config.model_type!r} model; the transformers "
+                f"backend runs {list(QWEN_VL_TYPES)} checkpoints. Serve other models with vLLM "
+                "and use backend='openai'"
+            )
         try:
             processor = AutoProcessor.from_pretrained(self.source, local_files_only=local_only)
         except Exception as exc:
@@ -118,7 +129,8 @@ class TransformersPolicy(Policy):
         self._check_grid(model_config, processor)
         try:
             model = AutoModelForImageTextToText.from_pretrained(
-                self.source, dtype=self.dtype, local_files_only=local_only)
+                self.source, dtype=self.dtype, local_files_only=local_only
+            )
         except Exception as exc:
             raise _load_error(self.source, "weights", exc) from exc
         self.model = model.to(self.device).eval()
@@ -149,14 +161,18 @@ class TransformersPolicy(Policy):
         self.patch = int(vision.patch_size) * int(vision.spatial_merge_size)  # 28 Qwen2.5-VL, 32 Qwen3-VL
         self.coords = resolve(self.config.coords, model_config.model_type)  # Qwen3-VL grounds in 0..1000
         if self.config.max_pixels < self.patch * self.patch:
-            raise PolicyError(f"max_pixels={self.config.max_pixels} is below one {self.patch}x{self.patch} patch; "
-                              f"raise it to at least {self.patch * self.patch}")
+            raise PolicyError(
+                f"max_pixels={self.config.max_pixels} is below one {self.patch}x{self.patch} patch; "
+                f"raise it to at least {self.patch * self.patch}"
+            )
         image_proc = processor.image_processor
         proc_grid = int(image_proc.patch_size) * int(image_proc.merge_size)
         if proc_grid != self.patch:
-            raise PolicyError(f"model {self.source!r} is inconsistent: its vision config snaps images to "
-                              f"{self.patch} px but its image processor to {proc_grid} px; fix "
-                              "patch_size/merge_size in the processor config to match config.json")
+            raise PolicyError(
+                f"model {self.source!r} is inconsistent: its vision config snaps images to "
+                f"{self.patch} px but its image processor to {proc_grid} px; fix "
+                "patch_size/merge_size in the processor config to match config.json"
+            )
         self._pixel_patch = int(image_proc.patch_size)
 
     # ---------------------------------------------------------------- inputs
@@ -175,23 +191,26 @@ class TransformersPolicy(Policy):
         try:
             text = self.processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
         except Exception as exc:
-            raise PolicyError(f"the chat template of {self.source!r} rejected the messages: {exc}; "
-                              "check roles and content parts") from exc
+            raise PolicyError(
+                f"the chat template of {self.source!r} rejected the messages: {exc}; check roles and content parts"
+            ) from exc
         kwargs: dict[str, Any] = {"text": [text], "return_tensors": "pt"}
         if images:
             kwargs.update(images=images, size=self.image_size_kwargs())
         try:
             inputs = self.processor(**kwargs).to(self.device)
         except ValueError as exc:  # e.g. an aspect ratio beyond 200:1, which smart_resize refuses
-            raise PolicyError(f"the processor of {self.source!r} rejected the inputs: {exc}; re-render the "
-                              "offending image (crop it or pad it to a saner aspect ratio)") from exc
+            raise PolicyError(
+                f"the processor of {self.source!r} rejected the inputs: {exc}; re-render the "
+                "offending image (crop it or pad it to a saner aspect ratio)"
+            ) from exc
         if "pixel_values" in inputs:
             inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)  # (patches, C*T*P*P)
         grid = inputs["image_grid_thw"].tolist() if "image_grid_thw" in inputs else []  # (images, 3)
         self.last_inputs_info = {
             "image_grid_thw": grid,
             "image_sizes": [list(im.size) for im in images],  # (width, height) as given
-            "image_pixels": [h * w * self._pixel_patch ** 2 for _, h, w in grid],  # what the model saw
+            "image_pixels": [h * w * self._pixel_patch**2 for _, h, w in grid],  # what the model saw
             "input_tokens": int(inputs["input_ids"].shape[1]),
         }
         return inputs
@@ -213,7 +232,9 @@ class TransformersPolicy(Policy):
                 return stop.is_set()
 
         gen_kwargs: dict[str, Any] = dict(
-            **inputs, streamer=streamer, max_new_tokens=int(self.config.max_new_tokens),
+            **inputs,
+            streamer=streamer,
+            max_new_tokens=int(self.config.max_new_tokens),
             stopping_criteria=StoppingCriteriaList([_StopWhenClosed()]),
         )
         if self.model.generation_config.pad_token_id is None and tokenizer.pad_token_id is not None:
@@ -232,7 +253,7 @@ class TransformersPolicy(Policy):
             try:
                 with torch.inference_mode():
                     result["sequences"] = self.model.generate(**gen_kwargs)  # (1, prompt + new)
-            except BaseException as exc:  # surfaced in the caller's thread below
+            except BaseException as exc:  # noqa: BLE001 - surfaced in the caller's thread below
                 result["error"] = exc
                 streamer.end()  # unblock the consumer, which would otherwise wait forever
 
@@ -248,8 +269,9 @@ class TransformersPolicy(Policy):
         if "error" in result:
             exc = result["error"]
             raise PolicyError(f"generation with {self.source!r} failed: {type(exc).__name__}: {exc}") from exc
-        self.last_inputs_info["output_tokens"] = int(result["sequences"].shape[1]) - self.last_inputs_info[
-            "input_tokens"]
+        self.last_inputs_info["output_tokens"] = (
+            int(result["sequences"].shape[1]) - self.last_inputs_info["input_tokens"]
+        )
 
     def describe(self) -> str:
         dtype = str(self.dtype).removeprefix("torch.")
@@ -294,14 +316,19 @@ def _split_images(messages: list[dict], patch: int = 28) -> tuple[list[dict], li
             elif kind == "image":
                 image = part.get("image")
                 if not isinstance(image, Image.Image):
-                    raise PolicyError(f"message {i} part {j} ({part.get('ref', 'image')}) carries "
-                                      f"{type(image).__name__}, not a PIL image; the agent must render images "
-                                      "before calling the transformers backend")
-                images.append(_on_grid(image if image.mode == "RGB" else image.convert("RGB"), patch,
-                                       part.get("max_pixels")))
+                    raise PolicyError(
+                        f"message {i} part {j} ({part.get('ref', 'image')}) carries "
+                        f"{type(image).__name__}, not a PIL image; the agent must render images "
+                        "before calling the transformers backend"
+                    )
+                images.append(
+                    _on_grid(image if image.mode == "RGB" else image.convert("RGB"), patch, part.get("max_pixels"))
+                )
                 parts.append({"type": "image"})
             else:
-                raise PolicyError(f"message {i} part {j} has type {kind!r}; the transformers backend reads "
-                                  "'text' and 'image' parts (send video key frames as images)")
+                raise PolicyError(
+                    f"message {i} part {j} has type {kind!r}; the transformers backend reads "
+                    "'text' and 'image' parts (send video key frames as images)"
+                )
         chat.append({"role": message["role"], "content": parts})
     return chat, images

@@ -34,8 +34,12 @@ def _load() -> dict[str, type]:
                 continue
             module = importlib.import_module(f"{__name__}.{mod.name}")
             for obj in vars(module).values():
-                if isinstance(obj, type) and issubclass(obj, Protocol) and obj.name \
-                        and obj.__module__ == module.__name__:
+                if (
+                    isinstance(obj, type)
+                    and issubclass(obj, Protocol)
+                    and obj.name
+                    and obj.__module__ == module.__name__
+                ):
                     found[obj.name] = obj
         _REGISTRY.update(sorted(found.items(), key=lambda kv: (kv[1].order, kv[0])))
     return _REGISTRY
@@ -86,13 +90,14 @@ def read_prompt_file(path: str | Path, protocol: str, role: str = "") -> dict[st
     cls = get(protocol)
     p = Path(path).expanduser()
     if not p.is_file():
-        raise FileNotFoundError(f"prompt file {p} does not exist; give a text file, or JSON/YAML mapping prompt "
-                                f"names ({', '.join(cls.PROMPTS)}) to texts")
+        raise FileNotFoundError(
+            f"prompt file {p} does not exist; give a text file, or JSON/YAML mapping prompt "
+            f"names ({', '.join(cls.PROMPTS)}) to texts"
+        )
     raw = p.read_text(encoding="utf-8")
     if p.suffix.lower() in (".json", ".yaml", ".yml"):
         if role:
-            raise ValueError(f"--prompt-role applies to a plain text prompt file; {p.name} already names its "
-                             "prompts")
+            raise ValueError(f"--prompt-role applies to a plain text prompt file; {p.name} already names its prompts")
         if p.suffix.lower() == ".json":
             data = json.loads(raw)
         else:
@@ -100,7 +105,7 @@ def read_prompt_file(path: str | Path, protocol: str, role: str = "") -> dict[st
 
             data = yaml.safe_load(raw)
         if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-            raise ValueError(f"prompt file {p} must map prompt names to texts, e.g. {{\"system\": \"...\"}}")
+            raise ValueError(f'prompt file {p} must map prompt names to texts, e.g. {{"system": "..."}}')
         prompts = dict(data)
     else:
         prompts = {role or cls.main_prompt: raw}
@@ -111,12 +116,15 @@ def check_prompts(protocol: str, prompts: dict[str, str], where: str = "the prom
     cls = get(protocol)
     unknown = sorted(set(prompts) - set(cls.PROMPTS))
     if unknown:
-        raise ValueError(f"{where}: protocol {protocol} has no prompt(s) {unknown}; its prompts are "
-                         f"{', '.join(cls.PROMPTS)}")
+        raise ValueError(
+            f"{where}: protocol {protocol} has no prompt(s) {unknown}; its prompts are {', '.join(cls.PROMPTS)}"
+        )
     for key, text in prompts.items():
         missing = [ph for ph in cls.PLACEHOLDERS.get(key, ()) if "{" + ph + "}" not in text]
         if missing:
-            raise ValueError(f"{where}: the {protocol} {key} prompt must contain "
-                             f"{', '.join('{' + m + '}' for m in missing)}, where the protocol puts "
-                             f"{'them' if len(missing) > 1 else 'it'}")
+            raise ValueError(
+                f"{where}: the {protocol} {key} prompt must contain "
+                f"{', '.join('{' + m + '}' for m in missing)}, where the protocol puts "
+                f"{'them' if len(missing) > 1 else 'it'}"
+            )
     return prompts

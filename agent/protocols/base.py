@@ -93,8 +93,12 @@ class Protocol:
 
     def parse_context(self, st: EpisodeState) -> Context:
         info = {i: self.box_frame(ev) for i, ev in st.evidence.by_id.items()}
-        return Context(node_ids=set(st.graph.nodes), info_ids=info, memorizable=set(st.pending),
-                       current_image=st.last_image or None)
+        return Context(
+            node_ids=set(st.graph.nodes),
+            info_ids=info,
+            memorizable=set(st.pending),
+            current_image=st.last_image or None,
+        )
 
     def box_frame(self, ev) -> tuple[int, int] | None:
         """The (w, h) frame a box on `ev` is checked against: its size as seen, or 1000x1000 for a model that
@@ -138,8 +142,19 @@ def citations(st: EpisodeState) -> list[dict[str, Any]]:
         if ev is None:
             continue
         u = ev.unit
-        out.append({"info_id": i, "citation": ev.citation(), "file": u.source, "page": u.page,
-                    "bbox": ev.crop_box, "start": u.start, "end": u.end, "modality": u.modality, "uid": u.uid})
+        out.append(
+            {
+                "info_id": i,
+                "citation": ev.citation(),
+                "file": u.source,
+                "page": u.page,
+                "bbox": ev.crop_box,
+                "start": u.start,
+                "end": u.end,
+                "modality": u.modality,
+                "uid": u.uid,
+            }
+        )
     return out
 
 
@@ -148,15 +163,30 @@ def result_rows(st: EpisodeState, ids: list[str], labels: dict[str, str] | None 
     rows = []
     for i in ids:
         ev = st.evidence.get(i)
-        rows.append({"info_id": i, "label": (labels or {}).get(i, i), "uid": ev.unit.uid,
-                     "citation": ev.citation(), "modality": ev.unit.modality, "score": round(ev.score, 4),
-                     "source": ev.unit.source})
+        rows.append(
+            {
+                "info_id": i,
+                "label": (labels or {}).get(i, i),
+                "uid": ev.unit.uid,
+                "citation": ev.citation(),
+                "modality": ev.unit.modality,
+                "score": round(ev.score, 4),
+                "source": ev.unit.source,
+            }
+        )
     return rows
 
 
 def cropped(st: EpisodeState, node_id: str, ev, source_id: str, bbox_seen, bbox_raw) -> Cropped:
-    return Cropped(st.step, node_id=node_id, info_id=ev.info_id, source_info_id=source_id,
-                   bbox_seen=list(bbox_seen), bbox_raw=list(bbox_raw), citation=ev.citation())
+    return Cropped(
+        st.step,
+        node_id=node_id,
+        info_id=ev.info_id,
+        source_info_id=source_id,
+        bbox_seen=list(bbox_seen),
+        bbox_raw=list(bbox_raw),
+        citation=ev.citation(),
+    )
 
 
 def fresh_id(graph, prefix: str) -> str:
@@ -175,8 +205,17 @@ def remember(st: EpisodeState, node_id: str, ids: list[str]) -> None:
     node = st.graph.nodes[node_id]
     for i in ids:
         ev = st.evidence.get(i)
-        node.items.append(Item(info_id=i, unit_uid=ev.unit.uid, modality=ev.unit.modality, priority=3,
-                               summary=ev.text[:300], crop_box=ev.crop_box, source=ev.citation()))
+        node.items.append(
+            Item(
+                info_id=i,
+                unit_uid=ev.unit.uid,
+                modality=ev.unit.modality,
+                priority=3,
+                summary=ev.text[:300],
+                crop_box=ev.crop_box,
+                source=ev.citation(),
+            )
+        )
 
 
 def strip_answer(text: str) -> str:

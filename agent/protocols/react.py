@@ -19,15 +19,22 @@ from agent.tools import ToolError
 from memory_graph.graph import GraphError
 
 TOOLS = {
-    "search": S.tool("search", "Search the corpus; the top results are shown.", {"query": S.text("the search query")},
-                     ["query"]),
-    "crop": S.tool("crop", "Zoom into a region of an image you have seen.", {"image": S.IMAGE, "bbox": S.BBOX},
-                   ["image", "bbox"]),
-    "scale": S.tool("scale", "Show an item you have seen again at another resolution.",
-                    {"image": S.ref('information id of the item, e.g. "Picture 1"', "info"), "factor": S.FACTOR},
-                    ["image", "factor"], {"scale": "factor"}),
-    "answer": S.tool("answer", "Give the final answer. Ends the episode.", {"answer": S.text("the final answer")},
-                     ["answer"]),
+    "search": S.tool(
+        "search", "Search the corpus; the top results are shown.", {"query": S.text("the search query")}, ["query"]
+    ),
+    "crop": S.tool(
+        "crop", "Zoom into a region of an image you have seen.", {"image": S.IMAGE, "bbox": S.BBOX}, ["image", "bbox"]
+    ),
+    "scale": S.tool(
+        "scale",
+        "Show an item you have seen again at another resolution.",
+        {"image": S.ref('information id of the item, e.g. "Picture 1"', "info"), "factor": S.FACTOR},
+        ["image", "factor"],
+        {"scale": "factor"},
+    ),
+    "answer": S.tool(
+        "answer", "Give the final answer. Ends the episode.", {"answer": S.text("the final answer")}, ["answer"]
+    ),
 }
 
 SYSTEM = """You answer questions about a collection of documents, images and videos by using tools.
@@ -37,8 +44,10 @@ Each turn, think briefly inside <think>...</think>, then make exactly one tool c
 Search until you have the evidence, crop to read details ({coords}), then call answer with a short answer
 ("Not answerable" if the collection does not contain it).
 """
-COORDS = {"absolute": "bbox in pixels of the image as you see it",
-          "relative": "bbox from 0 to 1000 of the image's width and height"}
+COORDS = {
+    "absolute": "bbox in pixels of the image as you see it",
+    "relative": "bbox from 0 to 1000 of the image's width and height",
+}
 
 
 class ReactProtocol(Protocol):
@@ -51,14 +60,19 @@ class ReactProtocol(Protocol):
     max_steps = 20
 
     def default_prompt(self, key: str) -> str:
-        tools = "" if self.native_tools else \
-            "\nTools:\n" + "\n".join(json.dumps(s, ensure_ascii=False) for s in self.tool_specs()) + "\n"
+        tools = (
+            ""
+            if self.native_tools
+            else "\nTools:\n" + "\n".join(json.dumps(s, ensure_ascii=False) for s in self.tool_specs()) + "\n"
+        )
         return SYSTEM.format(tools=tools, coords=COORDS[self.coords])
 
     def context(self, st: EpisodeState) -> list[dict[str, Any]]:
-        return [{"role": "system", "content": self.prompt(st, "system")},
-                {"role": "user", "content": [{"type": "text", "text": f"Question: {st.question}"}]},
-                *st.history]
+        return [
+            {"role": "system", "content": self.prompt(st, "system")},
+            {"role": "user", "content": [{"type": "text", "text": f"Question: {st.question}"}]},
+            *st.history,
+        ]
 
     def observe(self, st: EpisodeState, raw: str, parts: list[dict[str, Any]]) -> None:
         st.history.append({"role": "assistant", "content": raw})
@@ -94,8 +108,15 @@ class ReactProtocol(Protocol):
             event: Event = cropped(st, node_id, ev, a["image"], a["bbox"], box)
         else:
             ev = self.toolbox.scale(st, a["image"], float(a["factor"]), node_id)
-            event = Scaled(st.step, node_id=node_id, info_id=ev.info_id, source_info_id=a["image"],
-                           factor=float(a["factor"]), pixels=self.toolbox.budget(st, ev)[0], citation=ev.citation())
+            event = Scaled(
+                st.step,
+                node_id=node_id,
+                info_id=ev.info_id,
+                source_info_id=a["image"],
+                factor=float(a["factor"]),
+                pixels=self.toolbox.budget(st, ev)[0],
+                citation=ev.citation(),
+            )
         st.graph.add_node(node_id, kind, [last_node(st)], f"{kind} {a['image']}")
         remember(st, node_id, [ev.info_id])
         self.observe(st, action.raw, self.toolbox.show(st, [ev.info_id]))

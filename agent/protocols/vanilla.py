@@ -10,8 +10,14 @@ from agent.protocols import schema as S
 from agent.protocols.base import Protocol, remember, strip_answer
 from agent.state import EpisodeState
 
-TOOLS = {"answer": S.tool("answer", "The answer, as plain text or inside <answer> tags.",
-                          {"answer": S.text("the final answer")}, ["answer"])}
+TOOLS = {
+    "answer": S.tool(
+        "answer",
+        "The answer, as plain text or inside <answer> tags.",
+        {"answer": S.text("the final answer")},
+        ["answer"],
+    )
+}
 SYSTEM = """Answer the question using only the retrieved evidence below. Reply with a short answer and no
 explanation. If the evidence does not contain the answer, reply "Not answerable"."""
 

@@ -51,42 +51,88 @@ FRAME_LABEL = "<{t} seconds>"
 RESPONSE_ORDER = ("text", "image", "video")  # texts, then pictures, then videos (vimrag_agent.py line 136)
 ANSWER_ID = "answer"  # the demo's answer node id (vimrag_agent.py line 431)
 
-_MEMO_ITEM = {"type": "object", "required": ["information_id", "is_useful", "priority_score"], "x-aliases": {
-    "info_id": "information_id", "id": "information_id", "useful": "is_useful", "priority": "priority_score",
-    "score": "priority_score", "key_timestamps": "key_timestamp", "timestamps": "key_timestamp"},
+_MEMO_ITEM = {
+    "type": "object",
+    "required": ["information_id", "is_useful", "priority_score"],
+    "x-aliases": {
+        "info_id": "information_id",
+        "id": "information_id",
+        "useful": "is_useful",
+        "priority": "priority_score",
+        "score": "priority_score",
+        "key_timestamps": "key_timestamp",
+        "timestamps": "key_timestamp",
+    },
     "properties": {
         "information_id": S.ref('label of one of the current results, e.g. "Picture 2"', "memorizable"),
         "is_useful": {"type": "boolean", "description": "whether it helps answer the question"},
-        "priority_score": {"type": "integer", "minimum": 1, "maximum": 5,
-                           "description": "1 (marginal) .. 5 (decisive): decides how many pixels it keeps"},
-        "key_timestamp": {"type": "array", "items": {"type": "number", "minimum": 0},
-                          "description": "videos only: seconds of the frames to keep, as labelled"}}}
+        "priority_score": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 5,
+            "description": "1 (marginal) .. 5 (decisive): decides how many pixels it keeps",
+        },
+        "key_timestamp": {
+            "type": "array",
+            "items": {"type": "number", "minimum": 0},
+            "description": "videos only: seconds of the frames to keep, as labelled",
+        },
+    },
+}
 
 TOOLS = {
     "add_search_node": S.tool(
-        "search", "Open a search step: retrieve evidence for a sub-query. The results come back as Text k / "
+        "search",
+        "Open a search step: retrieve evidence for a sub-query. The results come back as Text k / "
         "Picture k / Video k. To search with a region of a picture, give `image` (and `bbox`).",
-        {"id": S.NEW_ID, "query": S.text("the search query", nonempty=False), "parent_ids": S.PARENTS,
-         "image": S.IMAGE, "bbox": S.BBOX}, ["id", "parent_ids"], S.NODE_ALIASES),
+        {
+            "id": S.NEW_ID,
+            "query": S.text("the search query", nonempty=False),
+            "parent_ids": S.PARENTS,
+            "image": S.IMAGE,
+            "bbox": S.BBOX,
+        },
+        ["id", "parent_ids"],
+        S.NODE_ALIASES,
+    ),
     "summarize_and_memorize": S.tool(
-        "memorize", "Close the current step: summarize what its results show and memorize the useful ones with "
+        "memorize",
+        "Close the current step: summarize what its results show and memorize the useful ones with "
         "a priority (memorize may be empty).",
-        {"summarize": S.text("what the results show, in a few sentences", nonempty=False),
-         "memorize": {"type": "array", "items": _MEMO_ITEM, "description": "the results worth keeping"}},
-        ["summarize", "memorize"], {"summary": "summarize", "memory": "memorize", "items": "memorize"}),
+        {
+            "summarize": S.text("what the results show, in a few sentences", nonempty=False),
+            "memorize": {"type": "array", "items": _MEMO_ITEM, "description": "the results worth keeping"},
+        },
+        ["summarize", "memorize"],
+        {"summary": "summarize", "memory": "memorize", "items": "memorize"},
+    ),
     "crop": S.tool(
-        "crop", "Zoom into a region of a picture you were shown; the crop comes back as Picture 1 of a new "
+        "crop",
+        "Zoom into a region of a picture you were shown; the crop comes back as Picture 1 of a new "
         "step, a child of the step that showed the picture.",
-        {"image": S.IMAGE, "bbox": S.BBOX, "id": S.NEW_ID, "parent_ids": S.PARENTS}, ["image", "bbox"],
-        S.NODE_ALIASES),
+        {"image": S.IMAGE, "bbox": S.BBOX, "id": S.NEW_ID, "parent_ids": S.PARENTS},
+        ["image", "bbox"],
+        S.NODE_ALIASES,
+    ),
     "scale": S.tool(
-        "scale", "Show a picture you were shown again at another resolution, as Picture 1 of a new step.",
-        {"image": S.ref('label of the picture, e.g. "Picture 1"', "info"), "factor": S.FACTOR,
-         "id": S.NEW_ID, "parent_ids": S.PARENTS}, ["image", "factor"], {**S.NODE_ALIASES, "scale": "factor"}),
+        "scale",
+        "Show a picture you were shown again at another resolution, as Picture 1 of a new step.",
+        {
+            "image": S.ref('label of the picture, e.g. "Picture 1"', "info"),
+            "factor": S.FACTOR,
+            "id": S.NEW_ID,
+            "parent_ids": S.PARENTS,
+        },
+        ["image", "factor"],
+        {**S.NODE_ALIASES, "scale": "factor"},
+    ),
     "add_answer_node": S.tool(
-        "answer", "Give the final answer, citing the steps it rests on. Ends the episode.",
-        {"answer": S.text("the final answer"), "parent_ids": S.PARENTS}, ["answer", "parent_ids"],
-        S.NODE_ALIASES),
+        "answer",
+        "Give the final answer, citing the steps it rests on. Ends the episode.",
+        {"answer": S.text("the final answer"), "parent_ids": S.PARENTS},
+        ["answer", "parent_ids"],
+        S.NODE_ALIASES,
+    ),
 }
 
 # Our wording. The official prompts (demo/vimrag_prompt.py) are not public: supply them with --prompt-file.
@@ -107,12 +153,13 @@ How to work:
   parent_ids. If the collection does not contain the answer, answer "Not answerable".
 """
 USER = "Question: {query}\n\nAction graph:\n{action_graph}"
-SUMMARY = ("Summarize what these results show about the question, then call summarize_and_memorize with the "
-           "useful ones.")
-COORDS = {"absolute": "Use crop when a detail (small text, a table cell, a chart label) needs a closer look; "
-                      "give bbox in pixels of the picture exactly as you see it.",
-          "relative": "Use crop when a detail (small text, a table cell, a chart label) needs a closer look; "
-                      "give bbox as [x1, y1, x2, y2] from 0 to 1000, relative to the picture's width and height."}
+SUMMARY = "Summarize what these results show about the question, then call summarize_and_memorize with the useful ones."
+COORDS = {
+    "absolute": "Use crop when a detail (small text, a table cell, a chart label) needs a closer look; "
+    "give bbox in pixels of the picture exactly as you see it.",
+    "relative": "Use crop when a detail (small text, a table cell, a chart label) needs a closer look; "
+    "give bbox as [x1, y1, x2, y2] from 0 to 1000, relative to the picture's width and height.",
+}
 
 
 class VimragProtocol(Protocol):
@@ -129,8 +176,11 @@ class VimragProtocol(Protocol):
 
     def default_prompt(self, key: str) -> str:
         if key == "system":
-            tools = "" if self.native_tools else \
-                "\nTools:\n" + "\n".join(json.dumps(s, ensure_ascii=False) for s in self.tool_specs()) + "\n"
+            tools = (
+                ""
+                if self.native_tools
+                else "\nTools:\n" + "\n".join(json.dumps(s, ensure_ascii=False) for s in self.tool_specs()) + "\n"
+            )
             return SYSTEM.format(tools=tools, coords=COORDS[self.coords])
         return super().default_prompt(key)
 
@@ -146,8 +196,15 @@ class VimragProtocol(Protocol):
         graph_json = json.dumps(action_graph(st.graph), ensure_ascii=False)
         user = self.prompt(st, "user").replace("{query}", st.question).replace("{action_graph}", graph_json)
         parts: list[dict[str, Any]] = [{"type": "text", "text": user}]
-        plan = memory_plan(st.graph, k=cfg.memory_k, s_total=cfg.s_total, max_image=cfg.max_image_pixels,
-                           max_frame=cfg.max_frame_pixels, lam=cfg.lam, gamma=cfg.gamma)
+        plan = memory_plan(
+            st.graph,
+            k=cfg.memory_k,
+            s_total=cfg.s_total,
+            max_image=cfg.max_image_pixels,
+            max_frame=cfg.max_frame_pixels,
+            lam=cfg.lam,
+            gamma=cfg.gamma,
+        )
         if plan:
             parts.append({"type": "text", "text": MEMORY_HEADER})
             slots = [slot for _, group in plan for slot in group]
@@ -170,14 +227,17 @@ class VimragProtocol(Protocol):
         try:
             if ev.kind == "video":
                 frames = st.evidence.frames(ev, list(slot.item.key_timestamps))
-                return [self._picture(st, ev, img, st.config.max_frame_pixels, slot.per_frame, time=t)
-                        for (img, _), t in zip(frames, slot.item.key_timestamps)]
+                return [
+                    self._picture(st, ev, img, st.config.max_frame_pixels, slot.per_frame, time=t)
+                    for (img, _), t in zip(frames, slot.item.key_timestamps)
+                ]
             return [self._picture(st, ev, self._raw_view(st, ev), st.config.max_image_pixels, slot.per_frame)]
         except Exception:  # noqa: BLE001 - a file gone since it was memorized: its node summary remains
             return []
 
-    def _picture(self, st: EpisodeState, ev, image, cap: int, budget: int | None = None,
-                 time: float | None = None) -> dict[str, Any]:
+    def _picture(
+        self, st: EpisodeState, ev, image, cap: int, budget: int | None = None, time: float | None = None
+    ) -> dict[str, Any]:
         """An image part as the demo sends it: JPEG under 38 KB at most `cap` pixels, then `budget` pixels."""
         patch, jpeg = self.toolbox.patch, st.config.demo_jpeg
         base_key = ("vimrag", id(image), cap, jpeg, patch)  # the encoding at the cap, shared by every budget
@@ -215,8 +275,10 @@ class VimragProtocol(Protocol):
         if ev.crop_box and img.width * img.height < VRAG_MIN_PIXELS:
             key = ("vimrag-zoom", id(img))
             if key not in st.resize_cache:
-                st.resize_cache[key] = (img, img.resize(vrag_size(img.width, img.height, st.config.max_image_pixels),
-                                                        Image.Resampling.BICUBIC))
+                st.resize_cache[key] = (
+                    img,
+                    img.resize(vrag_size(img.width, img.height, st.config.max_image_pixels), Image.Resampling.BICUBIC),
+                )
             img = st.resize_cache[key][1]
         return img
 
@@ -275,15 +337,20 @@ class VimragProtocol(Protocol):
         try:
             if kind == "answer":
                 parents = a.get("parent_ids") or ["root"]
-                node = st.graph.add_node(fresh_id(st.graph, ANSWER_ID) if ANSWER_ID in st.graph.nodes else ANSWER_ID,
-                                         "answer", parents, "")
+                node = st.graph.add_node(
+                    fresh_id(st.graph, ANSWER_ID) if ANSWER_ID in st.graph.nodes else ANSWER_ID, "answer", parents, ""
+                )
                 node.summary, node.args = a["answer"], dict(action.raw_args or a)
                 return self.finish(st, a["answer"], node.id)
             if kind == "memorize":
                 return self._memorize(a, st, action.raw)
             if st.pending_node:  # demo: can_search is False until the results are memorized
-                return self.reject(st, f"the results of step {st.pending_node} are not memorized yet; call "
-                                       "summarize_and_memorize first (or add_answer_node to finish)", action.raw)
+                return self.reject(
+                    st,
+                    f"the results of step {st.pending_node} are not memorized yet; call "
+                    "summarize_and_memorize first (or add_answer_node to finish)",
+                    action.raw,
+                )
             if kind == "search":
                 return self._search(action, st)
             return self._derive(kind, action, st)
@@ -293,8 +360,11 @@ class VimragProtocol(Protocol):
     def _respond(self, st: EpisodeState, raw: str, node_id: str, ids: list[str]) -> dict[str, str]:
         """Append the reply, the tool response and the summary prompt; the results wait to be memorized."""
         response, labels = self._tool_response(st, ids)
-        st.history += [{"role": "assistant", "content": raw}, response,
-                       {"role": "user", "content": self.prompt(st, "summary")}]
+        st.history += [
+            {"role": "assistant", "content": raw},
+            response,
+            {"role": "user", "content": self.prompt(st, "summary")},
+        ]
         st.labels[node_id] = labels
         st.pending, st.pending_node, st.feedback = ids, node_id, ""
         return {i: label for label, i in labels.items()}
@@ -307,8 +377,15 @@ class VimragProtocol(Protocol):
         found = self.toolbox.search(st, node.id, a.get("query", ""), image_id, a.get("bbox"))
         ids = [e.info_id for e in found]
         shown = self._respond(st, action.raw, node.id, ids)
-        return [SearchResults(st.step, node_id=node.id, query=node.query, by_image=a.get("image", ""),
-                              results=result_rows(st, ids, shown))]
+        return [
+            SearchResults(
+                st.step,
+                node_id=node.id,
+                query=node.query,
+                by_image=a.get("image", ""),
+                results=result_rows(st, ids, shown),
+            )
+        ]
 
     def _memorize(self, a: dict, st: EpisodeState, raw: str) -> list[Event]:
         if not st.pending_node:
@@ -324,14 +401,29 @@ class VimragProtocol(Protocol):
             if ev.kind == "video":  # keep the sampled frames the timestamps name, to 0.1 s (the demo's match)
                 sampled = {time_key(t): t for t in st.evidence.sampled_times(ev)}
                 times = [sampled[time_key(t)] for t in m.get("key_timestamp") or [] if time_key(t) in sampled]
-            item = Item(info_id=ev.info_id, unit_uid=ev.unit.uid, modality=ev.unit.modality,
-                        priority=int(m["priority_score"]), useful=bool(m["is_useful"]),
-                        summary=(node.summary or ev.text)[:300], key_timestamps=times, crop_box=ev.crop_box,
-                        source=ev.citation())
+            item = Item(
+                info_id=ev.info_id,
+                unit_uid=ev.unit.uid,
+                modality=ev.unit.modality,
+                priority=int(m["priority_score"]),
+                useful=bool(m["is_useful"]),
+                summary=(node.summary or ev.text)[:300],
+                key_timestamps=times,
+                crop_box=ev.crop_box,
+                source=ev.citation(),
+            )
             node.items.append(item)
-            rows.append({"info_id": ev.info_id, "label": m["information_id"], "citation": ev.citation(),
-                         "priority": item.priority, "useful": item.useful, "in_memory": item.in_memory,
-                         "key_timestamps": item.key_timestamps})
+            rows.append(
+                {
+                    "info_id": ev.info_id,
+                    "label": m["information_id"],
+                    "citation": ev.citation(),
+                    "priority": item.priority,
+                    "useful": item.useful,
+                    "in_memory": item.in_memory,
+                    "key_timestamps": item.key_timestamps,
+                }
+            )
         st.pending, st.pending_node, st.feedback = [], "", ""
         st.base = None  # demo: need_update_context, the next turn starts from a rebuilt context
         return [Memorized(st.step, node_id=node.id, summary=node.summary, items=rows)]
@@ -356,8 +448,15 @@ class VimragProtocol(Protocol):
         else:
             ev = self.toolbox.scale(st, src.info_id, float(a["factor"]), node_id)
             node = g.add_node(node_id, "scale", parents, f"scale {a['image']} x{a['factor']}")
-            event = Scaled(st.step, node_id=node.id, info_id=ev.info_id, source_info_id=src.info_id,
-                           factor=float(a["factor"]), pixels=self.toolbox.budget(st, ev)[0], citation=ev.citation())
+            event = Scaled(
+                st.step,
+                node_id=node.id,
+                info_id=ev.info_id,
+                source_info_id=src.info_id,
+                factor=float(a["factor"]),
+                pixels=self.toolbox.budget(st, ev)[0],
+                citation=ev.citation(),
+            )
         node.args = {"id": node.id, **dict(action.raw_args or a)}
         self._respond(st, action.raw, node.id, [ev.info_id])
         return [event]

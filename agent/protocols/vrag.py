@@ -40,20 +40,28 @@ CROP_PAD = 28  # generation.py: the box grows by 28 px on every side (model coor
 _TAGS = re.compile(r"<(answer|search|think|bbox)>(.*?)</\1>", re.S)
 
 TOOLS = {  # a tag protocol: the schemas serve validation and documentation
-    "search": S.tool("search", "<search>query</search>: retrieve the next page image.",
-                     {"query": S.text("the search query")}, ["query"]),
-    "crop": S.tool("crop", "<bbox>[x1, y1, x2, y2]</bbox>: zoom into a region of the latest image.",
-                   {"bbox": S.BBOX}, ["bbox"]),
-    "answer": S.tool("answer", "<answer>text</answer>: the final answer.", {"answer": S.text("the final answer")},
-                     ["answer"]),
+    "search": S.tool(
+        "search",
+        "<search>query</search>: retrieve the next page image.",
+        {"query": S.text("the search query")},
+        ["query"],
+    ),
+    "crop": S.tool(
+        "crop", "<bbox>[x1, y1, x2, y2]</bbox>: zoom into a region of the latest image.", {"bbox": S.BBOX}, ["bbox"]
+    ),
+    "answer": S.tool(
+        "answer", "<answer>text</answer>: the final answer.", {"answer": S.text("the final answer")}, ["answer"]
+    ),
 }
 
 # Our wording; the released checkpoint's own instruction is USER_PROMPT in VRAG-RL/scripts/hf_dataset_convert.py.
-INSTRUCTION = ("Answer the question with the help of a search engine over document pages and images. Each time "
-               "you receive new information, reason inside <think> and </think> first. Then do exactly one of: "
-               "<search> query </search> to retrieve a page as an image; <bbox>[x1, y1, x2, y2]</bbox> to crop "
-               "the latest image ({coords}) and see it closer; <answer> answer </answer> when you know it, "
-               "briefly and without explanation, e.g. <answer> 1997 </answer>. Question: {question}")
+INSTRUCTION = (
+    "Answer the question with the help of a search engine over document pages and images. Each time "
+    "you receive new information, reason inside <think> and </think> first. Then do exactly one of: "
+    "<search> query </search> to retrieve a page as an image; <bbox>[x1, y1, x2, y2]</bbox> to crop "
+    "the latest image ({coords}) and see it closer; <answer> answer </answer> when you know it, "
+    "briefly and without explanation, e.g. <answer> 1997 </answer>. Question: {question}"
+)
 COORDS = {"absolute": "pixels of the image as you see it", "relative": "each from 0 to 1000 of its width and height"}
 NUDGE = "This is your last turn: give the answer now, inside <answer> and </answer>."
 
@@ -67,8 +75,7 @@ def keep_tags(reply: str) -> str:
     return "\n".join(f"<{tag}>{body}</{tag}>" for tag, body in _TAGS.findall(reply or ""))
 
 
-def vrag_crop_box(bbox: list[float], seen: tuple[int, int], raw: tuple[int, int],
-                  pad: float = CROP_PAD) -> list[int]:
+def vrag_crop_box(bbox: list[float], seen: tuple[int, int], raw: tuple[int, int], pad: float = CROP_PAD) -> list[int]:
     """VRAG-RL's crop (generation.py, validation branch): pad in the model's coordinates, scale each corner to
     the raw image with int(), clamp.
 
@@ -82,8 +89,10 @@ def vrag_crop_box(bbox: list[float], seen: tuple[int, int], raw: tuple[int, int]
     box = [int(rw * x1 / w), int(rh * y1 / h), int(rw * x2 / w), int(rh * y2 / h)]
     box = [max(0, box[0]), max(0, box[1]), min(rw, box[2]), min(rh, box[3])]
     if box[2] <= box[0] or box[3] <= box[1]:
-        raise ToolError(f"bbox {list(bbox)} is empty after mapping it to the image; give x1 < x2 and y1 < y2 "
-                        f"inside the {w}x{h} image")
+        raise ToolError(
+            f"bbox {list(bbox)} is empty after mapping it to the image; give x1 < x2 and y1 < y2 "
+            f"inside the {w}x{h} image"
+        )
     return box
 
 
@@ -159,8 +168,9 @@ class VragProtocol(Protocol):
                     st.inserted.append(fresh.unit.uid)
                 remember(st, node.id, [fresh.info_id])
                 self.observe(st, action.raw, self._show(st, fresh.info_id))
-                return [SearchResults(st.step, node_id=node.id, query=a["query"],
-                                      results=result_rows(st, [fresh.info_id]))]
+                return [
+                    SearchResults(st.step, node_id=node.id, query=a["query"], results=result_rows(st, [fresh.info_id]))
+                ]
             if kind == "crop":
                 if not st.last_image:
                     raise ToolError("there is no image to crop yet; <search> first")

@@ -18,8 +18,7 @@ import time
 
 import pytest
 
-from agent.actions import (MAX_CHARS, REASONS, Action, Context, Rejection, format_call, format_vrag, parse,
-                           validate)
+from agent.actions import MAX_CHARS, REASONS, Action, Context, Rejection, format_call, format_vrag, parse, validate
 from agent.protocols import get
 
 TOOLS = {p: get(p).tools for p in ("vimrag", "react", "vrag")}
@@ -28,34 +27,100 @@ N_PER_PROTOCOL = 4_000  # x 3 protocols = 12,000 outputs
 
 
 def full_ctx() -> Context:
-    return Context(node_ids={"root", "s1", "c1"},
-                   info_ids={"Picture 1": (640, 480), "Picture 2": (300, 900), "Text 1": None, "Video 1": None},
-                   memorizable={"Picture 2", "Text 1", "Video 1"})
+    return Context(
+        node_ids={"root", "s1", "c1"},
+        info_ids={"Picture 1": (640, 480), "Picture 2": (300, 900), "Text 1": None, "Video 1": None},
+        memorizable={"Picture 2", "Text 1", "Video 1"},
+    )
 
 
 SEEDS = {
-    "vimrag": [("add_search_node", {"id": "s2", "query": "revenue by region 2023", "parent_ids": ["root"]}),
-               ("add_search_node", {"id": "s3", "query": "", "parent_ids": ["s1", "c1"], "image": "Picture 1",
-                                    "bbox": [10, 20, 200, 300]}),
-               ("summarize_and_memorize", {"summarize": "Picture 2 has the table.", "memorize": [
-                   {"information_id": "Picture 2", "is_useful": True, "priority_score": 5},
-                   {"information_id": "Video 1", "is_useful": False, "priority_score": 2,
-                    "key_timestamp": [1.5, 30]}]}),
-               ("crop", {"image": "Picture 2", "bbox": [0.5, 10, 299, 450], "id": "c2", "parent_ids": ["s1"]}),
-               ("scale", {"image": "Picture 1", "factor": 2}),
-               ("add_answer_node", {"answer": "12.5 million", "parent_ids": ["s1", "c1"]})],
-    "react": [("search", {"query": "what is the revenue"}), ("crop", {"image": "Picture 1", "bbox": [1, 2, 3, 4]}),
-              ("scale", {"image": "Video 1", "factor": 0.5}), ("answer", {"answer": "Paris"})],
-    "vrag": [("search", {"query": "revenue table"}), ("crop", {"bbox": [10, 20, 280, 800]}),
-             ("answer", {"answer": "42"})],
+    "vimrag": [
+        ("add_search_node", {"id": "s2", "query": "revenue by region 2023", "parent_ids": ["root"]}),
+        (
+            "add_search_node",
+            {"id": "s3", "query": "", "parent_ids": ["s1", "c1"], "image": "Picture 1", "bbox": [10, 20, 200, 300]},
+        ),
+        (
+            "summarize_and_memorize",
+            {
+                "summarize": "Picture 2 has the table.",
+                "memorize": [
+                    {"information_id": "Picture 2", "is_useful": True, "priority_score": 5},
+                    {"information_id": "Video 1", "is_useful": False, "priority_score": 2, "key_timestamp": [1.5, 30]},
+                ],
+            },
+        ),
+        ("crop", {"image": "Picture 2", "bbox": [0.5, 10, 299, 450], "id": "c2", "parent_ids": ["s1"]}),
+        ("scale", {"image": "Picture 1", "factor": 2}),
+        ("add_answer_node", {"answer": "12.5 million", "parent_ids": ["s1", "c1"]}),
+    ],
+    "react": [
+        ("search", {"query": "what is the revenue"}),
+        ("crop", {"image": "Picture 1", "bbox": [1, 2, 3, 4]}),
+        ("scale", {"image": "Video 1", "factor": 0.5}),
+        ("answer", {"answer": "Paris"}),
+    ],
+    "vrag": [
+        ("search", {"query": "revenue table"}),
+        ("crop", {"bbox": [10, 20, 280, 800]}),
+        ("answer", {"answer": "42"}),
+    ],
 }
 
-TOKENS = list('{}[]()"\',:;<>/\\ \n\t0123456789.-+eE_=#*') + [
-    "a", "x", "name", "arguments", "é", "中", "😀", "\x00", "\u202e", "\ufeff", "\ud800", "\udfff", "True", "None",
-    "NaN", "null", "Infinity", "<tool_call>", "</tool_call>", "<think>", "</think>", "<search>", "</search>",
-    "<answer>", "</answer>", "<bbox>", "</bbox>", "```json", "```", "<|im_end|>", "\\u00e9", "\\ud83d", '\\"']
-HUGE = ["1e400", "-1e400", "9" * 5000, "1" + "0" * 30, "NaN", "-Infinity", "0x" + "f" * 40, "0x" + "f" * 3900,
-        "1e-400", "-0", "1e308", "4.9e-324", ".5", "+7", "5.", "1st"]
+TOKENS = list("{}[]()\"',:;<>/\\ \n\t0123456789.-+eE_=#*") + [
+    "a",
+    "x",
+    "name",
+    "arguments",
+    "é",
+    "中",
+    "😀",
+    "\x00",
+    "\u202e",
+    "\ufeff",
+    "\ud800",
+    "\udfff",
+    "True",
+    "None",
+    "NaN",
+    "null",
+    "Infinity",
+    "<tool_call>",
+    "</tool_call>",
+    "<think>",
+    "</think>",
+    "<search>",
+    "</search>",
+    "<answer>",
+    "</answer>",
+    "<bbox>",
+    "</bbox>",
+    "```json",
+    "```",
+    "<|im_end|>",
+    "\\u00e9",
+    "\\ud83d",
+    '\\"',
+]
+HUGE = [
+    "1e400",
+    "-1e400",
+    "9" * 5000,
+    "1" + "0" * 30,
+    "NaN",
+    "-Infinity",
+    "0x" + "f" * 40,
+    "0x" + "f" * 3900,
+    "1e-400",
+    "-0",
+    "1e308",
+    "4.9e-324",
+    ".5",
+    "+7",
+    "5.",
+    "1st",
+]
 NAMES = sorted({n for tools in TOOLS.values() for n in tools}) + ["", "Search", "crop ", "functions.answer", "x" * 300]
 
 
@@ -75,12 +140,30 @@ def rand_value(rng: random.Random, depth: int = 0):
     if kind == 1:
         return rng.choice([True, False])
     if kind == 2:
-        return rng.choice([0, -1, 1, 3, 5, 7, 10 ** 40, -(10 ** 12), 2 ** 63])
+        return rng.choice([0, -1, 1, 3, 5, 7, 10**40, -(10**12), 2**63])
     if kind == 3:
         return rng.choice([0.25, 4.0, 1e308, -1e-300, 0.1, float("inf"), float("-inf"), float("nan")])
     if kind == 4:
-        return rng.choice(["", " ", "3", "0.5", "1e400", "true", "no", "[1,2,3,4]", "1, 2, 3, 4", "01:05", "root",
-                           "Picture 1", "picture2", "Text 1", "s1", "S1"])
+        return rng.choice(
+            [
+                "",
+                " ",
+                "3",
+                "0.5",
+                "1e400",
+                "true",
+                "no",
+                "[1,2,3,4]",
+                "1, 2, 3, 4",
+                "01:05",
+                "root",
+                "Picture 1",
+                "picture2",
+                "Text 1",
+                "s1",
+                "S1",
+            ]
+        )
     if kind == 5:
         return "x" * rng.choice([1, 100, 30_000])
     if kind == 6:
@@ -99,8 +182,11 @@ def rand_value(rng: random.Random, depth: int = 0):
     if kind == 11:
         return {rand_unicode(rng, 3): rand_value(rng, depth + 1) for _ in range(rng.randrange(0, 3))}
     if kind == 12:
-        return {"information_id": rng.choice(["Picture 2", "Text 1", "nope"]), "is_useful": rand_value(rng, 3),
-                "priority_score": rand_value(rng, 3)}
+        return {
+            "information_id": rng.choice(["Picture 2", "Text 1", "nope"]),
+            "is_useful": rand_value(rng, 3),
+            "priority_score": rand_value(rng, 3),
+        }
     return (1, 2, 3, 4)
 
 
@@ -143,7 +229,7 @@ def mutate_text(rng: random.Random, s: str) -> str:
             s = s[:i] + rng.choice(TOKENS) + s[i:]
         elif op == 2 and len(s) > 1:
             i = min(i, len(s) - 2)
-            s = s[:i] + s[i + 1] + s[i] + s[i + 2:]
+            s = s[:i] + s[i + 1] + s[i] + s[i + 2 :]
         elif op == 3:
             s = s[:i]
         elif op == 4:
@@ -170,8 +256,13 @@ def mutate_text(rng: random.Random, s: str) -> str:
 def noise(rng: random.Random) -> str:
     if rng.random() < 0.5:
         return "".join(rng.choice(TOKENS) for _ in range(rng.randrange(0, 120)))
-    body = json.dumps({rng.choice(["name", "tool", "function", "x"]): rng.choice(NAMES),
-                       rng.choice(["arguments", "parameters", "args"]): rand_value(rng)}, allow_nan=True)
+    body = json.dumps(
+        {
+            rng.choice(["name", "tool", "function", "x"]): rng.choice(NAMES),
+            rng.choice(["arguments", "parameters", "args"]): rand_value(rng),
+        },
+        allow_nan=True,
+    )
     return rng.choice(["<tool_call>{}</tool_call>", "{}", "<answer>{}</answer>", "<bbox>{}</bbox>"]).format(body)
 
 
@@ -214,10 +305,15 @@ def strict_check(protocol: str, a: Action, ctx: Context | None) -> None:
             assert x in infos and (infos[x] is not None or not need_pixels), x
 
     n, g = a.name, a.args
-    allowed = {"add_search_node": {"id", "query", "parent_ids", "image", "bbox"},
-               "summarize_and_memorize": {"summarize", "memorize"}, "crop": {"image", "bbox", "id", "parent_ids"},
-               "scale": {"image", "factor", "id", "parent_ids"}, "add_answer_node": {"answer", "parent_ids"},
-               "search": {"query"}, "answer": {"answer"}}[n]
+    allowed = {
+        "add_search_node": {"id", "query", "parent_ids", "image", "bbox"},
+        "summarize_and_memorize": {"summarize", "memorize"},
+        "crop": {"image", "bbox", "id", "parent_ids"},
+        "scale": {"image", "factor", "id", "parent_ids"},
+        "add_answer_node": {"answer", "parent_ids"},
+        "search": {"query"},
+        "answer": {"answer"},
+    }[n]
     assert n in TOOLS[protocol] and set(g) <= allowed, (n, g)
     if "id" in g:
         text(g["id"])
@@ -311,14 +407,26 @@ def test_fuzz_never_raises_and_every_result_is_well_formed(protocol):
 def test_pathological_inputs():
     """Sizes that break naive parsers: deep nesting, huge numbers, many open tags, long strings."""
     ctx = full_ctx()
-    cases = ["[" * 100_000, "{" * 50_000 + "}" * 50_000, '{"a":' * 20_000, "<tool_call>" * 5_000,
-             "<search>" * 5_000, "<think>" * 5_000 + "</think>" * 5_000, '"' * 30_000, "'" + "\\" * 30_000,
-             '<tool_call>{"name": "answer", "arguments": {"answer": ' + "9" * 50_000 + "}}",
-             '<tool_call>{"name": "search", "arguments": {"query": "' + "q" * 19_000 + '"}}</tool_call>',
-             "<bbox>" + "[" * 5_000 + "</bbox>", "(" * 3_000 + ")" * 3_000, "-" * 10_000 + "1",
-             "<tool_call>{'a': " + "1+" * 3_000 + "1}", "\ud800" * 1_000, "\x00" * 10_000,
-             # too long for the repair pass, then read by ast.literal_eval into an int too long to print
-             "<tool_call>{'name': 'answer', 'arguments': {'answer': 0x" + "f" * 3_900 + ", 'x': 'a' 'b'}}"]
+    cases = [
+        "[" * 100_000,
+        "{" * 50_000 + "}" * 50_000,
+        '{"a":' * 20_000,
+        "<tool_call>" * 5_000,
+        "<search>" * 5_000,
+        "<think>" * 5_000 + "</think>" * 5_000,
+        '"' * 30_000,
+        "'" + "\\" * 30_000,
+        '<tool_call>{"name": "answer", "arguments": {"answer": ' + "9" * 50_000 + "}}",
+        '<tool_call>{"name": "search", "arguments": {"query": "' + "q" * 19_000 + '"}}</tool_call>',
+        "<bbox>" + "[" * 5_000 + "</bbox>",
+        "(" * 3_000 + ")" * 3_000,
+        "-" * 10_000 + "1",
+        "<tool_call>{'a': " + "1+" * 3_000 + "1}",
+        "\ud800" * 1_000,
+        "\x00" * 10_000,
+        # too long for the repair pass, then read by ast.literal_eval into an int too long to print
+        "<tool_call>{'name': 'answer', 'arguments': {'answer': 0x" + "f" * 3_900 + ", 'x': 'a' 'b'}}",
+    ]
     for protocol in ("vimrag", "react", "vrag"):
         for text in cases:
             t0 = time.perf_counter()

@@ -16,8 +16,17 @@ def ask(capsys, index, question, *extra):
 
 def test_ask_prints_steps_and_a_cited_answer_and_writes_a_reloadable_trace(capsys, mixed_index, tmp_path):
     trace_path, graph_path = tmp_path / "t.json", tmp_path / "g.png"
-    code, out = ask(capsys, mixed_index, "How many customers can join the Heron drone pilot?", "--model", "keyword",
-                    "--trace", str(trace_path), "--graph", str(graph_path))
+    code, out = ask(
+        capsys,
+        mixed_index,
+        "How many customers can join the Heron drone pilot?",
+        "--model",
+        "keyword",
+        "--trace",
+        str(trace_path),
+        "--graph",
+        str(graph_path),
+    )
     assert code == 0, out.err
     text = out.out
     assert "backend: embedded" in text and "search s1" in text and "memorize s1" in text
@@ -38,8 +47,16 @@ def test_ask_prints_steps_and_a_cited_answer_and_writes_a_reloadable_trace(capsy
 
 @pytest.mark.parametrize("protocol", ["react", "vrag", "vanilla"])
 def test_ask_every_protocol(capsys, mixed_index, protocol):
-    code, out = ask(capsys, mixed_index, "How many people does the Tampere factory employ?", "--model", "keyword",
-                    "--protocol", protocol, "--json")
+    code, out = ask(
+        capsys,
+        mixed_index,
+        "How many people does the Tampere factory employ?",
+        "--model",
+        "keyword",
+        "--protocol",
+        protocol,
+        "--json",
+    )
     assert code == 0, out.err
     res = json.loads(out.out)
     assert res["status"] == "answered" and "85" in res["answer"] and res["citations"]
@@ -50,8 +67,19 @@ def test_ask_errors_are_one_clear_line(capsys, tmp_path, mixed_index):
     assert code == 2 and "does not exist" in out.err and "vimrag index" in out.err
     code, out = ask(capsys, tmp_path, "anything?")
     assert code == 2 and "no index" in out.err
-    code, out = ask(capsys, mixed_index, "anything?", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
-                    "--model", "m", "--timeout", "2")
+    code, out = ask(
+        capsys,
+        mixed_index,
+        "anything?",
+        "--backend",
+        "openai",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--timeout",
+        "2",
+    )
     assert code != 0 and "cannot reach" in (out.err + out.out)
 
 
@@ -59,16 +87,40 @@ def test_prompt_file_reaches_the_model_where_the_protocol_puts_it(capsys, mixed_
     prompt = tmp_path / "vrag.txt"
     prompt.write_text("OFFICIAL INSTRUCTION GOES HERE. Question: {question}")
     trace_path = tmp_path / "t.json"
-    code, out = ask(capsys, mixed_index, "How many people does the Tampere factory employ?", "--model", "keyword",
-                    "--protocol", "vrag", "--prompt-file", str(prompt), "--trace", str(trace_path))
+    code, out = ask(
+        capsys,
+        mixed_index,
+        "How many people does the Tampere factory employ?",
+        "--model",
+        "keyword",
+        "--protocol",
+        "vrag",
+        "--prompt-file",
+        str(prompt),
+        "--trace",
+        str(trace_path),
+    )
     assert code == 0, out.err
     first = Trace.from_dict(json.loads(trace_path.read_text())).steps[0].messages
-    assert first == [{"role": "user", "content": "OFFICIAL INSTRUCTION GOES HERE. Question: How many people does "
-                                                 "the Tampere factory employ?"}]
+    assert first == [
+        {
+            "role": "user",
+            "content": "OFFICIAL INSTRUCTION GOES HERE. Question: How many people does the Tampere factory employ?",
+        }
+    ]
     prompts = tmp_path / "vimrag.json"
     prompts.write_text(json.dumps({"system": "SYS", "user": "Q={query} G={action_graph}", "summary": "SUM"}))
-    code, out = ask(capsys, mixed_index, "How many people does the Tampere factory employ?", "--model", "keyword",
-                    "--prompt-file", str(prompts), "--trace", str(trace_path))
+    code, out = ask(
+        capsys,
+        mixed_index,
+        "How many people does the Tampere factory employ?",
+        "--model",
+        "keyword",
+        "--prompt-file",
+        str(prompts),
+        "--trace",
+        str(trace_path),
+    )
     assert code == 0, out.err
     first = Trace.from_dict(json.loads(trace_path.read_text())).steps[0].messages
     assert first[0] == {"role": "system", "content": "SYS"} and first[1]["content"].startswith("Q=How many people")

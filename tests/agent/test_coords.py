@@ -25,8 +25,9 @@ from retrieval.units import Unit
 def state(tmp_path):
     path = tmp_path / "chart.png"
     Image.new("RGB", (2000, 1000), "white").save(path)
-    unit = Unit(uid="chart", source=str(path), root=str(tmp_path), modality="image", content_hash="c", width=2000,
-                height=1000)
+    unit = Unit(
+        uid="chart", source=str(path), root=str(tmp_path), modality="image", content_hash="c", width=2000, height=1000
+    )
     st = EpisodeState(question="q", config=AgentConfig())
     ev = st.evidence.add_unit(unit, "s1")
     return st, ev
@@ -59,10 +60,17 @@ def test_a_whole_image_box_is_the_whole_image_in_both_conventions(state):
     assert Toolbox(None, coords="absolute").crop(st, ev.info_id, [0, 0, 1024, 512], "c2")[1] == [0, 0, 2000, 1000]
 
 
-@pytest.mark.parametrize("model, expected", [
-    ("Qwen/Qwen2.5-VL-7B-Instruct", "absolute"), ("autumncc/Qwen2.5-VL-7B-VRAG", "absolute"),
-    ("Qwen/Qwen3-VL-8B-Instruct", "relative"), ("qwen3_vl", "relative"), ("qwen2_5_vl", "absolute"),
-    ("qwen3.6-plus", "relative")])
+@pytest.mark.parametrize(
+    "model, expected",
+    [
+        ("Qwen/Qwen2.5-VL-7B-Instruct", "absolute"),
+        ("autumncc/Qwen2.5-VL-7B-VRAG", "absolute"),
+        ("Qwen/Qwen3-VL-8B-Instruct", "relative"),
+        ("qwen3_vl", "relative"),
+        ("qwen2_5_vl", "absolute"),
+        ("qwen3.6-plus", "relative"),
+    ],
+)
 def test_the_convention_follows_the_model(model, expected):
     assert resolve("auto", model) == expected
     assert resolve("absolute", model) == "absolute" and resolve("relative", model) == "relative"  # overridable

@@ -2,52 +2,83 @@
 
 import pytest
 
-from agent.backends.extract import (NOT_ANSWERABLE, Passage, answer_type, axis_ticks, is_heading, read_answer,
-                                    reformat, wants_side)
+from agent.backends.extract import (
+    NOT_ANSWERABLE,
+    Passage,
+    answer_type,
+    axis_ticks,
+    is_heading,
+    read_answer,
+    reformat,
+    wants_side,
+)
 
-NOTES = Passage("# Field notes: Tampere factory visit\n\nThe Tampere factory opened in June 2025 and employs 85 "
-                "people. It assembles the Falcon X2 picker.\n\n## Quality\n\nThe defect rate fell from 2.1 percent "
-                "to 0.8 percent after the new calibration rig.", "notes.md #0", "Text 1", "text")
-REPORT = Passage("Aurora Robotics Annual Report 2025\nAurora Robotics builds autonomous warehouse robots. In 2025 "
-                 "total revenue\nreached 48.6 million dollars, up 31 percent from 2024. The company shipped 1,240\n"
-                 "robots. Chief executive Mira Lindqvist said the Falcon X2 picker drove most of the growth.",
-                 "report.pdf p.1", "Picture 1", "page")
-TABLE = Passage("Region Revenue 2025 (million USD)\nEurope 21.4\nNorth America 15.9\nAsia Pacific 8.7\n"
-                "Revenue by region\nEurope remained the largest market, with 44 percent of revenue.",
-                "report.pdf p.2", "Picture 2", "page")
-CHART = Passage("Q1 Q2 Q3 Q4\n0\n50\n100\n150\n200\n250\nrobots shipped\nQuarterly shipments 2025\n"
-                "Robots shipped per quarter\nShipments grew every quarter; Q4 set a record.",
-                "report.pdf p.3", "Picture 3", "page")
+NOTES = Passage(
+    "# Field notes: Tampere factory visit\n\nThe Tampere factory opened in June 2025 and employs 85 "
+    "people. It assembles the Falcon X2 picker.\n\n## Quality\n\nThe defect rate fell from 2.1 percent "
+    "to 0.8 percent after the new calibration rig.",
+    "notes.md #0",
+    "Text 1",
+    "text",
+)
+REPORT = Passage(
+    "Aurora Robotics Annual Report 2025\nAurora Robotics builds autonomous warehouse robots. In 2025 "
+    "total revenue\nreached 48.6 million dollars, up 31 percent from 2024. The company shipped 1,240\n"
+    "robots. Chief executive Mira Lindqvist said the Falcon X2 picker drove most of the growth.",
+    "report.pdf p.1",
+    "Picture 1",
+    "page",
+)
+TABLE = Passage(
+    "Region Revenue 2025 (million USD)\nEurope 21.4\nNorth America 15.9\nAsia Pacific 8.7\n"
+    "Revenue by region\nEurope remained the largest market, with 44 percent of revenue.",
+    "report.pdf p.2",
+    "Picture 2",
+    "page",
+)
+CHART = Passage(
+    "Q1 Q2 Q3 Q4\n0\n50\n100\n150\n200\n250\nrobots shipped\nQuarterly shipments 2025\n"
+    "Robots shipped per quarter\nShipments grew every quarter; Q4 set a record.",
+    "report.pdf p.3",
+    "Picture 3",
+    "page",
+)
 
 
-@pytest.mark.parametrize("question,kind", [
-    ("What defect rate did the factory reach?", "percent"),
-    ("How many robots did Aurora ship?", "number"),
-    ("How much revenue did Europe bring?", "money"),
-    ("How long does the battery last?", "duration"),
-    ("When did the factory open?", "date"),
-    ("In which year was it founded?", "year"),
-    ("Who is the chief executive?", "person"),
-    ("What is the name of the governor?", "person"),
-    ("In which country is the factory?", "place"),
-    ("Which company makes the robot?", "organization"),
-    ("Is the factory open?", "yes_no"),
-    ("What are the main risks for 2026?", "list"),
-    ("How often are the demos?", "frequency"),
-    ("What is the e-mail address of the office?", "email"),
-    ("What does the factory assemble?", "text"),
-])
+@pytest.mark.parametrize(
+    "question,kind",
+    [
+        ("What defect rate did the factory reach?", "percent"),
+        ("How many robots did Aurora ship?", "number"),
+        ("How much revenue did Europe bring?", "money"),
+        ("How long does the battery last?", "duration"),
+        ("When did the factory open?", "date"),
+        ("In which year was it founded?", "year"),
+        ("Who is the chief executive?", "person"),
+        ("What is the name of the governor?", "person"),
+        ("In which country is the factory?", "place"),
+        ("Which company makes the robot?", "organization"),
+        ("Is the factory open?", "yes_no"),
+        ("What are the main risks for 2026?", "list"),
+        ("How often are the demos?", "frequency"),
+        ("What is the e-mail address of the office?", "email"),
+        ("What does the factory assemble?", "text"),
+    ],
+)
 def test_answer_type(question, kind):
     assert answer_type(question) == kind
 
 
-@pytest.mark.parametrize("question,answer", [
-    ("What defect rate did the Tampere factory reach after the new calibration rig?", "0.8 percent"),
-    ("What was the defect rate before the new calibration rig?", "2.1 percent"),
-    ("When did the Tampere factory open?", "June 2025"),
-    ("How many people does the Tampere factory employ?", "85"),
-    ("What does the Tampere factory assemble?", "the Falcon X2 picker"),
-])
+@pytest.mark.parametrize(
+    "question,answer",
+    [
+        ("What defect rate did the Tampere factory reach after the new calibration rig?", "0.8 percent"),
+        ("What was the defect rate before the new calibration rig?", "2.1 percent"),
+        ("When did the Tampere factory open?", "June 2025"),
+        ("How many people does the Tampere factory employ?", "85"),
+        ("What does the Tampere factory assemble?", "the Falcon X2 picker"),
+    ],
+)
 def test_reads_the_phrase_not_the_heading(question, answer):
     r = read_answer(question, [NOTES])
     assert r.answer == answer
@@ -66,14 +97,14 @@ def test_typed_answers_from_prose_and_table_rows():
     assert read_answer("What was Aurora's total revenue in 2025?", [REPORT]).answer == "48.6 million dollars"
     assert read_answer("By what percentage did revenue grow in 2025?", [REPORT]).answer == "31 percent"
     assert read_answer("Who is the chief executive of Aurora Robotics?", [REPORT]).answer == "Mira Lindqvist"
-    assert read_answer("How much revenue did North America bring, in million USD?",
-                       [TABLE, REPORT]).answer == "15.9"
+    assert read_answer("How much revenue did North America bring, in million USD?", [TABLE, REPORT]).answer == "15.9"
     assert read_answer("Which region was the largest market?", [TABLE]).answer == "Europe"
 
 
 def test_titles_and_headings_never_answer():
-    assert is_heading("# Field notes: Tampere factory visit") and is_heading("Aurora Robotics Annual Report 2025",
-                                                                             first=True)
+    assert is_heading("# Field notes: Tampere factory visit") and is_heading(
+        "Aurora Robotics Annual Report 2025", first=True
+    )
     assert not is_heading("Europe 21.4") and not is_heading("The defect rate fell from 2.1 to 0.8 percent.")
     for q in ("What is this document about?", "Which report is this?", "What is the title?"):
         r = read_answer(q, [NOTES, REPORT])
@@ -95,26 +126,41 @@ def test_abstains_without_evidence_or_when_a_specific_is_missing():
 
 
 def test_lists_dates_and_typed_formats():
-    risks = Passage("For 2026 the board expects revenue between 60 and 65 million dollars. The main risks are "
-                    "battery supply and longer sales cycles in North America.", "report.pdf p.4")
-    assert read_answer("What are the main risks the board sees?", [risks]).answer == \
-        "battery supply, longer sales cycles in North America"
-    assert read_answer("What revenue does the board expect for 2026?", [risks]).answer == \
-        "between 60 and 65 million dollars"
-    assert reformat("What date is on the cover? Format the date as YYYY-MM-DD", "March 5, 2021", "date") == \
-        "2021-03-05"
+    risks = Passage(
+        "For 2026 the board expects revenue between 60 and 65 million dollars. The main risks are "
+        "battery supply and longer sales cycles in North America.",
+        "report.pdf p.4",
+    )
+    assert (
+        read_answer("What are the main risks the board sees?", [risks]).answer
+        == "battery supply, longer sales cycles in North America"
+    )
+    assert (
+        read_answer("What revenue does the board expect for 2026?", [risks]).answer
+        == "between 60 and 65 million dollars"
+    )
+    assert reformat("What date is on the cover? Format the date as YYYY-MM-DD", "March 5, 2021", "date") == "2021-03-05"
     mail = Passage("Contact: info@firm.example or lnahmiash@firm.example for Laurent Nahmiash.", "letter.pdf p.1")
     assert read_answer("What is the email of Laurent Nahmiash?", [mail]).answer == "lnahmiash@firm.example"
 
 
-@pytest.mark.parametrize("q,side", [("What did it reach after the upgrade?", "after"),
-                                    ("What was it before the upgrade?", "before"), ("What is it?", "")])
+@pytest.mark.parametrize(
+    "q,side",
+    [
+        ("What did it reach after the upgrade?", "after"),
+        ("What was it before the upgrade?", "before"),
+        ("What is it?", ""),
+    ],
+)
 def test_wants_side(q, side):
     assert wants_side(q) == side
 
 
 def test_abbreviations_and_either_or_questions():
-    p = Passage("The National Atmospheric Research Laboratory (NARL) at Gadanki runs the radar. In 2025, 320 visitors "
-                "came by bus and 140 visitors came by car.", "report.pdf p.5")
+    p = Passage(
+        "The National Atmospheric Research Laboratory (NARL) at Gadanki runs the radar. In 2025, 320 visitors "
+        "came by bus and 140 visitors came by car.",
+        "report.pdf p.5",
+    )
     assert read_answer("What does NARL stand for?", [p]).answer == "National Atmospheric Research Laboratory"
     assert read_answer("Which brought more visitors in 2025, bus or car?", [p]).answer == "bus"

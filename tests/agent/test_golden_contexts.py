@@ -37,44 +37,50 @@ AGENT = "demo/vimrag_agent.py"
 UTILS = "demo/vimrag_utils.py"
 
 PROMPTS = {
-    "vrag": {"user": "<VRAG-RL USER_PROMPT with the question here: {question}>",
-             "nudge": "<NUDGE: answer now>", "invalid": "<INVALID-ACTION MESSAGE>"},
-    "vimrag": {"system": "<SYSTEM_PROMPT>", "user": "<USER_PROMPT query={query} action_graph={action_graph}>",
-               "summary": "<SUMMARY_PROMPT>"},
+    "vrag": {
+        "user": "<VRAG-RL USER_PROMPT with the question here: {question}>",
+        "nudge": "<NUDGE: answer now>",
+        "invalid": "<INVALID-ACTION MESSAGE>",
+    },
+    "vimrag": {
+        "system": "<SYSTEM_PROMPT>",
+        "user": "<USER_PROMPT query={query} action_graph={action_graph}>",
+        "summary": "<SUMMARY_PROMPT>",
+    },
 }
 
 CITES = {
     "vrag": {
         "A": f"{CONV} lines 9, 50 and 71-76: the instruction and `Question: ...` form one user turn, a string; "
-             "no system message (the chat template adds its default one)",
+        "no system message (the chat template adds its default one)",
         "B": f"{GEN} lines 99-108: the assistant turn keeps only the complete tags, joined by newlines",
         "C": f"{GEN} lines 158-177: a search inserts the first page not inserted before among the results "
-             "(search_engine/search_engine.py line 76: the top 10), as a user turn holding the image alone",
+        "(search_engine/search_engine.py line 76: the top 10), as a user turn holding the image alone",
         "D": f"{GEN} lines 18-42, 143 and 167: every inserted image is scaled into [256*28*28, 512*28*28] pixels "
-             "(sides truncated); the size shown is that image's, the processor then snaps it to the 28 px grid",
+        "(sides truncated); the size shown is that image's, the processor then snaps it to the 28 px grid",
         "E": f"{GEN} lines 132-152: <bbox> crops the latest image: padded by 28, scaled with int(), clamped, "
-             "then resized as in [D]",
+        "then resized as in [D]",
         "F": f"{VDEMO} lines 27 and 170-175: 10 actions, and the last observation also asks for the answer now "
-             "(our marker text here; the demo's own words are in those lines)",
+        "(our marker text here; the demo's own words are in those lines)",
     },
     "vimrag": {
         "A": f"{AGENT} lines 241-251 (`_build_initial_messages`): a system message, then one user turn holding "
-             "USER_PROMPT formatted with the query and the action graph (json.dumps, ensure_ascii=False); "
-             f"{UTILS} lines 144-145: an all-text content list is sent as one string",
+        "USER_PROMPT formatted with the query and the action graph (json.dumps, ensure_ascii=False); "
+        f"{UTILS} lines 144-145: an all-text content list is sent as one string",
         "B": f"{AGENT} lines 362-366: the action graph is a list, the root node first, with these keys",
         "C": f"{AGENT} lines 282-293 and 409-415: a search appends the reply, the tool response and SUMMARY_PROMPT; "
-             "until the next memorize, another search is refused",
+        "until the next memorize, another search is refused",
         "D": f"{AGENT} lines 129-176 (`format_search_results`): line 134 opens the response, line 136 orders "
-             "texts, pictures, videos; lines 144, 155, 168 label them, numbered within this response; line 172 "
-             "closes it",
+        "texts, pictures, videos; lines 144, 155, 168 label them, numbered within this response; line 172 "
+        "closes it",
         "E": f"{UTILS} lines 10-51 and {AGENT} lines 180-203: pictures as JPEG quality 75, shrunk once more "
-             "above 38,000 bytes, at most 1,003,520 pixels (line 27 of the agent)",
+        "above 38,000 bytes, at most 1,003,520 pixels (line 27 of the agent)",
         "F": f"{AGENT} lines 417-423 and 380-384: after memorizing, the step's arguments plus its summary join the "
-             "action graph, and the next turn starts from a rebuilt context",
+        "action graph, and the next turn starts from a rebuilt context",
         "G": f"{AGENT} lines 253-269 and {UTILS} lines 216-269: the `### Multimodal Memory` header (agent lines "
-             "265-268), then per node in graph order `Node: <id>` (utils line 252) and the images of its items "
-             "among the top 5 by energy (utils lines 156-213, 231-232), bare, each at its share of 2,007,040 "
-             "pixels (utils lines 254-266)",
+        "265-268), then per node in graph order `Node: <id>` (utils line 252) and the images of its items "
+        "among the top 5 by energy (utils lines 156-213, 231-232), bare, each at its share of 2,007,040 "
+        "pixels (utils lines 254-266)",
     },
 }
 
@@ -88,8 +94,16 @@ def page(folder: Path, name: str, size, title: str) -> Unit:
         d.rectangle((60, y, size[0] // 2 + (y * 7) % (size[0] // 3), y + 16), fill=(150, 150, 150))
     path = folder / name
     im.save(path)
-    return Unit(uid=name, source=str(path), root=str(folder), modality="image", content_hash=name, text=title,
-                width=size[0], height=size[1])
+    return Unit(
+        uid=name,
+        source=str(path),
+        root=str(folder),
+        modality="image",
+        content_hash=name,
+        text=title,
+        width=size[0],
+        height=size[1],
+    )
 
 
 class Fixed:
@@ -105,27 +119,49 @@ class Fixed:
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     folder = tmp_path_factory.mktemp("golden")
-    text = Unit(uid="notes#0", source=str(folder / "notes.md"), root=str(folder), modality="text", content_hash="n",
-                text="Europe led revenue in 2025 with 41 percent.", chunk=0)
-    return [page(folder, "report_page.png", (1240, 1754), "Revenue by region"),
-            page(folder, "poster.png", (900, 600), "Regional poster"), text]
+    text = Unit(
+        uid="notes#0",
+        source=str(folder / "notes.md"),
+        root=str(folder),
+        modality="text",
+        content_hash="n",
+        text="Europe led revenue in 2025 with 41 percent.",
+        chunk=0,
+    )
+    return [
+        page(folder, "report_page.png", (1240, 1754), "Revenue by region"),
+        page(folder, "poster.png", (900, 600), "Regional poster"),
+        text,
+    ]
 
 
 SCRIPTS = {
-    "vrag": [format_vrag("search", {"query": "revenue by region 2025"}, think="I need the revenue table."),
-             format_vrag("crop", {"bbox": [40, 60, 300, 200]}, think="The table is small; zoom in."),
-             format_vrag("search", {"query": "regional revenue share"}, think="Check another source."),
-             "<think>Europe leads.</think>\n<answer>Europe</answer>"],
-    "vimrag": [format_call("add_search_node", {"id": "s1", "query": "revenue by region 2025",
-                                               "parent_ids": ["root"]}, think="Find the table."),
-               format_call("summarize_and_memorize", {"summarize": "Page 2 holds the revenue table; the note "
-                                                                   "says Europe led.", "memorize": [
-                   {"information_id": "Picture 1", "is_useful": True, "priority_score": 5},
-                   {"information_id": "Text 1", "is_useful": True, "priority_score": 4},
-                   {"information_id": "Picture 2", "is_useful": False, "priority_score": 1}]}),
-               format_call("add_search_node", {"id": "s2", "query": "regional revenue share",
-                                               "parent_ids": ["s1"]}),
-               format_call("add_answer_node", {"answer": "Europe", "parent_ids": ["s1"]})],
+    "vrag": [
+        format_vrag("search", {"query": "revenue by region 2025"}, think="I need the revenue table."),
+        format_vrag("crop", {"bbox": [40, 60, 300, 200]}, think="The table is small; zoom in."),
+        format_vrag("search", {"query": "regional revenue share"}, think="Check another source."),
+        "<think>Europe leads.</think>\n<answer>Europe</answer>",
+    ],
+    "vimrag": [
+        format_call(
+            "add_search_node",
+            {"id": "s1", "query": "revenue by region 2025", "parent_ids": ["root"]},
+            think="Find the table.",
+        ),
+        format_call(
+            "summarize_and_memorize",
+            {
+                "summarize": "Page 2 holds the revenue table; the note says Europe led.",
+                "memorize": [
+                    {"information_id": "Picture 1", "is_useful": True, "priority_score": 5},
+                    {"information_id": "Text 1", "is_useful": True, "priority_score": 4},
+                    {"information_id": "Picture 2", "is_useful": False, "priority_score": 1},
+                ],
+            },
+        ),
+        format_call("add_search_node", {"id": "s2", "query": "regional revenue share", "parent_ids": ["s1"]}),
+        format_call("add_answer_node", {"answer": "Europe", "parent_ids": ["s1"]}),
+    ],
 }
 
 
@@ -172,8 +208,11 @@ def tag_for(protocol: str, i: int, messages: list[dict], part: dict | None = Non
 
 def _tool_payload(t: str) -> str:
     """The framing strings of a tool response are format; a result's own text is payload (returned as is)."""
-    framing = t.startswith("<tool_response>") or t == "\n</tool_response>" or t.rstrip(":").split(" ")[0] in (
-        "Text", "Picture", "Video")
+    framing = (
+        t.startswith("<tool_response>")
+        or t == "\n</tool_response>"
+        or t.rstrip(":").split(" ")[0] in ("Text", "Picture", "Video")
+    )
     return "" if framing else t
 
 
@@ -196,8 +235,10 @@ def render(protocol: str, calls: list[list[dict]]) -> str:
 
 
 def header(protocol: str) -> str:
-    out = [f"# Golden context: {protocol}, exact layout. Generated by tests/agent/test_golden_contexts.py;",
-           "# prompts are marker texts. Each line follows the published code its tag cites:"]
+    out = [
+        f"# Golden context: {protocol}, exact layout. Generated by tests/agent/test_golden_contexts.py;",
+        "# prompts are marker texts. Each line follows the published code its tag cites:",
+    ]
     out += [f"# [{tag}] {text}" for tag, text in CITES[protocol].items()]
     return "\n".join(out) + "\n"
 
@@ -217,5 +258,7 @@ def test_golden_context(protocol, corpus):
     want = path.read_text(encoding="utf-8")
     if got != want:
         diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True), str(path), "now"))
-        pytest.fail(f"the {protocol} context differs from its golden fixture (if intended, regenerate with "
-                    f"VIMRAG_UPDATE_GOLDEN=1 and review every line against the cited code):\n{diff}")
+        pytest.fail(
+            f"the {protocol} context differs from its golden fixture (if intended, regenerate with "
+            f"VIMRAG_UPDATE_GOLDEN=1 and review every line against the cited code):\n{diff}"
+        )

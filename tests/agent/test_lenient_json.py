@@ -7,24 +7,27 @@ import pytest
 from agent.lenient_json import MAX_DEPTH, ParseError, loads, loads_any, value_end
 
 
-@pytest.mark.parametrize("text, want", [
-    ("{'a': 'b'}", {"a": "b"}),  # single quotes
-    ("{a: 1, b_2: 2}", {"a": 1, "b_2": 2}),  # unquoted keys
-    ('{"n": Picture 1, "m": None of the above}', {"n": "Picture 1", "m": "None of the above"}),  # bare words
-    ("[1, 2, 3,]", [1, 2, 3]),  # trailing comma
-    ("{a: 1,, b: 2}", {"a": 1, "b": 2}),  # doubled comma
-    ("[1 2 3]", [1, 2, 3]),  # missing commas
-    ('// why\n{"a": /* inline */ 1}', {"a": 1}),  # comments
-    ("[True, False, None, null, undefined]", [True, False, None, None, None]),  # Python / JS literals
-    ("[0x1F, +5, -2, .5, 1e3]", [31, 5, -2, 0.5, 1000.0]),  # hex, signs, bare fractions, exponents
-    ("(1, (2, 3))", [1, [2, 3]]),  # tuples read as lists
-    (']]{"a": 1}', {"a": 1}),  # stray closers before the value
-    ('{"a": [1, 2}', {"a": [1, 2]}),  # an inner list left open
-    ('{"a": {"b": [1, 2', {"a": {"b": [1, 2]}}),  # output cut off after a complete value
-    ('{"a": }', {"a": None}),  # a key whose value never came
-    (r'{"s": "\x41\u00e9\n\q"}', {"s": "A\u00e9\nq"}),  # escapes, including ones JSON lacks
-    ('{"a": 1} and then {"b": 2}', {"a": 1}),  # only the first value is read
-])
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("{'a': 'b'}", {"a": "b"}),  # single quotes
+        ("{a: 1, b_2: 2}", {"a": 1, "b_2": 2}),  # unquoted keys
+        ('{"n": Picture 1, "m": None of the above}', {"n": "Picture 1", "m": "None of the above"}),  # bare words
+        ("[1, 2, 3,]", [1, 2, 3]),  # trailing comma
+        ("{a: 1,, b: 2}", {"a": 1, "b": 2}),  # doubled comma
+        ("[1 2 3]", [1, 2, 3]),  # missing commas
+        ('// why\n{"a": /* inline */ 1}', {"a": 1}),  # comments
+        ("[True, False, None, null, undefined]", [True, False, None, None, None]),  # Python / JS literals
+        ("[0x1F, +5, -2, .5, 1e3]", [31, 5, -2, 0.5, 1000.0]),  # hex, signs, bare fractions, exponents
+        ("(1, (2, 3))", [1, [2, 3]]),  # tuples read as lists
+        (']]{"a": 1}', {"a": 1}),  # stray closers before the value
+        ('{"a": [1, 2}', {"a": [1, 2]}),  # an inner list left open
+        ('{"a": {"b": [1, 2', {"a": {"b": [1, 2]}}),  # output cut off after a complete value
+        ('{"a": }', {"a": None}),  # a key whose value never came
+        (r'{"s": "\x41\u00e9\n\q"}', {"s": "A\u00e9\nq"}),  # escapes, including ones JSON lacks
+        ('{"a": 1} and then {"b": 2}', {"a": 1}),  # only the first value is read
+    ],
+)
 def test_repairs(text, want):
     assert loads(text) == want
 
@@ -34,15 +37,18 @@ def test_non_finite_numbers():
     assert math.isnan(got[0]) and got[1:] == [math.inf, -math.inf, math.inf, math.inf, -math.inf]
 
 
-@pytest.mark.parametrize("text, words", [
-    ('{"answer": "cut off mid-val', "never closed"),  # a half answer must not run as if complete
-    ("'ends on an escaped quote\\'", "never closed"),
-    ("", "no JSON value"),
-    ("  // only a comment", "no JSON value"),
-    ('{"a": @}', "unexpected character '@'"),
-    ("9" * 401, "too long"),
-    ("[" * (MAX_DEPTH + 1), f"more than {MAX_DEPTH} levels"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ('{"answer": "cut off mid-val', "never closed"),  # a half answer must not run as if complete
+        ("'ends on an escaped quote\\'", "never closed"),
+        ("", "no JSON value"),
+        ("  // only a comment", "no JSON value"),
+        ('{"a": @}', "unexpected character '@'"),
+        ("9" * 401, "too long"),
+        ("[" * (MAX_DEPTH + 1), f"more than {MAX_DEPTH} levels"),
+    ],
+)
 def test_refusals_say_why(text, words):
     with pytest.raises(ParseError, match=words):
         loads(text)
@@ -75,7 +81,7 @@ def test_loads_any_keeps_the_repair_error_when_both_fail():
 def test_value_end_skips_brackets_in_strings():
     text = "call {'q': '}', \"r\": \"]\"} then {'x': 1}"
     end, closed = value_end(text, text.index("{"))
-    assert closed and text[text.index("{"):end] == "{'q': '}', \"r\": \"]\"}"
+    assert closed and text[text.index("{") : end] == "{'q': '}', \"r\": \"]\"}"
 
 
 def test_value_end_of_an_unclosed_value_is_the_end_of_the_text():

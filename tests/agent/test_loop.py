@@ -6,11 +6,22 @@ import pytest
 
 from agent.actions import format_call, format_vrag
 from agent.backends.scripted import ScriptedPolicy
-from agent.events import (AnswerEvent, Cropped, ErrorEvent, Event, Finished, LimitReached, Memorized,
-                          ModelOutput, SearchResults, StepStarted, ToolCall, Trace)
+from agent.events import (
+    AnswerEvent,
+    Cropped,
+    ErrorEvent,
+    Event,
+    Finished,
+    LimitReached,
+    Memorized,
+    ModelOutput,
+    SearchResults,
+    StepStarted,
+    ToolCall,
+    Trace,
+)
 from agent.loop import Agent
 from agent.state import AgentConfig
-from memory_graph.graph import MemoryGraph
 from retrieval.retriever import Retriever
 
 
@@ -36,16 +47,26 @@ def first_picture(view, modality="image"):
 
 def test_vimrag_search_memorize_crop_answer(retriever):
     script = [
-        format_call("add_search_node", {"id": "s1", "query": "poster pilot customers footnote",
-                                        "parent_ids": ["root"]}),
-        lambda m, v: format_call("summarize_and_memorize", {"summarize": "the poster mentions the pilot",
-                                 "memorize": [{"information_id": first_picture(v), "is_useful": True,
-                                               "priority_score": 4}]}),
-        lambda m, v: format_call("crop", {"image": first_picture_mem(v), "bbox": [0, 400, 300, 450],
-                                          "parent_ids": ["s1"]}),
-        lambda m, v: format_call("summarize_and_memorize", {"summarize": "footnote: 12 customers",
-                                 "memorize": [{"information_id": "Picture 1", "is_useful": True,
-                                               "priority_score": 5}]}),
+        format_call(
+            "add_search_node", {"id": "s1", "query": "poster pilot customers footnote", "parent_ids": ["root"]}
+        ),
+        lambda m, v: format_call(
+            "summarize_and_memorize",
+            {
+                "summarize": "the poster mentions the pilot",
+                "memorize": [{"information_id": first_picture(v), "is_useful": True, "priority_score": 4}],
+            },
+        ),
+        lambda m, v: format_call(
+            "crop", {"image": first_picture_mem(v), "bbox": [0, 400, 300, 450], "parent_ids": ["s1"]}
+        ),
+        lambda m, v: format_call(
+            "summarize_and_memorize",
+            {
+                "summarize": "footnote: 12 customers",
+                "memorize": [{"information_id": "Picture 1", "is_useful": True, "priority_score": 5}],
+            },
+        ),
         format_call("add_answer_node", {"answer": "12 customers", "parent_ids": ["crop1"]}),
     ]
     events, trace, policy = run(retriever, script)
@@ -111,17 +132,22 @@ def test_malformed_outputs_become_observations_and_the_episode_recovers(retrieve
 
 
 def test_step_limit_ends_the_episode_with_a_clear_event(retriever):
-    events, trace, _ = run(retriever, [format_call("add_search_node", {"id": "s1", "query": "robots",
-                                                                          "parent_ids": ["root"]})], max_steps=3)
+    events, trace, _ = run(
+        retriever,
+        [format_call("add_search_node", {"id": "s1", "query": "robots", "parent_ids": ["root"]})],
+        max_steps=3,
+    )
     limit = [e for e in events if isinstance(e, LimitReached)]
     assert len(limit) == 1 and limit[0].limit == 3 and "3 steps" in limit[0].message
     assert trace.status == "limit" and trace.answer is None and len(trace.steps) == 3
 
 
 def test_react_history_grows(retriever):
-    script = [format_call("search", {"query": "revenue by region"}),
-              format_call("search", {"query": "robots shipped per quarter"}),
-              format_call("answer", {"answer": "Europe"})]
+    script = [
+        format_call("search", {"query": "revenue by region"}),
+        format_call("search", {"query": "robots shipped per quarter"}),
+        format_call("answer", {"answer": "Europe"}),
+    ]
     events, trace, policy = run(retriever, script, protocol="react")
     assert trace.status == "answered" and trace.answer == "Europe"
     px = [s.image_pixels for s in trace.steps]
@@ -131,9 +157,11 @@ def test_react_history_grows(retriever):
 
 
 def test_vrag_tags_one_new_page_per_search_and_bbox_crops_latest(retriever):
-    script = [format_vrag("search", {"query": "LogiMAT poster footnote"}),
-              format_vrag("crop", {"bbox": [10, 300, 400, 420]}),
-              "<think>the footnote says 12</think><answer>12</answer>"]
+    script = [
+        format_vrag("search", {"query": "LogiMAT poster footnote"}),
+        format_vrag("crop", {"bbox": [10, 300, 400, 420]}),
+        "<think>the footnote says 12</think><answer>12</answer>",
+    ]
     events, trace, policy = run(retriever, script, protocol="vrag")
     res = next(e for e in events if isinstance(e, SearchResults))
     assert len(res.results) == 1
@@ -145,8 +173,7 @@ def test_vrag_tags_one_new_page_per_search_and_bbox_crops_latest(retriever):
 
 
 def test_vanilla_one_call_with_top_k_pages(retriever):
-    events, trace, policy = run(retriever, ["<answer>48.6 million dollars</answer>"], protocol="vanilla",
-                                vanilla_k=3)
+    events, trace, policy = run(retriever, ["<answer>48.6 million dollars</answer>"], protocol="vanilla", vanilla_k=3)
     assert len(policy.calls) == 1 and trace.answer == "48.6 million dollars"
     shown = [p for p in policy.calls[0][1]["content"] if p["type"] in ("image", "text")]
     assert len(shown) >= 3 and trace.citations
@@ -175,8 +202,16 @@ def test_unreachable_backend_ends_the_episode_with_its_message(retriever):
 def test_a_vanished_file_becomes_an_observation_not_a_crash(tmp_path):
     from retrieval.units import Hit, Unit
 
-    gone = Unit(uid="u1", source=str(tmp_path / "deleted.png"), root=str(tmp_path), modality="image",
-                content_hash="x", text="a poster that was deleted after indexing", width=800, height=600)
+    gone = Unit(
+        uid="u1",
+        source=str(tmp_path / "deleted.png"),
+        root=str(tmp_path),
+        modality="image",
+        content_hash="x",
+        text="a poster that was deleted after indexing",
+        width=800,
+        height=600,
+    )
 
     class OneHit:
         ocr = None
@@ -184,11 +219,18 @@ def test_a_vanished_file_becomes_an_observation_not_a_crash(tmp_path):
         def search(self, query, k=3, filters=None, mode="hybrid"):
             return [Hit(gone, 1.0, rank=1)]
 
-    script = [format_call("add_search_node", {"id": "s1", "query": "poster", "parent_ids": ["root"]}),
-              format_call("summarize_and_memorize", {"summarize": "a poster", "memorize": [
-                  {"information_id": "Picture 1", "is_useful": True, "priority_score": 3}]}),
-              format_call("crop", {"image": "Picture 1", "bbox": [10, 10, 100, 100]}),
-              format_call("add_answer_node", {"answer": "Not answerable", "parent_ids": ["s1"]})]
+    script = [
+        format_call("add_search_node", {"id": "s1", "query": "poster", "parent_ids": ["root"]}),
+        format_call(
+            "summarize_and_memorize",
+            {
+                "summarize": "a poster",
+                "memorize": [{"information_id": "Picture 1", "is_useful": True, "priority_score": 3}],
+            },
+        ),
+        format_call("crop", {"image": "Picture 1", "bbox": [10, 10, 100, 100]}),
+        format_call("add_answer_node", {"answer": "Not answerable", "parent_ids": ["s1"]}),
+    ]
     policy = ScriptedPolicy(script=script)
     events = list(Agent(OneHit(), policy).stream("What does the poster say?"))
     trace = events[-1].trace

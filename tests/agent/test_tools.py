@@ -3,7 +3,7 @@
 import pytest
 from PIL import Image
 
-from agent.tools import (ToolError, compose_box, map_bbox, resize_for_model, scaled_budget, target_size)
+from agent.tools import ToolError, compose_box, map_bbox, resize_for_model, scaled_budget, target_size
 
 
 def test_identity_view_only_pads():
@@ -31,9 +31,16 @@ def test_clamped_to_the_image_edges():
     assert map_bbox([90, 90, 140, 140], (100, 100), (1000, 1000)) == (620, 620, 1000, 1000)
 
 
-@pytest.mark.parametrize("bbox,match", [
-    ([50, 50, 10, 80], "inverted"), ([10, 10, 10, 80], "empty"), ([200, 200, 300, 300], "outside"),
-    ([-50, -50, -1, -1], "outside"), ([1, 2, 3], "4 numbers")])
+@pytest.mark.parametrize(
+    "bbox,match",
+    [
+        ([50, 50, 10, 80], "inverted"),
+        ([10, 10, 10, 80], "empty"),
+        ([200, 200, 300, 300], "outside"),
+        ([-50, -50, -1, -1], "outside"),
+        ([1, 2, 3], "4 numbers"),
+    ],
+)
 def test_bad_boxes_are_refused_with_the_reason(bbox, match):
     with pytest.raises(ToolError, match=match):
         map_bbox(bbox, (100, 100), (1000, 1000))

@@ -69,10 +69,11 @@ def test_on_grid_images_reach_the_model_unchanged(policy, family):
 def test_larger_than_max_pixels_is_reduced(family):
     g, p = family["grid"], family["patch"]
     cap = 16 * g * g
-    small = load_policy(PolicyConfig(backend="transformers", model=str(family["path"]),
-                                     max_new_tokens=2, max_pixels=cap))
+    small = load_policy(
+        PolicyConfig(backend="transformers", model=str(family["path"]), max_new_tokens=2, max_pixels=cap)
+    )
     small.generate(_messages(_image(12 * g, 6 * g)))  # 72 grid cells, cap is 16
-    (t, gh, gw), = small.last_inputs_info["image_grid_thw"]
+    ((t, gh, gw),) = small.last_inputs_info["image_grid_thw"]
     assert t == 1 and gh * gw * p * p <= cap and gh % 2 == gw % 2 == 0
     assert gw > gh  # aspect ratio kept (landscape stays landscape)
     small.close()
@@ -92,14 +93,17 @@ def test_stream_joins_to_greedy_generate(policy):
     inputs = policy.prepare(messages)
     with torch.inference_mode():
         out = policy.model.generate(**inputs, max_new_tokens=policy.config.max_new_tokens, do_sample=False)
-    new = out[0, inputs["input_ids"].shape[1]:]  # (new_tokens,)
+    new = out[0, inputs["input_ids"].shape[1] :]  # (new_tokens,)
     assert "".join(chunks) == policy.processor.tokenizer.decode(new, skip_special_tokens=True)
 
 
 def test_sampling_is_seeded(family):
     def sample(seed):
-        p = load_policy(PolicyConfig(backend="transformers", model=str(family["path"]), max_new_tokens=8,
-                                     temperature=1.0, seed=seed))
+        p = load_policy(
+            PolicyConfig(
+                backend="transformers", model=str(family["path"]), max_new_tokens=8, temperature=1.0, seed=seed
+            )
+        )
         return p.generate([{"role": "user", "content": "Search, summarize, memorize, answer."}])
 
     first = sample(1)

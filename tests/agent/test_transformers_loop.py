@@ -49,9 +49,16 @@ class SteeredModel(Policy):
 def test_model_sees_exactly_the_counted_pixels(tiny, retriever):
     script = [
         format_call("add_search_node", {"id": "s1", "query": "revenue by region", "parent_ids": ["root"]}),
-        lambda v: format_call("summarize_and_memorize", {"summarize": "pages", "memorize": [
-            {"information_id": v.label_of(i), "is_useful": True, "priority_score": 5 - n}
-            for n, i in enumerate(v.pending)]}),
+        lambda v: format_call(
+            "summarize_and_memorize",
+            {
+                "summarize": "pages",
+                "memorize": [
+                    {"information_id": v.label_of(i), "is_useful": True, "priority_score": 5 - n}
+                    for n, i in enumerate(v.pending)
+                ],
+            },
+        ),
         format_call("add_answer_node", {"answer": "Europe", "parent_ids": ["s1"]}),
     ]
     policy = SteeredModel(tiny, script)
@@ -69,8 +76,14 @@ def test_model_sees_exactly_the_counted_pixels(tiny, retriever):
         with_images += bool(parts)
     assert with_images >= 2  # the results, then the rebuilt memory
     memory = [p for p in policy.seen[2][0][1]["content"] if isinstance(p, dict) and p["type"] == "image"]
-    assert memory and sum(model_view(*p["image"].size, 28, p["max_pixels"])[0] *
-                          model_view(*p["image"].size, 28, p["max_pixels"])[1] for p in memory) <= cfg.s_total
+    assert (
+        memory
+        and sum(
+            model_view(*p["image"].size, 28, p["max_pixels"])[0] * model_view(*p["image"].size, 28, p["max_pixels"])[1]
+            for p in memory
+        )
+        <= cfg.s_total
+    )
 
 
 def test_raw_random_model_drives_the_loop_to_the_step_limit(tiny, retriever):

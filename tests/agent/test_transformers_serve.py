@@ -30,13 +30,23 @@ from agent.state import AgentConfig
 from retrieval.retriever import Retriever
 from tests.tiny_vlm import build_scripted_qwen2_5_vl, build_tiny_qwen2_5_vl
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    importlib.util.find_spec("openai") is None or importlib.util.find_spec("fastapi") is None,
-    reason="transformers serve needs its [serving] extra (openai, fastapi); scripts/setup.sh test installs it")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("openai") is None or importlib.util.find_spec("fastapi") is None,
+        reason="transformers serve needs its [serving] extra (openai, fastapi); scripts/setup.sh test installs it",
+    ),
+]
 
 SEARCH = {"id": "s1", "query": "revenue by region", "parent_ids": ["root"]}
-SCRIPT = ["<think>", "I look for the table first.", "</think>", "<tool_call>",
-          json.dumps({"name": "add_search_node", "arguments": SEARCH}), "</tool_call>"]
+SCRIPT = [
+    "<think>",
+    "I look for the table first.",
+    "</think>",
+    "<tool_call>",
+    json.dumps({"name": "add_search_node", "arguments": SEARCH}),
+    "</tool_call>",
+]
 SMALL = dict(s_total=200_704, max_image_pixels=100_352, max_frame_pixels=50_176, top_k=2)  # fast on CPU
 
 
@@ -49,8 +59,10 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("served")
-    return {"random": str(build_tiny_qwen2_5_vl(root / "random")),
-            "scripted": str(build_scripted_qwen2_5_vl(root / "scripted", SCRIPT))}
+    return {
+        "random": str(build_tiny_qwen2_5_vl(root / "random")),
+        "scripted": str(build_scripted_qwen2_5_vl(root / "scripted", SCRIPT)),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +74,12 @@ def server(models, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve_log") / "serve.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     with open(log, "w") as out:
-        proc = subprocess.Popen([exe, "serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
-                                stdout=out, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(
+            [exe, "serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 60
@@ -91,17 +107,30 @@ def retriever(mixed_index):
 
 
 def policy(server, model, **kw):
-    return load_policy(PolicyConfig(**{"backend": "openai", "base_url": server, "model": model,
-                                       "max_new_tokens": 16, "timeout_s": 120, **kw}))
+    return load_policy(
+        PolicyConfig(
+            **{"backend": "openai", "base_url": server, "model": model, "max_new_tokens": 16, "timeout_s": 120, **kw}
+        )
+    )
 
 
 def test_streamed_text_with_an_image_as_a_data_url(server, models):
     from PIL import Image
 
     p = policy(server, models["random"])
-    chunks = list(p.stream([{"role": "user", "content": [
-        {"type": "text", "text": "What is on this page?"},
-        {"type": "image", "image": Image.new("RGB", (56, 84), "red"), "ref": "Picture 1"}]}]))
+    chunks = list(
+        p.stream(
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "What is on this page?"},
+                        {"type": "image", "image": Image.new("RGB", (56, 84), "red"), "ref": "Picture 1"},
+                    ],
+                }
+            ]
+        )
+    )
     p.close()
     assert len(chunks) > 1 and all(isinstance(c, str) for c in chunks)  # streamed, several deltas
 
@@ -149,8 +178,9 @@ def test_native_vimrag_episode_through_the_server(server, models, retriever):
 @pytest.mark.parametrize("protocol", ["vrag", "vimrag"])
 def test_a_random_model_runs_to_the_step_limit_cleanly(server, models, retriever, protocol):
     p = policy(server, models["random"])
-    events = list(Agent(retriever, p, AgentConfig(protocol=protocol, max_steps=3, **SMALL))
-                  .stream("What was revenue in 2025?"))
+    events = list(
+        Agent(retriever, p, AgentConfig(protocol=protocol, max_steps=3, **SMALL)).stream("What was revenue in 2025?")
+    )
     p.close()
     trace = events[-1].trace
     assert isinstance(events[-2], LimitReached) and trace.status == "limit" and len(trace.steps) == 3

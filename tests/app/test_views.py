@@ -39,30 +39,55 @@ def test_one_message_per_step_titled_by_its_tool(heron_run):
     assert final.metadata is None or not final.metadata.get("title")
     assert "**Sources**" in final.content and "region [" in final.content
     # the answer, then the sentence it was read from and the unit that holds it
-    assert final.content.startswith("12\n") and "> Footnote: pilot places are limited to 12 customers" in \
-        final.content and "> — *logimat_poster.png" in final.content.split("**Sources**")[0]
+    assert (
+        final.content.startswith("12\n")
+        and "> Footnote: pilot places are limited to 12 customers" in final.content
+        and "> — *logimat_poster.png" in final.content.split("**Sources**")[0]
+    )
 
 
 def test_answer_markdown_says_when_a_chart_may_hold_the_answer():
-    t = Trace(question="How many robots shipped in Q3?", protocol="vimrag", backend="embedded", status="answered",
-              answer="Not answerable", support={"answer": "Not answerable", "answer_type": "number", "sentence": "",
-                                                "note": "the answer may be in a chart on report.pdf p.3; a VLM "
-                                                        "backend can read it"})
+    t = Trace(
+        question="How many robots shipped in Q3?",
+        protocol="vimrag",
+        backend="embedded",
+        status="answered",
+        answer="Not answerable",
+        support={
+            "answer": "Not answerable",
+            "answer_type": "number",
+            "sentence": "",
+            "note": "the answer may be in a chart on report.pdf p.3; a VLM backend can read it",
+        },
+    )
     md = answer_markdown(t)
-    assert md.startswith("Not answerable") and "ℹ️ The answer may be in a chart on report.pdf p.3; a VLM backend " \
-        "can read it." in md
+    assert (
+        md.startswith("Not answerable")
+        and "ℹ️ The answer may be in a chart on report.pdf p.3; a VLM backend can read it." in md
+    )
 
 
 def test_step_titles():
     assert step_title("add_search_node", {"query": " revenue 2025 "}) == "Search: “revenue 2025”"
-    assert step_title("add_search_node", {"image": "Picture 2", "bbox": [1, 2, 3, 4]}) == \
-        "Search with a region of Picture 2"
+    assert (
+        step_title("add_search_node", {"image": "Picture 2", "bbox": [1, 2, 3, 4]})
+        == "Search with a region of Picture 2"
+    )
     assert step_title("crop", {"image": "Picture 1", "bbox": [10, 20.5, 30, 40]}) == "Crop Picture 1 [10, 20.5, 30, 40]"
     assert step_title("crop", {"bbox": [1, 2, 3, 4]}) == "Crop the latest image [1, 2, 3, 4]"
     assert step_title("scale", {"image": "Video 1", "factor": 2}) == "Zoom Video 1 ×2"
-    assert step_title("summarize_and_memorize", {"memorize": [
-        {"information_id": "Picture 1", "is_useful": True}, {"information_id": "Picture 2", "is_useful": False}]}) \
+    assert (
+        step_title(
+            "summarize_and_memorize",
+            {
+                "memorize": [
+                    {"information_id": "Picture 1", "is_useful": True},
+                    {"information_id": "Picture 2", "is_useful": False},
+                ]
+            },
+        )
         == "Memorize Picture 1"
+    )
     assert step_title("answer", {"answer": "x"}) == "Answer"
 
 
@@ -91,7 +116,7 @@ def test_a_vanished_file_becomes_a_card_not_an_error(heron_run, tmp_path):
 
     ghost.add_unit(Unit.from_dict(moved), "s1")
     state2 = type(state)(question="q", config=state.config, evidence=ghost)
-    (img, cap), = evidence_pictures(state2)
+    ((img, cap),) = evidence_pictures(state2)
     assert "unavailable" in cap and img.size == (640, 480)
 
 
@@ -101,30 +126,36 @@ def test_text_card_wraps_and_truncates():
 
 
 def test_answer_markdown_for_a_failed_backend():
-    t = Trace(question="q", protocol="vimrag", backend="openai", status="error",
-              error="cannot reach http://127.0.0.1:9/v1")
+    t = Trace(
+        question="q", protocol="vimrag", backend="openai", status="error", error="cannot reach http://127.0.0.1:9/v1"
+    )
     md = answer_markdown(t)
     assert "backend failed" in md and "127.0.0.1:9" in md and "Check the settings" in md
 
 
 def test_stop_closes_pending_steps_and_says_so():
-    hist = [{"role": "user", "content": "q"},
-            {"role": "assistant", "content": "…", "metadata": {"title": "Step 1: thinking", "status": "pending"}}]
+    hist = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "…", "metadata": {"title": "Step 1: thinking", "status": "pending"}},
+    ]
     msgs, status = DemoApp.stop(hist)
     assert hist[1]["metadata"]["status"] == "done"
     assert msgs[-1].metadata["title"] == "Stopped" and status == "Stopped."
 
 
-@pytest.mark.parametrize("name,data,why", [
-    ("a.exe", b"MZ", "unsupported type .exe"),
-    ("a.pdf", b"", "the file is empty"),
-    ("a.pdf", b"hello", "not a PDF"),
-    ("a.png", b"GIF89a-no", "not a readable image"),
-    ("a.mp4", b"\x00" * 64, "not an MP4"),
-    ("a.md", b"# x\x00y", "NUL bytes"),
-    ("a.md", b"\xff\xfe caf\xe9 " * 10, "not UTF-8"),
-    ("big.md", b"x" * (2 * 2**20), "over the 1 MB upload limit"),
-])
+@pytest.mark.parametrize(
+    "name,data,why",
+    [
+        ("a.exe", b"MZ", "unsupported type .exe"),
+        ("a.pdf", b"", "the file is empty"),
+        ("a.pdf", b"hello", "not a PDF"),
+        ("a.png", b"GIF89a-no", "not a readable image"),
+        ("a.mp4", b"\x00" * 64, "not an MP4"),
+        ("a.md", b"# x\x00y", "NUL bytes"),
+        ("a.md", b"\xff\xfe caf\xe9 " * 10, "not UTF-8"),
+        ("big.md", b"x" * (2 * 2**20), "over the 1 MB upload limit"),
+    ],
+)
 def test_uploads_are_type_checked_and_size_limited(tmp_path, name, data, why):
     p = tmp_path / name
     p.write_bytes(data)

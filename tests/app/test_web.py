@@ -63,8 +63,9 @@ def test_corrupt_upload_gives_a_visible_error_and_keeps_the_index(client, demo_s
     bad.write_bytes(b"%PDF-1.7\n" + b"\x00garbage" * 100)  # a PDF header, then nothing readable
     fake = tmp_path / "photo.png"
     fake.write_text("not an image at all")
-    summary, table, _ = client.predict([gradio_client.handle_file(str(bad)), gradio_client.handle_file(str(fake))],
-                                       api_name="/upload")
+    summary, table, _ = client.predict(
+        [gradio_client.handle_file(str(bad)), gradio_client.handle_file(str(fake))], api_name="/upload"
+    )
     assert "Not indexed" in summary
     assert "broken.pdf:" in summary and "photo.png: not a readable image" in summary
     assert not (app.ws.uploads / "broken.pdf").exists() and not (app.ws.uploads / "photo.png").exists()
@@ -76,8 +77,18 @@ def test_corrupt_upload_gives_a_visible_error_and_keeps_the_index(client, demo_s
 
 
 def test_unreachable_endpoint_is_reported_and_the_session_recovers(client):
-    desc, note = client.predict("OpenAI-compatible endpoint", "http://127.0.0.1:9/v1", "qwen", "", "", "vimrag",
-                                3, 2007040, 3, api_name="/apply_settings")
+    desc, note = client.predict(
+        "OpenAI-compatible endpoint",
+        "http://127.0.0.1:9/v1",
+        "qwen",
+        "",
+        "",
+        "vimrag",
+        3,
+        2007040,
+        3,
+        api_name="/apply_settings",
+    )
     assert "127.0.0.1:9" in desc
     _, (chat, *_r) = ask(client, "What was the revenue in 2025?")
     text = last_answer(chat)
@@ -104,8 +115,12 @@ def test_files_outside_the_corpus_and_workdir_are_not_served(demo_server, mixed_
     url, app = demo_server
     secret = app.ws.root.parent / "secret.txt"
     secret.write_text("do not serve")
-    for path in ("/etc/passwd", str(secret), str(app.ws.root / ".." / "secret.txt"),
-                 str(app.ws.index_dir / "store.sqlite")):
+    for path in (
+        "/etc/passwd",
+        str(secret),
+        str(app.ws.root / ".." / "secret.txt"),
+        str(app.ws.index_dir / "store.sqlite"),
+    ):
         r = httpx.get(f"{url}/gradio_api/file={path}")
         assert r.status_code in (403, 404), (path, r.status_code)
         assert "do not serve" not in r.text
@@ -133,6 +148,7 @@ def test_cancel_leaves_the_app_usable(client):
 
 
 def test_a_duplicate_upload_is_reported_as_skipped(client, mixed_corpus):
-    summary, _, _ = client.predict([gradio_client.handle_file(str(mixed_corpus / "logimat_poster.png"))],
-                                   api_name="/upload")
+    summary, _, _ = client.predict(
+        [gradio_client.handle_file(str(mixed_corpus / "logimat_poster.png"))], api_name="/upload"
+    )
     assert "**Skipped:**" in summary and "duplicate of" in summary and "logimat_poster.png" in summary

@@ -48,9 +48,7 @@ class FakeOpenAI:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     def __enter__(self):
         self.thread.start()
@@ -192,8 +190,16 @@ def test_judge_rows_with_nothing_to_judge_sends_nothing():
 
 @pytest.mark.parametrize(
     "reply, verdict",
-    [("yes", 1.0), ("No.", 0.0), ("TRUE", 1.0), ("False", 0.0), ("<think>no</think>Yes", 1.0),
-     ("The prediction is not correct", None), ("", None), (None, None)],
+    [
+        ("yes", 1.0),
+        ("No.", 0.0),
+        ("TRUE", 1.0),
+        ("False", 0.0),
+        ("<think>no</think>Yes", 1.0),
+        ("The prediction is not correct", None),
+        ("", None),
+        (None, None),
+    ],
 )
 def test_parse_verdict(reply, verdict):
     assert parse_verdict(reply) == verdict

@@ -18,8 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run(dataset: str, index: Path, out: Path) -> list[dict]:
-    args = ["eval", "--dataset", dataset, "--backend", "embedded", "--index", str(index), "--out", str(out),
-            "--quiet"]
+    args = ["eval", "--dataset", dataset, "--backend", "embedded", "--index", str(index), "--out", str(out), "--quiet"]
     if dataset.startswith("jsonl:"):
         args += ["--corpus", str(REPO / "assets" / "corpus")]
     assert main(args) == 0
@@ -38,8 +37,9 @@ def check_grounded(rows: list[dict], out: Path) -> None:
         assert pred.lower() in sup["sentence"].lower() or sup["answer_type"] in ("date", "list"), r["id"]
 
 
-@pytest.mark.parametrize("dataset,mark", [("jsonl:" + str(REPO / "assets" / "questions_plain.jsonl"), 0.9),
-                                          ("demo", 10 / 11)])
+@pytest.mark.parametrize(
+    "dataset,mark", [("jsonl:" + str(REPO / "assets" / "questions_plain.jsonl"), 0.9), ("demo", 10 / 11)]
+)
 def test_embedded_default_answers_plain_questions(dataset, mark, bundled_index, tmp_path):
     rows = run(dataset, bundled_index, tmp_path / "run")
     acc = sum(r["score"] for r in rows) / len(rows)

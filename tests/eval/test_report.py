@@ -9,23 +9,60 @@ from PIL import Image
 from eval.report import compare, compute_metrics, load_rows, main, mmlb_f1, write_report
 
 NA = "Not answerable"
-CONFIG = {"dataset": "mmlongbench-doc-smoke", "protocol": "vimrag", "backend": "embedded", "policy": {}, "agent": {},
-          "seed": 0, "index": "idx", "limit": None, "started": "2025-01-01T00:00:00", "vimrag_version": "0.1.0"}
+CONFIG = {
+    "dataset": "mmlongbench-doc-smoke",
+    "protocol": "vimrag",
+    "backend": "embedded",
+    "policy": {},
+    "agent": {},
+    "seed": 0,
+    "index": "idx",
+    "limit": None,
+    "started": "2025-01-01T00:00:00",
+    "vimrag_version": "0.1.0",
+}
 
 
 def make_row(i: int, **over) -> dict:
     """A prediction row in the runner's schema; nested dicts given in `over` update the defaults."""
     row = {
-        "id": f"q{i}", "dataset": "mmlongbench-doc-smoke", "question": f"question {i}?", "gold": ["3"],
-        "answer_format": "Int", "evidence_sources": ["Table"], "doc_type": "Academic paper",
-        "gold_pages": [["a.pdf", 1]], "pred": "3", "extracted": "3", "status": "answered", "error": "",
-        "scores": {"mmlb": 1.0, "anls": 1.0, "em": 1.0, "f1": 1.0, "num": 1.0, "judge": None}, "score": 1.0,
-        "retrieval": {"recall@1": 1.0, "recall@5": 1.0, "ndcg@5": 1.0, "mrr": 1.0, "memorized_hit": True,
-                      "retrieved_hit": True},
-        "cost": {"steps": 3, "model_calls": 3, "peak_visual_tokens": 1000, "peak_image_pixels": 10**6,
-                 "total_visual_tokens": 2500, "visual_tokens_per_step": [500, 1000, 1000], "wall_s": 2.0,
-                 "model_s": 1.5, "retrieval_s": 0.3, "agent_s": 0.2},
-        "protocol": "vimrag", "backend": "embedded", "trace": f"traces/q{i}.json",
+        "id": f"q{i}",
+        "dataset": "mmlongbench-doc-smoke",
+        "question": f"question {i}?",
+        "gold": ["3"],
+        "answer_format": "Int",
+        "evidence_sources": ["Table"],
+        "doc_type": "Academic paper",
+        "gold_pages": [["a.pdf", 1]],
+        "pred": "3",
+        "extracted": "3",
+        "status": "answered",
+        "error": "",
+        "scores": {"mmlb": 1.0, "anls": 1.0, "em": 1.0, "f1": 1.0, "num": 1.0, "judge": None},
+        "score": 1.0,
+        "retrieval": {
+            "recall@1": 1.0,
+            "recall@5": 1.0,
+            "ndcg@5": 1.0,
+            "mrr": 1.0,
+            "memorized_hit": True,
+            "retrieved_hit": True,
+        },
+        "cost": {
+            "steps": 3,
+            "model_calls": 3,
+            "peak_visual_tokens": 1000,
+            "peak_image_pixels": 10**6,
+            "total_visual_tokens": 2500,
+            "visual_tokens_per_step": [500, 1000, 1000],
+            "wall_s": 2.0,
+            "model_s": 1.5,
+            "retrieval_s": 0.3,
+            "agent_s": 0.2,
+        },
+        "protocol": "vimrag",
+        "backend": "embedded",
+        "trace": f"traces/q{i}.json",
     }
     for k, v in over.items():
         row[k] = {**row[k], **v} if isinstance(v, dict) and isinstance(row.get(k), dict) else v
@@ -40,19 +77,62 @@ def six_rows() -> list[dict]:
     not declined: q1 q3 q5 (precision 2/3); F1 = 2 * (1/2)(2/3) / (1/2 + 2/3) = 4/7; accuracy 3/6."""
     return [
         make_row(1, evidence_sources=["Chart", "Table"], cost={"steps": 1, "visual_tokens_per_step": [100]}),
-        make_row(2, gold=["a"], answer_format="Str", extracted=NA, pred=NA, score=0.0, status="error",
-                 retrieval={"recall@5": 0.0, "memorized_hit": False},
-                 cost={"steps": 2, "visual_tokens_per_step": [100, 300]}),
-        make_row(3, gold=["['x', 'y']"], answer_format="List", extracted="['x', 'y']",
-                 evidence_sources=["Chart", "Pure-text (Plain-text)"], gold_pages=[["a.pdf", 2], ["b.pdf", 7]],
-                 retrieval={"recall@5": 0.5}, cost={"steps": 3, "visual_tokens_per_step": [200, 500, 900]}),
-        make_row(4, gold=[NA], answer_format="None", extracted=NA, evidence_sources=[], doc_type="Guidebook",
-                 gold_pages=[], retrieval=NULL_RET, cost={"steps": 4, "visual_tokens_per_step": []}),
-        make_row(5, gold=[NA], answer_format="None", extracted="7", score=0.0, evidence_sources=[],
-                 doc_type="Guidebook", gold_pages=[], retrieval=NULL_RET, cost={"steps": 5}),
-        make_row(6, gold=["2.5"], answer_format="Float", extracted=NA, score=0.0, status="limit",
-                 evidence_sources=["Figure"], doc_type="Guidebook", retrieval={"memorized_hit": None},
-                 cost={"steps": 10}),
+        make_row(
+            2,
+            gold=["a"],
+            answer_format="Str",
+            extracted=NA,
+            pred=NA,
+            score=0.0,
+            status="error",
+            retrieval={"recall@5": 0.0, "memorized_hit": False},
+            cost={"steps": 2, "visual_tokens_per_step": [100, 300]},
+        ),
+        make_row(
+            3,
+            gold=["['x', 'y']"],
+            answer_format="List",
+            extracted="['x', 'y']",
+            evidence_sources=["Chart", "Pure-text (Plain-text)"],
+            gold_pages=[["a.pdf", 2], ["b.pdf", 7]],
+            retrieval={"recall@5": 0.5},
+            cost={"steps": 3, "visual_tokens_per_step": [200, 500, 900]},
+        ),
+        make_row(
+            4,
+            gold=[NA],
+            answer_format="None",
+            extracted=NA,
+            evidence_sources=[],
+            doc_type="Guidebook",
+            gold_pages=[],
+            retrieval=NULL_RET,
+            cost={"steps": 4, "visual_tokens_per_step": []},
+        ),
+        make_row(
+            5,
+            gold=[NA],
+            answer_format="None",
+            extracted="7",
+            score=0.0,
+            evidence_sources=[],
+            doc_type="Guidebook",
+            gold_pages=[],
+            retrieval=NULL_RET,
+            cost={"steps": 5},
+        ),
+        make_row(
+            6,
+            gold=["2.5"],
+            answer_format="Float",
+            extracted=NA,
+            score=0.0,
+            status="limit",
+            evidence_sources=["Figure"],
+            doc_type="Guidebook",
+            retrieval={"memorized_hit": None},
+            cost={"steps": 10},
+        ),
     ]
 
 
@@ -145,15 +225,37 @@ def test_write_report_writes_every_file(tmp_path):
     assert json.loads((run / "metrics.json").read_text()) == json.loads(json.dumps(m))
     md = (run / "report.md").read_text()
     assert md.startswith("# mmlongbench-doc-smoke · vimrag · embedded")
-    for piece in ("50.0%", "57.1%", "## By evidence source", "| Chart | 2 | 100.0% |", "## Retrieval",
-                  "## Cost per question", "| unanswerable | 2 | 50.0% |", "plots/steps_hist.png"):
+    for piece in (
+        "50.0%",
+        "57.1%",
+        "## By evidence source",
+        "| Chart | 2 | 100.0% |",
+        "## Retrieval",
+        "## Cost per question",
+        "| unanswerable | 2 | 50.0% |",
+        "plots/steps_hist.png",
+    ):
         assert piece in md, piece
     for name in ("accuracy_by_format", "accuracy_by_source", "steps_hist", "visual_tokens_per_step"):
         _png_ok(run / "plots" / f"{name}.png")
 
 
-@pytest.mark.parametrize("rows", [[], [make_row(1, retrieval=NULL_RET, answer_format="", evidence_sources=[],
-                                                doc_type="", cost={"visual_tokens_per_step": []})]])
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [],
+        [
+            make_row(
+                1,
+                retrieval=NULL_RET,
+                answer_format="",
+                evidence_sources=[],
+                doc_type="",
+                cost={"visual_tokens_per_step": []},
+            )
+        ],
+    ],
+)
 def test_write_report_survives_empty_runs(tmp_path, rows):
     run = write_run(tmp_path / "r", rows, {"dataset": "generic", "protocol": "react", "backend": "embedded"})
     m = write_report(run)
@@ -166,9 +268,12 @@ def test_write_report_survives_empty_runs(tmp_path, rows):
 
 def test_compare_two_runs_table_and_plots(tmp_path):
     vim = write_run(tmp_path / "vimrag", six_rows())
-    react_rows = [make_row(i, protocol="react", score=float(i % 2), cost={"total_visual_tokens": 12_345,
-                                                                          "peak_visual_tokens": 6_000})
-                  for i in range(4)]
+    react_rows = [
+        make_row(
+            i, protocol="react", score=float(i % 2), cost={"total_visual_tokens": 12_345, "peak_visual_tokens": 6_000}
+        )
+        for i in range(4)
+    ]
     react = write_run(tmp_path / "react", react_rows, {**CONFIG, "protocol": "react"})
     out = tmp_path / "cmp"
     md = compare([vim, react], out)

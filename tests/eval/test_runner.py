@@ -14,14 +14,30 @@ from eval.runner import RunConfig, RunError, read_predictions, run_eval
 from retrieval.retriever import Retriever
 
 QUESTIONS = [
-    {"id": "staff", "question": "How many people does the Tampere factory employ?", "answer": ["85"],
-     "evidence": [{"file": "tampere_factory_notes.md"}]},
-    {"id": "revenue", "question": "What was total revenue in 2025?", "answer": ["48.6 million dollars"],
-     "evidence": [{"file": "aurora_annual_report_2025.pdf", "page": 1}]},
-    {"id": "battery", "question": "How long is the runtime after the battery upgrade?", "answer": ["14 hours"],
-     "evidence": [{"file": "product_update.mp4", "time": [10, 20]}]},
-    {"id": "pilot", "question": "How many customers can join the pilot?", "answer": ["12"],
-     "evidence": [{"file": "logimat_poster.png"}]},
+    {
+        "id": "staff",
+        "question": "How many people does the Tampere factory employ?",
+        "answer": ["85"],
+        "evidence": [{"file": "tampere_factory_notes.md"}],
+    },
+    {
+        "id": "revenue",
+        "question": "What was total revenue in 2025?",
+        "answer": ["48.6 million dollars"],
+        "evidence": [{"file": "aurora_annual_report_2025.pdf", "page": 1}],
+    },
+    {
+        "id": "battery",
+        "question": "How long is the runtime after the battery upgrade?",
+        "answer": ["14 hours"],
+        "evidence": [{"file": "product_update.mp4", "time": [10, 20]}],
+    },
+    {
+        "id": "pilot",
+        "question": "How many customers can join the pilot?",
+        "answer": ["12"],
+        "evidence": [{"file": "logimat_poster.png"}],
+    },
 ]
 # what the scripted agent answers: right for three, wrong for the pilot question
 ANSWERS = {"staff": "85", "revenue": "48.6 million dollars", "battery": "14 hours", "pilot": "7"}
@@ -48,8 +64,13 @@ def factory(index: Path, crash_after: int | None = None):
             raise KeyboardInterrupt  # the process dies mid-run
         script = [
             lambda m, v: format_call("add_search_node", {"id": "s1", "query": v.question, "parent_ids": ["root"]}),
-            lambda m, v: format_call("summarize_and_memorize", {"summarize": "top hit", "memorize": [
-                {"information_id": v.pending[0], "is_useful": True, "priority_score": 5}]}),
+            lambda m, v: format_call(
+                "summarize_and_memorize",
+                {
+                    "summarize": "top hit",
+                    "memorize": [{"information_id": v.pending[0], "is_useful": True, "priority_score": 5}],
+                },
+            ),
             lambda m, v: format_call("add_answer_node", {"answer": by_question[v.question], "parent_ids": ["s1"]}),
         ]
         return Agent(retriever, ScriptedPolicy(script=script), acfg)
@@ -58,8 +79,9 @@ def factory(index: Path, crash_after: int | None = None):
 
 
 def config(qs, index, corpus, out, **kw):
-    return RunConfig(dataset=f"jsonl:{qs}", corpus=str(corpus), index=str(index), out=str(out),
-                     policy={"backend": "scripted"}, **kw)
+    return RunConfig(
+        dataset=f"jsonl:{qs}", corpus=str(corpus), index=str(index), out=str(out), policy={"backend": "scripted"}, **kw
+    )
 
 
 def test_end_to_end_writes_every_output(setup, tmp_path):
@@ -132,6 +154,7 @@ def test_a_failing_question_is_recorded_not_fatal(setup, tmp_path):
                 if "revenue" in q and raise_on:
                     raise RuntimeError("tool exploded")
                 return factory(index)(acfg).ask(q)
+
         return A()
 
     run = run_eval(config(qs, index, corpus, tmp_path / "run"), progress=False, agent_factory=broken)
@@ -159,8 +182,25 @@ def test_dataset_errors_say_what_to_do(tmp_path):
 
 def test_vrag_format_and_page_base(tmp_path):
     f = tmp_path / "vidoseek.json"
-    f.write_text(json.dumps({"examples": [{"uid": "u1", "query": "q?", "reference_answer": "42", "meta_info": {
-        "file_name": "docs/a.pdf", "reference_page": [0, 3], "source_type": "Chart", "query_type": "Multi-Hop"}}]}))
+    f.write_text(
+        json.dumps(
+            {
+                "examples": [
+                    {
+                        "uid": "u1",
+                        "query": "q?",
+                        "reference_answer": "42",
+                        "meta_info": {
+                            "file_name": "docs/a.pdf",
+                            "reference_page": [0, 3],
+                            "source_type": "Chart",
+                            "query_type": "Multi-Hop",
+                        },
+                    }
+                ]
+            }
+        )
+    )
     ds = load_dataset(f"vidoseek:{f}", corpus=tmp_path, page_base=0)
     it = ds.items[0]
     assert (it.id, it.question, it.answers) == ("u1", "q?", ["42"])
@@ -191,11 +231,18 @@ def test_the_llm_judge_scores_a_run_and_reports_how_many_it_judged(setup, tmp_pa
 
     qs, index, corpus = setup
     with FakeOpenAI(judge) as server:
-        run = run_eval(config(qs, index, corpus, tmp_path / "run", judge={"base_url": server.url, "model": "j"}),
-                       progress=False, agent_factory=factory(index))
+        run = run_eval(
+            config(qs, index, corpus, tmp_path / "run", judge={"base_url": server.url, "model": "j"}),
+            progress=False,
+            agent_factory=factory(index),
+        )
     rows = read_predictions(run / "predictions.jsonl")
-    assert {k: r["scores"]["judge"] for k, r in rows.items()} == {"staff": 1.0, "revenue": 1.0, "battery": 1.0,
-                                                                 "pilot": 0.0}
+    assert {k: r["scores"]["judge"] for k, r in rows.items()} == {
+        "staff": 1.0,
+        "revenue": 1.0,
+        "battery": 1.0,
+        "pilot": 0.0,
+    }
     assert json.loads((run / "judge.json").read_text())["judged"] == 4
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["judge"]["n_judged"] == 4 and metrics["judge"]["mean"] == 0.75
@@ -207,18 +254,22 @@ def test_a_missing_judge_endpoint_fails_before_answering(setup, tmp_path):
     qs, index, corpus = setup
     asked = []
     with pytest.raises(JudgeError, match="127.0.0.1:9"):
-        run_eval(config(qs, index, corpus, tmp_path / "run", judge={"base_url": "http://127.0.0.1:9/v1",
-                                                                    "model": "j"}),
-                 progress=False, agent_factory=lambda acfg: asked.append(1))
+        run_eval(
+            config(qs, index, corpus, tmp_path / "run", judge={"base_url": "http://127.0.0.1:9/v1", "model": "j"}),
+            progress=False,
+            agent_factory=lambda acfg: asked.append(1),
+        )
     assert not asked
 
 
 def test_evidence_strings_with_page_anchors_match_the_corpus(setup, tmp_path):
     qs, index, corpus = setup
     pdf = next(p.name for p in corpus.iterdir() if p.suffix == ".pdf")
-    rows = [{"id": "a", "question": "q a", "answer": ["x"], "evidence": [f"documents/{pdf}#page=2"]},
-            {"id": "b", "question": "q b", "answer": ["x"], "evidence": [{"file": f"x/{pdf}", "page": 1}]},
-            {"id": "c", "question": "q c", "answer": ["x"], "doc": f"documents/{pdf}", "evidence_pages": [3]}]
+    rows = [
+        {"id": "a", "question": "q a", "answer": ["x"], "evidence": [f"documents/{pdf}#page=2"]},
+        {"id": "b", "question": "q b", "answer": ["x"], "evidence": [{"file": f"x/{pdf}", "page": 1}]},
+        {"id": "c", "question": "q c", "answer": ["x"], "doc": f"documents/{pdf}", "evidence_pages": [3]},
+    ]
     path = tmp_path / "shapes.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     ds = load_dataset(f"jsonl:{path}", corpus=corpus)
@@ -230,9 +281,11 @@ def test_evidence_strings_with_page_anchors_match_the_corpus(setup, tmp_path):
 def test_evidence_the_corpus_cannot_match_stops_the_run_before_any_question(setup, tmp_path):
     qs, index, corpus = setup
     pdf = next(p.name for p in corpus.iterdir() if p.suffix == ".pdf")
-    rows = [{"id": "ok", "question": "q", "answer": ["x"], "evidence": [f"{pdf}#page=1"]},
-            {"id": "gone", "question": "q", "answer": ["x"], "evidence": ["other.pdf#page=1"]},
-            {"id": "far", "question": "q", "answer": ["x"], "evidence": [f"{pdf}#page=400"]}]
+    rows = [
+        {"id": "ok", "question": "q", "answer": ["x"], "evidence": [f"{pdf}#page=1"]},
+        {"id": "gone", "question": "q", "answer": ["x"], "evidence": ["other.pdf#page=1"]},
+        {"id": "far", "question": "q", "answer": ["x"], "evidence": [f"{pdf}#page=400"]},
+    ]
     path = tmp_path / "bad.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(RunError) as e:
@@ -254,8 +307,17 @@ def test_the_dev_sets_own_jsonl_reads_as_the_registry_reads_it(shared_data, tmp_
     assert gen.per_doc and len(gen.items) == len(reg.items) == 160
 
     def key(it):
-        return (it.id, it.question, it.answers, sorted(g.key() for g in it.evidence), it.doc, it.evidence_ok,
-                it.answer_format, it.evidence_sources, it.doc_type)
+        return (
+            it.id,
+            it.question,
+            it.answers,
+            sorted(g.key() for g in it.evidence),
+            it.doc,
+            it.evidence_ok,
+            it.answer_format,
+            it.evidence_sources,
+            it.doc_type,
+        )
 
     assert [key(it) for it in gen.items] == [key(it) for it in reg.items]
     assert check_evidence(gen) == []
@@ -265,5 +327,6 @@ def test_the_dev_sets_own_jsonl_reads_as_the_registry_reads_it(shared_data, tmp_
     bad = tmp_path / "past_the_end.jsonl"
     bad.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     with pytest.raises(RunError, match=f"{rows[1]['id']}: evidence page {rows[1]['doc_pages'] + 1} of .* is outside"):
-        run_eval(RunConfig(dataset=f"jsonl:{bad}", corpus=str(mmlb / "documents"), out=str(tmp_path / "r")),
-                 progress=False)
+        run_eval(
+            RunConfig(dataset=f"jsonl:{bad}", corpus=str(mmlb / "documents"), out=str(tmp_path / "r")), progress=False
+        )

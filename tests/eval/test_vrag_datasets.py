@@ -14,19 +14,46 @@ from app.cli import main
 REPO = Path(__file__).resolve().parents[2]
 REPORT = "aurora_annual_report_2025.pdf"
 
-VIDOSEEK = {"examples": [
-    {"uid": 0, "query": "What was Aurora Robotics' total revenue in 2025?", "reference_answer": "48.6 million",
-     "meta_info": {"file_name": REPORT, "reference_page": [1], "source_type": ["Text"],
-                   "doc_type": "Annual report", "answer_format": "Str"}},
-    {"uid": 1, "query": "How much revenue did Europe bring Aurora in 2025?", "reference_answer": "21.4 million",
-     "meta_info": {"file_name": REPORT, "reference_page": [2], "source_type": "Table",
-                   "query_type": "Single-Hop_Single-Span"}},
-]}
+VIDOSEEK = {
+    "examples": [
+        {
+            "uid": 0,
+            "query": "What was Aurora Robotics' total revenue in 2025?",
+            "reference_answer": "48.6 million",
+            "meta_info": {
+                "file_name": REPORT,
+                "reference_page": [1],
+                "source_type": ["Text"],
+                "doc_type": "Annual report",
+                "answer_format": "Str",
+            },
+        },
+        {
+            "uid": 1,
+            "query": "How much revenue did Europe bring Aurora in 2025?",
+            "reference_answer": "21.4 million",
+            "meta_info": {
+                "file_name": REPORT,
+                "reference_page": [2],
+                "source_type": "Table",
+                "query_type": "Single-Hop_Single-Span",
+            },
+        },
+    ]
+}
 SLIDEVQA = [  # SlideVQA as VRAG ships it: the same unified shape, a query_type and no source_type
-    {"uid": "s1", "query": "By what percentage did Aurora's revenue grow in 2025?", "reference_answer": "31%",
-     "meta_info": {"file_name": REPORT, "reference_page": [1], "query_type": "Single-Hop"}},
-    {"uid": "s2", "query": "In which quarter of 2025 did robot shipments set a record?", "reference_answer": "Q4",
-     "meta_info": {"file_name": REPORT, "reference_page": [3], "query_type": "Multi-Hop"}},
+    {
+        "uid": "s1",
+        "query": "By what percentage did Aurora's revenue grow in 2025?",
+        "reference_answer": "31%",
+        "meta_info": {"file_name": REPORT, "reference_page": [1], "query_type": "Single-Hop"},
+    },
+    {
+        "uid": "s2",
+        "query": "In which quarter of 2025 did robot shipments set a record?",
+        "reference_answer": "Q4",
+        "meta_info": {"file_name": REPORT, "reference_page": [3], "query_type": "Multi-Hop"},
+    },
 ]
 
 
@@ -35,8 +62,25 @@ def test_vrag_shaped_rows_run_end_to_end(kind, data, bundled_index, tmp_path):
     f = tmp_path / f"{kind}.json"
     f.write_text(json.dumps(data))
     out = tmp_path / "run"
-    assert main(["eval", "--dataset", f"{kind}:{f}", "--corpus", str(REPO / "assets" / "corpus"), "--index",
-                 str(bundled_index), "--model", "keyword", "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--dataset",
+                f"{kind}:{f}",
+                "--corpus",
+                str(REPO / "assets" / "corpus"),
+                "--index",
+                str(bundled_index),
+                "--model",
+                "keyword",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 2
     for r in rows:

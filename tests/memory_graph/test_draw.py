@@ -14,14 +14,20 @@ def twenty_nodes() -> MemoryGraph:
     ids = ["root"]
     for i in range(19):
         kind = ["search", "crop", "scale", "search"][i % 4]
-        parents = [ids[(i * 7) % len(ids)]] + ([ids[-1]] if i % 3 == 0 and ids[-1] != ids[(i * 7) % len(ids)]
-                                               else [])
+        parents = [ids[(i * 7) % len(ids)]] + ([ids[-1]] if i % 3 == 0 and ids[-1] != ids[(i * 7) % len(ids)] else [])
         g.add_node(f"n{i}", kind, parents, "a long sub-query about regional revenue " * (1 + i % 4))
         g.nodes[f"n{i}"].summary = "found a table and a chart " * (i % 3)
         for j in range(i % 5):
             modality = ["page", "image", "video", "text"][j % 4]
-            g.nodes[f"n{i}"].items.append(Item(f"Picture {i}.{j}", f"u{i}{j}", modality, 1 + (i + j) % 5,
-                                               key_timestamps=[1.0, 5.0] if modality == "video" else []))
+            g.nodes[f"n{i}"].items.append(
+                Item(
+                    f"Picture {i}.{j}",
+                    f"u{i}{j}",
+                    modality,
+                    1 + (i + j) % 5,
+                    key_timestamps=[1.0, 5.0] if modality == "video" else [],
+                )
+            )
         ids.append(f"n{i}")
     g.add_node("ans", "answer", [ids[-1], ids[-3]], "Europe")
     return g
@@ -29,8 +35,12 @@ def twenty_nodes() -> MemoryGraph:
 
 def overlaps(boxes):
     boxes = list(boxes)
-    return [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
-            if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
+    return [
+        (a, b)
+        for i, a in enumerate(boxes)
+        for b in boxes[i + 1 :]
+        if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+    ]
 
 
 def test_root_only_graph_draws():

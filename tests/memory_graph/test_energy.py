@@ -46,8 +46,10 @@ def test_allocation_shares_caps_and_top_k():
 def test_video_frames_share_their_item_budget_and_text_gets_none():
     g = MemoryGraph("q")
     g.add_node("s1", "search", ["root"])
-    g.nodes["s1"].items += [Item("Video 1", "v", "video", priority=5, key_timestamps=[1.0, 2.0]),
-                            Item("Text 1", "t", "text", priority=5)]
+    g.nodes["s1"].items += [
+        Item("Video 1", "v", "video", priority=5, key_timestamps=[1.0, 2.0]),
+        Item("Text 1", "t", "text", priority=5),
+    ]
     rows = {r.item_index: r for r in allocate(g)}
     assert rows[0].frames == 2 and rows[0].pixels == 2 * 401_408  # the whole budget, capped per frame
     assert 1 not in rows  # a text item is no visual memory: no energy, no pixels

@@ -19,10 +19,17 @@ def items(draw, tag: str, words) -> Item:
     if draw(st.booleans()):
         x1, y1 = draw(floats), draw(floats)
         box = [x1, y1, x1 + draw(st.floats(0.5, 900)), y1 + draw(st.floats(0.5, 900))]
-    return Item(info_id=f"Item {tag}", unit_uid=draw(words), modality=modality, priority=draw(st.integers(1, 5)),
-                useful=draw(st.booleans()), summary=draw(words),
-                key_timestamps=draw(st.lists(floats, max_size=6)) if modality == "video" else [],
-                crop_box=box, source=draw(words))
+    return Item(
+        info_id=f"Item {tag}",
+        unit_uid=draw(words),
+        modality=modality,
+        priority=draw(st.integers(1, 5)),
+        useful=draw(st.booleans()),
+        summary=draw(words),
+        key_timestamps=draw(st.lists(floats, max_size=6)) if modality == "video" else [],
+        crop_box=box,
+        source=draw(words),
+    )
 
 
 @st.composite
@@ -40,8 +47,12 @@ def graphs(draw, words=st.just("")) -> MemoryGraph:
     return g
 
 
-budgets = dict(k=st.integers(1, 8), s_total=st.integers(0, 3_000_000), max_image=st.integers(1, 1_500_000),
-               max_frame=st.integers(1, 600_000))
+budgets = dict(
+    k=st.integers(1, 8),
+    s_total=st.integers(0, 3_000_000),
+    max_image=st.integers(1, 1_500_000),
+    max_frame=st.integers(1, 600_000),
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -96,5 +107,6 @@ def test_to_dict_from_dict_round_trip_is_exact(g):
     back = MemoryGraph.from_dict(json.loads(json.dumps(d)))
     assert back.to_dict() == d
     assert energy(back) == energy(g)
-    assert [(a.node_id, a.item_index, a.omega, a.pixels) for a in allocate(back)] == \
-        [(a.node_id, a.item_index, a.omega, a.pixels) for a in allocate(g)]
+    assert [(a.node_id, a.item_index, a.omega, a.pixels) for a in allocate(back)] == [
+        (a.node_id, a.item_index, a.omega, a.pixels) for a in allocate(g)
+    ]

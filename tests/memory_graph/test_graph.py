@@ -27,14 +27,17 @@ def test_structure():
     assert g.out_degree("s1") == 1 and g.out_degree("a") == 0
 
 
-@pytest.mark.parametrize("args, words", [
-    (("s1", "search", ["root"]), "already exists"),
-    (("x", "search", ["nope"]), "unknown parent"),
-    (("x", "search", ["x"]), "own parent"),
-    (("x", "dance", ["root"]), "not allowed"),
-    (("x", "root", ["root"]), "not allowed"),
-    (("x", "search", ["a"]), "cannot have children"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("s1", "search", ["root"]), "already exists"),
+        (("x", "search", ["nope"]), "unknown parent"),
+        (("x", "search", ["x"]), "own parent"),
+        (("x", "dance", ["root"]), "not allowed"),
+        (("x", "root", ["root"]), "not allowed"),
+        (("x", "search", ["a"]), "cannot have children"),
+    ],
+)
 def test_bad_nodes_are_refused(args, words):
     with pytest.raises(GraphError, match=words):
         build().add_node(*args)

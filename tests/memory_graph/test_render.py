@@ -54,8 +54,10 @@ def test_memory_plan_by_hand():
     # Omega(s2) = 0.6; Omega(s1) = 1.8097 + 0.3 * 0.6 = 1.9897; sum 2.5897.
     # s1: int(2,007,040 * 1.9897 / 2.5897) = 1,542,030 -> capped at 1,003,520; s2: int(2,007,040 * 0.6 / 2.5897).
     plan = memory_plan(chain())
-    assert plan_pixels(plan) == [("s1", [("Picture 1", 1_003_520, 1_003_520)]),
-                                 ("s2", [("Picture 2", 465_009, 465_009)])]
+    assert plan_pixels(plan) == [
+        ("s1", [("Picture 1", 1_003_520, 1_003_520)]),
+        ("s2", [("Picture 2", 465_009, 465_009)]),
+    ]
     omega = {s.item.info_id: s.omega for _, slots in plan for s in slots}
     assert math.isclose(omega["Picture 1"], 2 * math.exp(-0.1) + 0.3 * 0.6)
     assert math.isclose(omega["Picture 2"], 0.6)
@@ -65,8 +67,10 @@ def test_text_and_not_useful_items_take_no_part_in_energy():
     """The demo stores only useful pictures and videos; before the fix, these entered s2's mean and moved
     Omega(s1)."""
     g = chain()
-    g.nodes["s2"].items += [Item("Text 1", "notes:0", "text", priority=5),
-                            Item("Picture 3", "r:p9", "page", priority=5, useful=False)]
+    g.nodes["s2"].items += [
+        Item("Text 1", "notes:0", "text", priority=5),
+        Item("Picture 3", "r:p9", "page", priority=5, useful=False),
+    ]
     assert plan_pixels(memory_plan(g)) == plan_pixels(memory_plan(chain()))
 
 
@@ -95,9 +99,18 @@ sizes = st.integers(1, 5)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(items=st.lists(st.tuples(st.sampled_from(["page", "image", "video", "text"]), st.integers(1, 5),
-                                st.integers(0, 4), st.booleans()), min_size=1, max_size=8),
-       s_total=st.integers(1, 4_000_000), k=st.integers(1, 6), max_frame=st.integers(784, 500_000))
+@given(
+    items=st.lists(
+        st.tuples(
+            st.sampled_from(["page", "image", "video", "text"]), st.integers(1, 5), st.integers(0, 4), st.booleans()
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    s_total=st.integers(1, 4_000_000),
+    k=st.integers(1, 6),
+    max_frame=st.integers(784, 500_000),
+)
 def test_plan_stays_within_budget_and_holds_only_memory(items, s_total, k, max_frame):
     g = MemoryGraph("q")
     for i, (modality, prio, n_frames, useful) in enumerate(items):

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from retrieval.ingest import IngestConfig, Indexer
+from retrieval.ingest import Indexer, IngestConfig
 from retrieval.store import Store
+
 
 @pytest.fixture(scope="module")
 def bad_run(mixed_corpus, tmp_path_factory):
@@ -50,17 +51,20 @@ def _reason(rows, name):
     return found[0]
 
 
-@pytest.mark.parametrize("name, words", [
-    ("corrupt.pdf", "not a readable pdf"),
-    ("truncated.pdf", "pdf"),
-    ("encrypted.pdf", "encrypted"),
-    ("empty.pdf", "zero pages"),
-    ("not_an_image.png", "not an image"),
-    ("bomb.png", "decompression bomb"),
-    ("zero.mp4", "empty"),
-    ("garbage.mp4", "cannot decode the video"),
-    ("dangling.txt", "cannot read"),
-])
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("corrupt.pdf", "not a readable pdf"),
+        ("truncated.pdf", "pdf"),
+        ("encrypted.pdf", "encrypted"),
+        ("empty.pdf", "zero pages"),
+        ("not_an_image.png", "not an image"),
+        ("bomb.png", "decompression bomb"),
+        ("zero.mp4", "empty"),
+        ("garbage.mp4", "cannot decode the video"),
+        ("dangling.txt", "cannot read"),
+    ],
+)
 def test_bad_file_fails_with_a_reason(bad_run, name, words):
     _, _, summary = bad_run
     assert words in _reason(summary.failed, name).lower()

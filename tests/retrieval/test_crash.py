@@ -27,8 +27,20 @@ def test_kill_9_mid_ingest_then_resume(tmp_path):
     for i in range(N_FILES):
         (corpus / f"doc_{i:04d}.txt").write_text(f"Document number {i} talks about topic {i % 37} and item {i}.")
     idx = tmp_path / "idx"
-    cmd = [sys.executable, "-m", "app.cli", "index", str(corpus), "--index", str(idx), "--ocr", "none",
-           "--batch-size", "4", "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "index",
+        str(corpus),
+        "--index",
+        str(idx),
+        "--ocr",
+        "none",
+        "--batch-size",
+        "4",
+        "-q",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 120
     while _units(idx) < 12 and time.time() < deadline and proc.poll() is None:

@@ -17,8 +17,11 @@ def test_dev_pdfs_index_and_search_through_the_cli(shared_data, tmp_path, capsys
     assert summary["failed"] == [] and summary["files_indexed"] == 2 and summary["units_indexed"] > 20
 
     names = {p.name for p in pdfs}
-    questions = [q for q in map(json.loads, (data / "mmlongbench_doc.jsonl").read_text().splitlines())
-                 if Path(q["doc"]).name in names and q["evidence_ok"] and q["evidence_pages"]]
+    questions = [
+        q
+        for q in map(json.loads, (data / "mmlongbench_doc.jsonl").read_text().splitlines())
+        if Path(q["doc"]).name in names and q["evidence_ok"] and q["evidence_pages"]
+    ]
     assert len(questions) >= 5
     recalls = []
     for q in questions:

@@ -19,10 +19,22 @@ from retrieval.errors import RetrievalError
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-CORPUS = ["a photo of a cat", "a photo of a dog", "the quick brown fox jumps over the lazy dog",
-          "tables, charts and figures in a report", "revenue grew in the third quarter"] * 4
-QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-                 "<|image_pad|>", "<|video_pad|>"]
+CORPUS = [
+    "a photo of a cat",
+    "a photo of a dog",
+    "the quick brown fox jumps over the lazy dog",
+    "tables, charts and figures in a report",
+    "revenue grew in the third quarter",
+] * 4
+QWEN_SPECIALS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -39,8 +51,12 @@ def _bpe(specials):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=specials, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=320,
+        special_tokens=specials,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(CORPUS, trainer)
     return tok
 
@@ -58,16 +74,37 @@ def build_tiny_clip(path):
     bos, eos = tok.token_to_id("<|startoftext|>"), tok.token_to_id("<|endoftext|>")
     # CLIP pools the text at the eos token, so every text must end with it.
     tok.post_processor = processors.TemplateProcessing(
-        single="<|startoftext|> $A <|endoftext|>", special_tokens=[("<|startoftext|>", bos), ("<|endoftext|>", eos)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|startoftext|>", eos_token="<|endoftext|>",
-                                   pad_token="<|endoftext|>", model_max_length=32)
+        single="<|startoftext|> $A <|endoftext|>", special_tokens=[("<|startoftext|>", bos), ("<|endoftext|>", eos)]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|startoftext|>",
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        model_max_length=32,
+    )
     config = CLIPConfig(
-        text_config=dict(vocab_size=tok.get_vocab_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, max_position_embeddings=32, bos_token_id=bos, eos_token_id=eos,
-                         pad_token_id=eos),
-        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                           image_size=32, patch_size=8),
-        projection_dim=16)
+        text_config=dict(
+            vocab_size=tok.get_vocab_size(),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            max_position_embeddings=32,
+            bos_token_id=bos,
+            eos_token_id=eos,
+            pad_token_id=eos,
+        ),
+        vision_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            image_size=32,
+            patch_size=8,
+        ),
+        projection_dim=16,
+    )
     torch.manual_seed(0)
     CLIPModel(config).save_pretrained(path)
     image_processor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
@@ -84,42 +121,84 @@ def build_tiny_siglip(path):
     tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", eos)])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", pad_token="<pad>", model_max_length=16)
     config = SiglipConfig(
-        text_config=dict(vocab_size=tok.get_vocab_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, max_position_embeddings=16, bos_token_id=None, eos_token_id=eos,
-                         pad_token_id=pad, projection_size=24),
-        vision_config=dict(hidden_size=24, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                           image_size=32, patch_size=8))
+        text_config=dict(
+            vocab_size=tok.get_vocab_size(),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            max_position_embeddings=16,
+            bos_token_id=None,
+            eos_token_id=eos,
+            pad_token_id=pad,
+            projection_size=24,
+        ),
+        vision_config=dict(
+            hidden_size=24,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            image_size=32,
+            patch_size=8,
+        ),
+    )
     torch.manual_seed(0)
     SiglipModel(config).save_pretrained(path)
-    SiglipProcessor(image_processor=SiglipImageProcessor(size={"height": 32, "width": 32}),
-                    tokenizer=fast).save_pretrained(path)
+    SiglipProcessor(
+        image_processor=SiglipImageProcessor(size={"height": 32, "width": 32}), tokenizer=fast
+    ).save_pretrained(path)
     return path
 
 
 def build_tiny_colqwen2(path):
-    from transformers import (ColQwen2Config, ColQwen2ForRetrieval, ColQwen2Processor, PreTrainedTokenizerFast,
-                              Qwen2VLImageProcessor)
+    from transformers import (
+        ColQwen2Config,
+        ColQwen2ForRetrieval,
+        ColQwen2Processor,
+        PreTrainedTokenizerFast,
+        Qwen2VLImageProcessor,
+    )
 
     tok = _bpe(QWEN_SPECIALS)
     ids = {s: tok.token_to_id(s) for s in QWEN_SPECIALS}
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   model_max_length=512)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", model_max_length=512
+    )
     vlm = dict(
         model_type="qwen2_vl",
         # head_dim = 32 / 2 heads = 16, and the mrope sections must sum to head_dim / 2.
-        text_config=dict(vocab_size=tok.get_vocab_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
-                         rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 3, 3]),
-                         bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
-                         pad_token_id=ids["<|endoftext|>"]),
-        vision_config=dict(depth=1, embed_dim=32, hidden_size=32, num_heads=2, patch_size=14, spatial_merge_size=2,
-                           temporal_patch_size=2),
-        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"])
+        text_config=dict(
+            vocab_size=tok.get_vocab_size(),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            max_position_embeddings=512,
+            rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 3, 3]),
+            bos_token_id=ids["<|endoftext|>"],
+            eos_token_id=ids["<|im_end|>"],
+            pad_token_id=ids["<|endoftext|>"],
+        ),
+        vision_config=dict(
+            depth=1,
+            embed_dim=32,
+            hidden_size=32,
+            num_heads=2,
+            patch_size=14,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+        ),
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+    )
     torch.manual_seed(0)
     ColQwen2ForRetrieval(ColQwen2Config(vlm_config=vlm, embedding_dim=16)).save_pretrained(path)
-    image_processor = Qwen2VLImageProcessor(min_pixels=56 * 56, max_pixels=112 * 112, patch_size=14, merge_size=2,
-                                            temporal_patch_size=2)
+    image_processor = Qwen2VLImageProcessor(
+        min_pixels=56 * 56, max_pixels=112 * 112, patch_size=14, merge_size=2, temporal_patch_size=2
+    )
     ColQwen2Processor(image_processor=image_processor, tokenizer=fast).save_pretrained(path)
     return path
 
@@ -127,8 +206,11 @@ def build_tiny_colqwen2(path):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny_models")
-    return {"clip": build_tiny_clip(root / "clip"), "siglip": build_tiny_siglip(root / "siglip"),
-            "colqwen2": build_tiny_colqwen2(root / "colqwen2")}
+    return {
+        "clip": build_tiny_clip(root / "clip"),
+        "siglip": build_tiny_siglip(root / "siglip"),
+        "colqwen2": build_tiny_colqwen2(root / "colqwen2"),
+    }
 
 
 def _assert_unit_rows(x):
@@ -177,8 +259,9 @@ def minilm():
 def test_minilm_shapes_norms_and_meaning(minilm):
     assert minilm.spec == "minilm" and minilm.dim == 384
     assert not minilm.multi_vector and not minilm.supports_images
-    docs = minilm.encode_texts(["The cat sat on the mat.", "A kitten was sitting on the rug.",
-                                "Quarterly revenue rose by eight percent."])
+    docs = minilm.encode_texts(
+        ["The cat sat on the mat.", "A kitten was sitting on the rug.", "Quarterly revenue rose by eight percent."]
+    )
     assert docs.shape == (3, 384)
     _assert_unit_rows(docs)
     assert docs[0] @ docs[1] > docs[0] @ docs[2] + 0.2  # paraphrase beats an unrelated sentence
@@ -288,8 +371,10 @@ def test_colpali_engine_checkpoint_is_refused_with_the_hf_name(tmp_path):
 # ---------------------------------------------------------------------------------------------- errors and quiet
 
 
-@pytest.mark.parametrize("spec", ["clip:nonexistent-org/nonexistent-clip", "colqwen2:nonexistent-org/colqwen",
-                                  "st:nonexistent-org/nonexistent-st"])
+@pytest.mark.parametrize(
+    "spec",
+    ["clip:nonexistent-org/nonexistent-clip", "colqwen2:nonexistent-org/colqwen", "st:nonexistent-org/nonexistent-st"],
+)
 def test_unknown_hub_id_offline_says_to_pass_a_folder(spec):
     with pytest.raises(RetrievalError) as e:
         load_embedder(spec, device="cpu")

@@ -1,4 +1,7 @@
-"""Spec for retrieval/index.py: exact and approximate search, filtering, atomic saves (late interaction: test_late_interaction.py)."""
+"""Spec for retrieval/index.py: exact and approximate search, filtering, atomic saves.
+
+Late interaction has its own spec: test_late_interaction.py.
+"""
 
 from __future__ import annotations
 
@@ -161,8 +164,9 @@ def test_save_load_round_trip(tmp_path, corpus, built, kind):
     assert (back.kind, back.ntotal, back.dim, back.nprobe) == (kind, len(ids), DIM, built[kind].nprobe)
     np.testing.assert_array_equal(back.ids(), ids)
     np.testing.assert_array_equal(back.search(xq, 10)[1], built[kind].search(xq, 10)[1])
-    np.testing.assert_array_equal(back.search(xq, 3, allowed_ids=ids[:50])[1],
-                                  built[kind].search(xq, 3, allowed_ids=ids[:50])[1])
+    np.testing.assert_array_equal(
+        back.search(xq, 3, allowed_ids=ids[:50])[1], built[kind].search(xq, 3, allowed_ids=ids[:50])[1]
+    )
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temp file left behind
 
 

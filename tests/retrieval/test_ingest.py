@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval.ingest import IngestConfig, Indexer, passages_of
+from retrieval.ingest import Indexer, IngestConfig, passages_of
 from retrieval.store import Store
 
 
@@ -105,8 +105,9 @@ def test_pipelined_ingest_equals_the_sequential_one(mixed_corpus, tmp_path):
     runs = {}
     for pipeline in (False, True):
         idx = tmp_path / f"p{pipeline}"
-        s = Indexer(idx, IngestConfig(ocr="none", pipeline=pipeline, batch_units=2)).index([mixed_corpus],
-                                                                                             progress=False)
+        s = Indexer(idx, IngestConfig(ocr="none", pipeline=pipeline, batch_units=2)).index(
+            [mixed_corpus], progress=False
+        )
         assert s.files_indexed == 4 and not s.failed
         assert {"plan", "pdf text", "embed", "commit"} <= set(s.timings) and all(v >= 0 for v in s.timings.values())
         store = Store(idx)
@@ -122,8 +123,9 @@ def test_one_progress_bar_in_pages(tmp_path, capsys):
 
     corpus = tmp_path / "c"
     corpus.mkdir()
-    (corpus / "manual.txt").write_text("\n\n".join(f"Bay {i} holds pallet rack {i} and its forklift charger."
-                                                   * 20 for i in range(200)))
+    (corpus / "manual.txt").write_text(
+        "\n\n".join(f"Bay {i} holds pallet rack {i} and its forklift charger." * 20 for i in range(200))
+    )
     embedders.clear_cache()
     Indexer(tmp_path / "idx", IngestConfig(ocr="none")).index([corpus], progress=True)
     err = capsys.readouterr().err

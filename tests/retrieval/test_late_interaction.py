@@ -32,8 +32,9 @@ def mv_corpus(n_docs: int, seed: int = 0, tok: tuple[int, int] = (5, 40)) -> tup
     queries = []
     for d in rng.choice(n_docs, 10, replace=False):
         copies = docs[d][rng.choice(len(docs[d]), 3)]
-        queries.append(units(np.concatenate([copies + rng.standard_normal(copies.shape) * 0.02,
-                                             rng.standard_normal((3, DIM))])))
+        queries.append(
+            units(np.concatenate([copies + rng.standard_normal(copies.shape) * 0.02, rng.standard_normal((3, DIM))]))
+        )
     return np.arange(n_docs, dtype=np.int64) * 10 + 1, docs, queries
 
 
@@ -46,8 +47,11 @@ def brute_top(q: np.ndarray, docs: list, ids: np.ndarray, k: int = 10) -> list[i
 
 def test_maxsim_scores_hand_computed():
     q = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)
-    docs = [np.array([[1.0, 0.0], [0.6, 0.8]], np.float32), np.array([[0.0, 1.0]], np.float32),
-            np.array([[0.6, -0.8], [-1.0, 0.0], [0.8, 0.6]], np.float32)]
+    docs = [
+        np.array([[1.0, 0.0], [0.6, 0.8]], np.float32),
+        np.array([[0.0, 1.0]], np.float32),
+        np.array([[0.6, -0.8], [-1.0, 0.0], [0.8, 0.6]], np.float32),
+    ]
     # doc0: max(1, .6) + max(0, .8) = 1.8; doc1: 0 + 1 = 1; doc2: max(.6, -1, .8) + max(-.8, 0, .6) = 1.4
     np.testing.assert_allclose(maxsim_scores(q, docs), [1.8, 1.0, 1.4], atol=1e-6)
     padded = np.zeros((3, 3, 2), np.float32)
@@ -79,8 +83,9 @@ def test_pool_tokens_merges_near_duplicates_into_unit_means():
 def test_float32_top_k_equals_brute_force(kind, codec):
     doc_ids, docs, queries = mv_corpus(400)
     # approx_threshold=1 forces the two-stage path; probing every list keeps stage 1 from missing
-    mvi = MultiVectorIndex(DIM, kind=kind, approx_threshold=1, nprobe=1024, token_k=256, n_candidates=60,
-                           dtype="float32", codec=codec)
+    mvi = MultiVectorIndex(
+        DIM, kind=kind, approx_threshold=1, nprobe=1024, token_k=256, n_candidates=60, dtype="float32", codec=codec
+    )
     mvi.build(doc_ids[:250], docs[:250]).add(doc_ids[250:], docs[250:])
     assert mvi.kind == kind and mvi.ntotal == 400 and mvi.n_tokens == sum(len(d) for d in docs)
     np.testing.assert_array_equal(mvi.doc_tokens(doc_ids[300]), docs[300])
@@ -103,8 +108,9 @@ def test_float16_tokens_agree_with_float32_top_10(kind, codec):
     exact = same = 0
     for q in queries:
         got = mvi.search(q, 10)
-        np.testing.assert_allclose([s for _, s in got], maxsim_scores(q, rounded)[(np.array([d for d, _ in got]) - 1) // 10],
-                                   rtol=1e-5)  # every score is exact MaxSim over the stored tokens
+        np.testing.assert_allclose(
+            [s for _, s in got], maxsim_scores(q, rounded)[(np.array([d for d, _ in got]) - 1) // 10], rtol=1e-5
+        )  # every score is exact MaxSim over the stored tokens
         # the ranking float32 MaxSim gives the float16-rounded tokens, and the float32 tokens' top-10 set
         exact += [d for d, _ in got] == brute_top(q, rounded, doc_ids)
         same += set(d for d, _ in got) == set(brute_top(q, docs, doc_ids))
@@ -119,9 +125,20 @@ def test_token_pooling_shrinks_the_index_and_keeps_recall():
     docs = [units(np.repeat(src, 3, axis=0) + rng.standard_normal((3 * len(src), DIM)) * 0.02) for src in sources]
     doc_ids = np.arange(300, dtype=np.int64)
     picked = rng.choice(300, 10, replace=False)
-    queries = [units(np.concatenate([docs[i][rng.choice(len(docs[i]), 3)] + rng.standard_normal((3, DIM)) * 0.05,
-                                     rng.standard_normal((3, DIM))])) for i in picked]
-    mvi = MultiVectorIndex(DIM, kind="ivf", nprobe=1024, token_k=256, n_candidates=60, pool_factor=3).build(doc_ids, docs)
+    queries = [
+        units(
+            np.concatenate(
+                [
+                    docs[i][rng.choice(len(docs[i]), 3)] + rng.standard_normal((3, DIM)) * 0.05,
+                    rng.standard_normal((3, DIM)),
+                ]
+            )
+        )
+        for i in picked
+    ]
+    mvi = MultiVectorIndex(DIM, kind="ivf", nprobe=1024, token_k=256, n_candidates=60, pool_factor=3).build(
+        doc_ids, docs
+    )
     full = sum(len(d) for d in docs)
     assert mvi.n_tokens == sum(-(-len(d) // 3) for d in docs) == full // 3  # one vector per triple
     truth = [set(brute_top(q, docs, doc_ids)) for q in queries]  # float32 MaxSim over every unpooled token
@@ -203,8 +220,12 @@ def test_a_file_in_the_old_layout_says_to_rebuild(tmp_path):
     tokens = vindex.VectorIndex(DIM, kind="flat").build(np.arange(3), units(np.ones((3, DIM))))
     meta = {"type": "MultiVectorIndex", "token_index": tokens._meta(), "token_k": 512, "n_candidates": 256, "n_docs": 1}
     path = tmp_path / "old.faiss"
-    vindex.atomic_write(path, lambda f: vindex._write_container(
-        f, meta, {"doc_ids": np.array([1]), "offsets": np.array([0, 3])}, tokens._index))
+    vindex.atomic_write(
+        path,
+        lambda f: vindex._write_container(
+            f, meta, {"doc_ids": np.array([1]), "offsets": np.array([0, 3])}, tokens._index
+        ),
+    )
     with pytest.raises(IndexOpenError, match=r"older VimRAG .*rebuild"):
         MultiVectorIndex.load(path)
     assert faiss is not None and json and struct  # the container is the shared one from retrieval.index

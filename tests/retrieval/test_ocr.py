@@ -18,7 +18,8 @@ HAS_RAPIDOCR = "rapidocr" in ocr.available_engines()
 HAS_TESSERACT = ocr.tesseract_binary() is not None
 needs_rapidocr = pytest.mark.skipif(not HAS_RAPIDOCR, reason="rapidocr-onnxruntime is not installed")
 needs_tesseract = pytest.mark.skipif(
-    not HAS_TESSERACT, reason="the tesseract binary is not installed (apt-get install tesseract-ocr)")
+    not HAS_TESSERACT, reason="the tesseract binary is not installed (apt-get install tesseract-ocr)"
+)
 
 
 def draw(lines: list[tuple[int, int, str]], size=(900, 260), font_size=32) -> Image.Image:
@@ -72,8 +73,18 @@ def test_rapidocr_reads_two_lines_and_two_columns_in_order():
     font = 24
     left = ["left column first line of text", "left column second line here"]
     right = ["right column first line of text", "right column second line here"]
-    img = draw([(20, 30, left[0]), (20, 70, left[1]), (470, 30, right[0]), (470, 70, right[1]),
-                (20, 170, "alpha"), (470, 170, "omega")], size=(900, 230), font_size=font)
+    img = draw(
+        [
+            (20, 30, left[0]),
+            (20, 70, left[1]),
+            (470, 30, right[0]),
+            (470, 70, right[1]),
+            (20, 170, "alpha"),
+            (470, 170, "omega"),
+        ],
+        size=(900, 230),
+        font_size=font,
+    )
     text = get_ocr("rapidocr").read(img).text.lower()
     squeeze = lambda s: "".join(s.split())  # noqa: E731 - order is under test here, spaces elsewhere
     lines = text.splitlines()
@@ -99,8 +110,11 @@ def test_rapidocr_reads_justified_line_with_wide_word_gaps():
 @needs_rapidocr
 def test_blank_and_tiny_images_give_empty_text():
     engine = get_ocr("rapidocr")
-    for img in (Image.new("RGB", (640, 480), "white"), Image.new("L", (3, 2), 0),
-                Image.new("RGBA", (200, 100), (0, 0, 0, 0))):
+    for img in (
+        Image.new("RGB", (640, 480), "white"),
+        Image.new("L", (3, 2), 0),
+        Image.new("RGBA", (200, 100), (0, 0, 0, 0)),
+    ):
         result = engine.read(img)
         assert result.text == "" and result.boxes == [] and result.engine == "rapidocr"
 
@@ -162,8 +176,9 @@ def test_auto_falls_back_to_tesseract_without_rapidocr(monkeypatch):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "rapidocr_onnxruntime" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "rapidocr_onnxruntime" else real(name, *a)
+    )
     monkeypatch.setattr(ocr, "tesseract_binary", lambda: "/opt/fake/tesseract")  # never run here
     monkeypatch.setattr(ocr, "_CACHE", {})
     assert ocr.available_engines() == ["tesseract"]
@@ -200,8 +215,9 @@ def test_missing_rapidocr_says_how_to_install(monkeypatch):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "rapidocr_onnxruntime" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "rapidocr_onnxruntime" else real(name, *a)
+    )
     monkeypatch.setattr(ocr, "tesseract_binary", lambda: None)
     monkeypatch.setattr(ocr, "_CACHE", {})
     with pytest.raises(ImportError, match="pip install"):
@@ -238,8 +254,9 @@ def test_two_column_page_is_read_column_by_column():
 
 def test_table_is_read_row_by_row():
     rows = [("Revenue", "2020", "500"), ("Costs", "2021", "320"), ("Profit", "2022", "180")]
-    boxes = [box(x, i * 30, x + 60, i * 30 + 20, cell)
-             for i, row in enumerate(rows) for x, cell in zip((0, 200, 400), row)]
+    boxes = [
+        box(x, i * 30, x + 60, i * 30 + 20, cell) for i, row in enumerate(rows) for x, cell in zip((0, 200, 400), row)
+    ]
     assert layout_text(boxes).splitlines() == [" ".join(r) for r in rows]
 
 
@@ -264,11 +281,13 @@ def test_space_aware_decoding_restores_likely_spaces():
 
 def test_tesseract_tsv_words_group_into_lines():
     header = "level\tpage_num\tblock_num\tpar_num\tline_num\tword_num\tleft\ttop\twidth\theight\tconf\ttext"
-    rows = ["5\t1\t1\t1\t1\t1\t10\t10\t50\t20\t96\tHello",
-            "5\t1\t1\t1\t1\t2\t70\t12\t60\t20\t90\t\"world\"",
-            "4\t1\t1\t1\t2\t0\t10\t40\t50\t20\t-1\t",
-            "5\t1\t1\t1\t2\t1\t10\t40\t50\t20\t80\tagain",
-            "5\t1\t1\t1\t2\t2\t70\t40\t50\t20\t95\t "]
+    rows = [
+        "5\t1\t1\t1\t1\t1\t10\t10\t50\t20\t96\tHello",
+        '5\t1\t1\t1\t1\t2\t70\t12\t60\t20\t90\t"world"',
+        "4\t1\t1\t1\t2\t0\t10\t40\t50\t20\t-1\t",
+        "5\t1\t1\t1\t2\t1\t10\t40\t50\t20\t80\tagain",
+        "5\t1\t1\t1\t2\t2\t70\t40\t50\t20\t95\t ",
+    ]
     lines = ocr._tsv_lines("\n".join([header] + rows) + "\n")
     assert [(b.box, b.text) for b in lines] == [((10, 10, 130, 32), 'Hello "world"'), ((10, 40, 60, 60), "again")]
     assert lines[0].conf == pytest.approx(0.93)

@@ -45,23 +45,57 @@ def vrag_corpus(tmp_path_factory):
     return root
 
 
-QUESTIONS = {"examples": [
-    {"uid": 0, "query": "What was Aurora Robotics' total revenue in 2025?", "reference_answer": "48.6 million",
-     "meta_info": {"file_name": PDF.name, "reference_page": [1], "source_type": "Text",
-                   "query_type": "Single-Hop"}},
-    {"uid": 1, "query": "How much revenue did Europe bring Aurora in 2025? Revenue by region",
-     "reference_answer": "21.4 million",
-     "meta_info": {"file_name": PDF.name, "reference_page": [2], "source_type": ["Table"],
-                   "query_type": "Single-Hop"}},
-]}
+QUESTIONS = {
+    "examples": [
+        {
+            "uid": 0,
+            "query": "What was Aurora Robotics' total revenue in 2025?",
+            "reference_answer": "48.6 million",
+            "meta_info": {
+                "file_name": PDF.name,
+                "reference_page": [1],
+                "source_type": "Text",
+                "query_type": "Single-Hop",
+            },
+        },
+        {
+            "uid": 1,
+            "query": "How much revenue did Europe bring Aurora in 2025? Revenue by region",
+            "reference_answer": "21.4 million",
+            "meta_info": {
+                "file_name": PDF.name,
+                "reference_page": [2],
+                "source_type": ["Table"],
+                "query_type": "Single-Hop",
+            },
+        },
+    ]
+}
 
 
 def run_eval(corpus: Path, tmp: Path, name: str) -> tuple[list[dict], Path]:
     q = tmp / "vidoseek.json"
     q.write_text(json.dumps(QUESTIONS))
     out = tmp / name
-    assert main(["eval", "--dataset", f"vidoseek:{q}", "--corpus", str(corpus), "--index", str(tmp / f"idx_{name}"),
-                 "--model", "keyword", "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--dataset",
+                f"vidoseek:{q}",
+                "--corpus",
+                str(corpus),
+                "--index",
+                str(tmp / f"idx_{name}"),
+                "--model",
+                "keyword",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     return [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()], out
 
 

@@ -71,7 +71,7 @@ def test_vrag_rl_rollout_batches(served):
     queries = QUERIES * 2
     results = []
     for i in range(0, len(queries), 4):  # VRAG-RL sends batches (of 100); the answers line up with the queries
-        results.extend(requests.get(url, params={"queries": queries[i:i + 4]}).json())
+        results.extend(requests.get(url, params={"queries": queries[i : i + 4]}).json())
     assert len(results) == len(queries)
     for obs in results:
         assert isinstance(obs, list) and obs and isinstance(obs[0], dict)
@@ -88,8 +88,16 @@ def test_vrag_newer_server_post_with_vrag_ret(served):
     assert lists[0] == requests.get(url, params={"queries": QUERIES[:1], "top_k": 3}).json()[0]
 
 
-@pytest.mark.parametrize("path", ["/etc/passwd", "../../etc/passwd", "{cache}/../../../../etc/passwd",
-                                  "{cache}/../dense.json", "{cache}/../store.sqlite"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/etc/passwd",
+        "../../etc/passwd",
+        "{cache}/../../../../etc/passwd",
+        "{cache}/../dense.json",
+        "{cache}/../store.sqlite",
+    ],
+)
 def test_server_refuses_paths_outside_the_corpus_and_cache(served, path):
     url, idx = served
     base = url.rsplit("/search", 1)[0]
@@ -104,8 +112,9 @@ def test_remote_search_equals_local_search(served, mixed_index):
     for q in QUERIES:
         got, want = remote.search(q, k=5), local.search(q, k=5)
         assert [h.unit.uid for h in got] == [h.unit.uid for h in want]
-        assert [(h.unit.source, h.unit.page, h.unit.modality) for h in got] == \
-               [(h.unit.source, h.unit.page, h.unit.modality) for h in want]
+        assert [(h.unit.source, h.unit.page, h.unit.modality) for h in got] == [
+            (h.unit.source, h.unit.page, h.unit.modality) for h in want
+        ]
         assert [h.unit.text for h in got] == [h.unit.text for h in want]
     only = remote.search(QUERIES[0], k=5, filters={"docs": ["logimat_poster.png"]})
     assert only and {h.unit.name for h in only} == {"logimat_poster.png"}
@@ -123,9 +132,20 @@ def test_ask_through_a_second_process_server(bundled_index, tmp_path, capsys):
     idx = tmp_path / "index"
     shutil.copytree(bundled_index, idx)
     with search_server(idx) as url:
-        code = main(["ask", "What defect rate did the Tampere factory reach after the new calibration rig?",
-                     "--search-url", url, "--index", str(tmp_path / "no-such-index"), "--model", "keyword", "--trace",
-                     str(tmp_path / "t.json")])
+        code = main(
+            [
+                "ask",
+                "What defect rate did the Tampere factory reach after the new calibration rig?",
+                "--search-url",
+                url,
+                "--index",
+                str(tmp_path / "no-such-index"),
+                "--model",
+                "keyword",
+                "--trace",
+                str(tmp_path / "t.json"),
+            ]
+        )
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "answer: 0.8 percent" in out.out and "tampere_factory_notes.md" in out.out.split("answer:")[1]
@@ -166,20 +186,28 @@ def published_only_app(corpus: Path, get_only: bool):
     note = (corpus / "tampere_factory_notes.md").read_text()
 
     if get_only:
+
         @app.get("/search")
         def get(queries: list[str] = Query(...)):
             return [[{"idx": 0, "image_file": str(poster)}] for _ in queries]
     else:
+
         @app.post("/search")
         async def post(request: Request):
             body = await request.json()
-            data = [{"type": "image", "file_path": str(poster)}, {"type": "text", "file_path": "notes.md",
-                                                                   "content": note},
-                    {"type": "video", "file_path": str(video)},
-                    {"type": "image", "file_path": str(request.base_url) + "img/poster.png"}]
+            data = [
+                {"type": "image", "file_path": str(poster)},
+                {"type": "text", "file_path": "notes.md", "content": note},
+                {"type": "video", "file_path": str(video)},
+                {"type": "image", "file_path": str(request.base_url) + "img/poster.png"},
+            ]
             k = body.get("top_k", 3)
-            return {"results": [{"score": [0.9, 0.8, 0.7, 0.6][:k], "indice": [0, 1, 2, 3][:k], "data": data[:k]}
-                                for _ in body["queries"]]}
+            return {
+                "results": [
+                    {"score": [0.9, 0.8, 0.7, 0.6][:k], "indice": [0, 1, 2, 3][:k], "data": data[:k]}
+                    for _ in body["queries"]
+                ]
+            }
 
         @app.get("/img/poster.png")
         def img():
@@ -272,8 +300,9 @@ def test_ask_with_a_dead_server_says_so(capsys, tmp_path):
     from app.cli import main
     from tests.search_server import free_port
 
-    code = main(["ask", "What is the revenue?", "--search-url", f"http://127.0.0.1:{free_port()}/search",
-                 "--model", "keyword"])
+    code = main(
+        ["ask", "What is the revenue?", "--search-url", f"http://127.0.0.1:{free_port()}/search", "--model", "keyword"]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("vimrag ask: error: the search server at http://127.0.0.1:")
     assert "cannot be reached" in err and "vimrag serve-search" in err and "Traceback" not in err

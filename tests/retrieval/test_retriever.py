@@ -3,7 +3,7 @@
 import pytest
 
 import retrieval
-from retrieval.ingest import IngestConfig, Indexer
+from retrieval.ingest import Indexer, IngestConfig
 from retrieval.retriever import Retriever
 from retrieval.units import Filters
 

@@ -32,8 +32,10 @@ def corpus(tmp_path_factory) -> Path:
     and two page images without their PDF (indexed as its pages): the cases that span shards."""
     root = tmp_path_factory.mktemp("sharded_corpus")
     for i in range(20):
-        (root / f"doc_{i:02d}.txt").write_text(f"Document {i} is about topic {i % 7} and item {i} in the warehouse. "
-                                               f"It mentions shelf {i * 3} and the colour {['red', 'blue'][i % 2]}.")
+        (root / f"doc_{i:02d}.txt").write_text(
+            f"Document {i} is about topic {i % 7} and item {i} in the warehouse. "
+            f"It mentions shelf {i * 3} and the colour {['red', 'blue'][i % 2]}."
+        )
     shutil.copy(root / "doc_03.txt", root / "doc_03_copy.txt")  # walk order: doc_03, doc_03_copy (other rank)
     shutil.copy(REPO / "assets" / "corpus" / "aurora_annual_report_2025.pdf", root / "aurora_annual_report_2025.pdf")
     Image.new("RGB", (120, 160), "white").save(root / "aurora_annual_report_2025_1.jpg")
@@ -50,8 +52,24 @@ def reference(corpus, tmp_path_factory) -> Path:
 
 
 def _cmd(corpus: Path, idx: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "app.cli", "index", str(corpus), "--index", str(idx), "--ocr", "none",
-            "--batch-size", "2", "--num-processes", "2", "-q", "--json", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "index",
+        str(corpus),
+        "--index",
+        str(idx),
+        "--ocr",
+        "none",
+        "--batch-size",
+        "2",
+        "--num-processes",
+        "2",
+        "-q",
+        "--json",
+        *extra,
+    ]
 
 
 def _snapshot(idx: Path) -> tuple[dict, set, str | None]:
@@ -82,8 +100,9 @@ def assert_same_index(idx: Path, reference: Path) -> None:
         assert got[uid][1].shape == vecs.shape, uid
         assert float(np.abs(got[uid][1] - vecs).max()) < 1e-4, uid
     for q in QUERIES:
-        assert ([h.unit.uid for h in Retriever(idx).search(q, k=5)]
-                == [h.unit.uid for h in Retriever(reference).search(q, k=5)]), q
+        assert [h.unit.uid for h in Retriever(idx).search(q, k=5)] == [
+            h.unit.uid for h in Retriever(reference).search(q, k=5)
+        ], q
     assert not (idx / sharded.SHARDS).exists()
 
 
@@ -92,7 +111,7 @@ def test_two_processes_build_the_one_process_index(corpus, reference, tmp_path):
     idx = tmp_path / "idx"
     run = subprocess.run(_cmd(corpus, idx), check=False, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert run.returncode == 0, run.stderr[-3000:]
-    summary = json.loads(run.stdout[run.stdout.index("{"):])
+    summary = json.loads(run.stdout[run.stdout.index("{") :])
     assert_same_index(idx, reference)
     assert summary["files_indexed"] == 23 and summary["total_units"] == Store(reference).count_units()
     assert [p for p, why in summary["skipped"] if "duplicate of" in why] == [str(corpus / "doc_03_copy.txt")]
@@ -137,20 +156,28 @@ def test_sigkill_a_worker_then_the_merge_then_rerun(corpus, reference, tmp_path)
     try:
         # 1. Rank 1 dies mid-shard: nothing is merged, its committed batches stay in its shard.
         with open(tmp_path / "stderr", "wb") as err:
-            launcher = subprocess.Popen(_cmd(corpus, idx), env=env, cwd=REPO, start_new_session=True,
-                                        stdout=subprocess.DEVNULL, stderr=err)
+            launcher = subprocess.Popen(
+                _cmd(corpus, idx), env=env, cwd=REPO, start_new_session=True, stdout=subprocess.DEVNULL, stderr=err
+            )
             _kill_when(launcher, 1, lambda: _units(shard1) >= 2, "rank 1 committed a batch")
         kept = _units(shard1)
         assert kept >= 2 and _units(idx / DB_NAME) == 0
         assert "rerun the same command to finish" in (tmp_path / "stderr").read_text()
         # 2. The rerun's rank 0 dies mid-merge: the index holds whole files only, the shards stay.
-        launcher = subprocess.Popen(_cmd(corpus, idx), env=env, cwd=REPO, start_new_session=True,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        launcher = subprocess.Popen(
+            _cmd(corpus, idx),
+            env=env,
+            cwd=REPO,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         _kill_when(launcher, 0, lambda: _units(idx / DB_NAME) > 0, "the merge began")
         assert (idx / sharded.SHARDS).is_dir(), "the kill did not land mid-merge"
         merged = Store(idx)
-        assert merged.duplicate_uids() == 0 and all(f.n_units == len(merged.pending(f.path).units)
-                                                    for f in merged.files())
+        assert merged.duplicate_uids() == 0 and all(
+            f.n_units == len(merged.pending(f.path).units) for f in merged.files()
+        )
         merged.close()
         assert _units(shard1) >= kept  # nothing rank 1 committed was lost
     finally:
@@ -170,14 +197,16 @@ def test_merge_refuses_unfinished_or_failed_shards(corpus, reference, tmp_path):
     with pytest.raises(RetrievalError, match=r"ranks \[1\].*not finished"):
         sharded.merge(idx, plan, cfg, planned)
     (sharded.shard_dir(idx, 1)).mkdir(parents=True)
-    (sharded.shard_dir(idx, 1) / sharded.DONE).write_text(json.dumps(
-        {"run": plan.run, "rank": 1, "ok": False, "error": "CUDA out of memory"}))
+    (sharded.shard_dir(idx, 1) / sharded.DONE).write_text(
+        json.dumps({"run": plan.run, "rank": 1, "ok": False, "error": "CUDA out of memory"})
+    )
     with pytest.raises(RetrievalError, match="rank 1 .*failed .*CUDA out of memory.*nothing was merged"):
         sharded.merge(idx, plan, cfg, planned)
     assert _units(idx / DB_NAME) == 0
     # A stale done.json of an earlier run does not count either.
-    (sharded.shard_dir(idx, 1) / sharded.DONE).write_text(json.dumps({"run": "earlier", "rank": 1, "ok": True,
-                                                                     "summary": {}}))
+    (sharded.shard_dir(idx, 1) / sharded.DONE).write_text(
+        json.dumps({"run": "earlier", "rank": 1, "ok": True, "summary": {}})
+    )
     with pytest.raises(RetrievalError, match="not finished"):
         sharded.merge(idx, plan, cfg, planned)
     sharded.run_shard(idx, plan, 1, cfg)

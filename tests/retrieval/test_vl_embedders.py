@@ -24,8 +24,9 @@ def _drop_lm_head(path):
     from safetensors.torch import load_file, save_file
 
     file = path / "model.safetensors"
-    save_file({k: v for k, v in load_file(file).items() if not k.startswith("lm_head")}, file,
-              metadata={"format": "pt"})
+    save_file(
+        {k: v for k, v in load_file(file).items() if not k.startswith("lm_head")}, file, metadata={"format": "pt"}
+    )
     return path
 
 
@@ -114,7 +115,7 @@ def test_pixel_budget(emb):
     for size in ((1600, 1200), (20, 20)):
         thw = emb.inputs(emb.image_prompts(1), [_image(5, size=size)])["image_grid_thw"][0]
         tokens = int(thw.prod()) // 4
-        assert emb.min_pixels // grid ** 2 <= tokens <= emb.max_pixels // grid ** 2
+        assert emb.min_pixels // grid**2 <= tokens <= emb.max_pixels // grid**2
 
 
 # ---------------------------------------------------------------------------------------------- errors

@@ -52,18 +52,29 @@ class FakeVLLM:
         model = self.models.get(body.get("model", ""))
         if model is None:
             return 404, json.dumps({"error": {"message": f"The model `{body.get('model')}` does not exist."}})
-        sampler = TextPolicy(model, self.tokenizer, float(body.get("temperature", 1.0)),
-                             int(body.get("max_tokens", 16)))
+        sampler = TextPolicy(
+            model, self.tokenizer, float(body.get("temperature", 1.0)), int(body.get("max_tokens", 16))
+        )
         gen, logp = sampler.sample(sampler.encode(body["messages"]))
         ids, lps = gen.tolist(), logp.tolist()
         finish = "length"
         if ids and ids[-1] in sampler.stop_ids:  # vLLM reports a stop, and leaves the stop token out
             ids, lps, finish = ids[:-1], lps[:-1], "stop"
         as_ids = body.get("return_tokens_as_token_ids")
-        content = [{"token": f"token_id:{i}" if as_ids else self.tokenizer.decode([i]), "logprob": lp}
-                   for i, lp in zip(ids, lps)] if body.get("logprobs") else None
-        choice = {"index": 0, "message": {"role": "assistant", "content": self.tokenizer.decode(ids)},
-                  "logprobs": {"content": content} if content is not None else None, "finish_reason": finish}
+        content = (
+            [
+                {"token": f"token_id:{i}" if as_ids else self.tokenizer.decode([i]), "logprob": lp}
+                for i, lp in zip(ids, lps)
+            ]
+            if body.get("logprobs")
+            else None
+        )
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": self.tokenizer.decode(ids)},
+            "logprobs": {"content": content} if content is not None else None,
+            "finish_reason": finish,
+        }
         return 200, json.dumps({"object": "chat.completion", "choices": [choice]})
 
     def _handler(self):

@@ -6,10 +6,18 @@ import shutil
 import pytest
 
 QUESTIONS = [
-    {"id": "staff", "question": "How many people does the Tampere factory employ?", "answer": ["85"],
-     "evidence": [{"file": "tampere_factory_notes.md"}]},
-    {"id": "revenue", "question": "What was total revenue in 2025?", "answer": ["48.6 million dollars"],
-     "evidence": [{"file": "aurora_annual_report_2025.pdf", "page": 1}]},
+    {
+        "id": "staff",
+        "question": "How many people does the Tampere factory employ?",
+        "answer": ["85"],
+        "evidence": [{"file": "tampere_factory_notes.md"}],
+    },
+    {
+        "id": "revenue",
+        "question": "What was total revenue in 2025?",
+        "answer": ["48.6 million dollars"],
+        "evidence": [{"file": "aurora_annual_report_2025.pdf", "page": 1}],
+    },
 ]
 
 
@@ -29,5 +37,6 @@ def parity_reward(monkeypatch):
     import rl.rollout
 
     calls = iter(range(10_000))
-    monkeypatch.setattr(rl.rollout, "score", lambda trace, item, reward="vimrag", judge=None:
-                        float(next(calls) % 2 == 0))
+    monkeypatch.setattr(
+        rl.rollout, "score", lambda trace, item, reward="vimrag", judge=None: float(next(calls) % 2 == 0)
+    )

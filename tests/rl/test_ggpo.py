@@ -9,8 +9,20 @@ import torch
 from agent.events import StepRecord, Trace
 from eval.datasets import Gold
 from memory_graph.graph import MemoryGraph
-from rl.ggpo import (all_masked, answer_ancestors, batched_group_advantages, group_advantages, is_success, k3_kl,
-                     method_level, method_loss, ppo_clip_loss, segment_weights, step_masks, valid_retrievals)
+from rl.ggpo import (
+    all_masked,
+    answer_ancestors,
+    batched_group_advantages,
+    group_advantages,
+    is_success,
+    k3_kl,
+    method_level,
+    method_loss,
+    ppo_clip_loss,
+    segment_weights,
+    step_masks,
+    valid_retrievals,
+)
 
 NEG_INF = float("-inf")
 
@@ -36,20 +48,43 @@ def failed_trace() -> Trace:
     for nid in ("s1", "s2", "s3"):
         g.add_node(nid, "search", ["root"])
     g.add_node("a1", "answer", ["s3"])
-    units = {"Picture 1": ("u1", "/docs/a.pdf", 1), "Picture 2": ("u2", "/docs/b.pdf", 7),
-             "Picture 3": ("u3", "/docs/b.pdf", 8), "Picture 4": ("u4", "/docs/a.pdf", 2)}
-    evidence = {i: {"info_id": i, "unit": {"uid": u, "source": src, "page": p}, "parent": ""}
-                for i, (u, src, p) in units.items()}
+    units = {
+        "Picture 1": ("u1", "/docs/a.pdf", 1),
+        "Picture 2": ("u2", "/docs/b.pdf", 7),
+        "Picture 3": ("u3", "/docs/b.pdf", 8),
+        "Picture 4": ("u4", "/docs/a.pdf", 2),
+    }
+    evidence = {
+        i: {"info_id": i, "unit": {"uid": u, "source": src, "page": p}, "parent": ""}
+        for i, (u, src, p) in units.items()
+    }
     events = [
         {"type": "search_results", "step": 1, "node_id": "s1", "results": [{"info_id": "Picture 1"}]},
-        {"type": "search_results", "step": 3, "node_id": "s2",
-         "results": [{"info_id": "Picture 3"}, {"info_id": "Picture 2"}]},
-        {"type": "search_results", "step": 5, "node_id": "s3",
-         "results": [{"info_id": "Picture 4"}, {"info_id": "Picture 404"}]},  # missing evidence is skipped
+        {
+            "type": "search_results",
+            "step": 3,
+            "node_id": "s2",
+            "results": [{"info_id": "Picture 3"}, {"info_id": "Picture 2"}],
+        },
+        {
+            "type": "search_results",
+            "step": 5,
+            "node_id": "s3",
+            "results": [{"info_id": "Picture 4"}, {"info_id": "Picture 404"}],
+        },  # missing evidence is skipped
     ]
     steps = steps_of("s1", "s1", "s2", "s2", "s3", "s3", "a1")
-    return Trace(question="q", protocol="vimrag", backend="fake", status="answered", answer="wrong",
-                 graph=g.to_dict(), evidence=evidence, steps=steps, events=events)
+    return Trace(
+        question="q",
+        protocol="vimrag",
+        backend="fake",
+        status="answered",
+        answer="wrong",
+        graph=g.to_dict(),
+        evidence=evidence,
+        steps=steps,
+        events=events,
+    )
 
 
 def gold_pred(golds: list[Gold]):
@@ -129,8 +164,15 @@ def test_all_masked_edge_cases():
     assert masks == [1.0, 1.0] and all_masked(masks)
     # Such a trajectory contributes exactly zero gradient.
     new = torch.randn(2, 3, requires_grad=True)  # (S, L)
-    loss, _ = ppo_clip_loss(new, torch.zeros(2, 3), torch.ones(2, 3), torch.tensor([1.0, 1.0]),
-                            segment_weights("ggpo", masks), logp_ref=torch.zeros(2, 3), kl_coef=0.1)
+    loss, _ = ppo_clip_loss(
+        new,
+        torch.zeros(2, 3),
+        torch.ones(2, 3),
+        torch.tensor([1.0, 1.0]),
+        segment_weights("ggpo", masks),
+        logp_ref=torch.zeros(2, 3),
+        kl_coef=0.1,
+    )
     loss.backward()
     assert loss.item() == 0.0 and torch.equal(new.grad, torch.zeros(2, 3))
     assert all_masked([]) and not all_masked([1.0, 0.0])
@@ -246,8 +288,7 @@ def test_k3_kl_value_gradient_and_zero_when_ref_equals_new():
     new = torch.zeros(1, 2, requires_grad=True)  # (S, L)
     ref = torch.tensor([[0.5, 123.0]])  # (S, L); the padding slot must not count
     mask = torch.tensor([[1.0, 0.0]])  # (S, L)
-    loss, stats = ppo_clip_loss(new, torch.zeros(1, 2), mask, torch.zeros(1), torch.ones(1), logp_ref=ref,
-                                kl_coef=0.1)
+    loss, stats = ppo_clip_loss(new, torch.zeros(1, 2), mask, torch.zeros(1), torch.ones(1), logp_ref=ref, kl_coef=0.1)
     assert stats["kl"] == pytest.approx(math.exp(0.5) - 1.5)
     assert loss.item() == pytest.approx(stats["policy_loss"] + 0.1 * stats["kl"])
     loss.backward()
@@ -319,8 +360,17 @@ def test_zero_weight_segment_gets_exactly_zero_gradient(level, norm):
     ref = torch.randn(3, 5) * 0.3  # (S, L)
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 1, 0, 0, 0]], dtype=torch.float32)  # (S, L)
     weights = torch.tensor([1.0, 0.0, 1.0])  # (S,)
-    loss, _ = ppo_clip_loss(new, old, mask, torch.tensor([0.7, -1.3, -0.4]), weights, logp_ref=ref,
-                            level=level, length_norm=norm, kl_coef=0.05)
+    loss, _ = ppo_clip_loss(
+        new,
+        old,
+        mask,
+        torch.tensor([0.7, -1.3, -0.4]),
+        weights,
+        logp_ref=ref,
+        level=level,
+        length_norm=norm,
+        kl_coef=0.05,
+    )
     loss.backward()
     assert torch.equal(new.grad[1], torch.zeros(5))
     assert new.grad[0, :3].abs().sum() > 0 and new.grad[2, :2].abs().sum() > 0
@@ -328,8 +378,17 @@ def test_zero_weight_segment_gets_exactly_zero_gradient(level, norm):
     # and the masked segment's numbers do not move the loss at all
     new2 = new.detach().clone()
     new2[1] += 5.0
-    loss2, _ = ppo_clip_loss(new2, old, mask, torch.tensor([0.7, -1.3, -0.4]), weights, logp_ref=ref,
-                             level=level, length_norm=norm, kl_coef=0.05)
+    loss2, _ = ppo_clip_loss(
+        new2,
+        old,
+        mask,
+        torch.tensor([0.7, -1.3, -0.4]),
+        weights,
+        logp_ref=ref,
+        level=level,
+        length_norm=norm,
+        kl_coef=0.05,
+    )
     assert loss2.item() == pytest.approx(loss.item())
 
 
@@ -358,8 +417,9 @@ def test_loss_shapes_stats_and_bad_inputs():
 def test_no_generated_tokens_gives_zero_loss_that_still_backpropagates():
     new = torch.randn(2, 3, requires_grad=True)  # (S, L)
     for level in ("token", "sequence"):
-        loss, stats = ppo_clip_loss(new, torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(2), torch.ones(2),
-                                    level=level)
+        loss, stats = ppo_clip_loss(
+            new, torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(2), torch.ones(2), level=level
+        )
         loss.backward()
         assert loss.item() == 0.0 and stats["clip_frac"] == 0.0
         assert torch.equal(new.grad, torch.zeros(2, 3))

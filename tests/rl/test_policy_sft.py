@@ -23,8 +23,15 @@ def test_sampled_log_probs_are_reproduced_by_the_training_forward_with_images(ti
     _, model, proc = tiny
     pol = VLPolicy(model, proc, max_new_tokens=8)
     img = Image.new("RGB", (112, 84), (200, 30, 30))
-    msgs = [{"role": "user", "content": [{"type": "text", "text": "What colour is this?"},
-                                         {"type": "image", "image": img, "ref": "Picture 1"}]}]
+    msgs = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What colour is this?"},
+                {"type": "image", "image": img, "ref": "Picture 1"},
+            ],
+        }
+    ]
     text = "".join(pol.stream(msgs))
     seg = pol.segments[-1]
     assert "pixel_values" in seg.inputs and seg.gen_ids.numel() <= 8 and isinstance(text, str)
@@ -42,25 +49,49 @@ def test_sft_trains_on_action_tokens_of_saved_traces(tiny, tmp_path):
     path, model, proc = tiny
     runs = tmp_path / "run" / "traces"
     runs.mkdir(parents=True)
-    reply = '<tool_call>\n{"name": "add_answer_node", "arguments": {"answer": "85", "parent_ids": ["root"]}}\n</tool_call>'
-    for i, ok in enumerate([True, False]):
-        t = Trace(question="How many people?", protocol="vimrag", backend="scripted", status="answered",
-                  answer="85", steps=[
-                      StepRecord(1, [{"role": "user", "content": "How many people work there? 85 people."}],
-                                 output=reply, action={"name": "add_answer_node", "args": {}}),
-                      StepRecord(2, [{"role": "user", "content": "again"}], output="garbage", action=None)])
+    reply = (
+        '<tool_call>\n{"name": "add_answer_node", "arguments": {"answer": "85", "parent_ids": ["root"]}}\n</tool_call>'
+    )
+    for i in range(2):
+        t = Trace(
+            question="How many people?",
+            protocol="vimrag",
+            backend="scripted",
+            status="answered",
+            answer="85",
+            steps=[
+                StepRecord(
+                    1,
+                    [{"role": "user", "content": "How many people work there? 85 people."}],
+                    output=reply,
+                    action={"name": "add_answer_node", "args": {}},
+                ),
+                StepRecord(2, [{"role": "user", "content": "again"}], output="garbage", action=None),
+            ],
+        )
         (runs / f"q{i}.json").write_text(json.dumps(t.to_dict()))
     (tmp_path / "run" / "predictions.jsonl").write_text(
-        json.dumps({"id": "q0", "trace": "traces/q0.json", "score": 1.0}) + "\n"
-        + json.dumps({"id": "q1", "trace": "traces/q1.json", "score": 0.0}) + "\n")
+        json.dumps({"id": "q0", "trace": "traces/q0.json", "score": 1.0})
+        + "\n"
+        + json.dumps({"id": "q1", "trace": "traces/q1.json", "score": 0.0})
+        + "\n"
+    )
     exs = load_examples(str(tmp_path / "run"))
     assert len(exs) == 2 and all(e.target == reply for e in exs)  # malformed replies are not imitated
     assert len(load_examples(str(tmp_path / "run"), min_score=1.0)) == 1
     pol = make_policy(model, proc, True, TrainConfig(model="m", dataset="d"))
     _, n = example_loss(pol, model, exs[0])
     assert n == len(proc.tokenizer(reply + "<|im_end|>", add_special_tokens=False)["input_ids"])  # target only
-    res = train_sft(str(path), str(tmp_path / "run"), str(tmp_path / "out"), epochs=4, lr=3e-3, grad_accum=1,
-                    progress=False, min_score=1.0)
+    res = train_sft(
+        str(path),
+        str(tmp_path / "run"),
+        str(tmp_path / "out"),
+        epochs=4,
+        lr=3e-3,
+        grad_accum=1,
+        progress=False,
+        min_score=1.0,
+    )
     losses = [h["loss"] for h in res["history"]]
     assert res["examples"] == 1 and losses == sorted(losses, reverse=True) and losses[-1] < 0.9 * losses[0], losses
     assert (tmp_path / "out" / "config.json").is_file()

@@ -8,9 +8,18 @@ import pytest
 
 from agent.events import StepRecord, Trace
 from eval.datasets import EvalItem, Gold
-from rl.rewards import (REWARDS, answer_reward, collate_reward_inputs, format_reward, retrieval_reward,
-                        trajectory_reward_inputs, vimrag_binary_reward, vrag_composite_reward, vrag_exact_reward,
-                        vrag_ndcg)
+from rl.rewards import (
+    REWARDS,
+    answer_reward,
+    collate_reward_inputs,
+    format_reward,
+    retrieval_reward,
+    trajectory_reward_inputs,
+    vimrag_binary_reward,
+    vrag_composite_reward,
+    vrag_exact_reward,
+    vrag_ndcg,
+)
 
 
 class StubJudge:
@@ -27,8 +36,7 @@ class StubJudge:
 
 # -- answer -----------------------------------------------------------------------------------------------
 def test_answer_reward_rules_by_format():
-    completions = ["Answer: 18.3%", "There are 12 charts.", "twelve", "Scott Bradly", "the Eiffel Tower.",
-                   "Rome"]
+    completions = ["Answer: 18.3%", "There are 12 charts.", "twelve", "Scott Bradly", "the Eiffel Tower.", "Rome"]
     gold = [["18.29%"], ["12"], ["13"], ["Scott Bradley"], ["Eiffel Tower"], ["Paris"]]
     fmt = ["Float", "Int", "Int", "Str", "", ""]
     out = answer_reward(["q"] * 6, completions, gold=gold, answer_format=fmt)
@@ -37,8 +45,9 @@ def test_answer_reward_rules_by_format():
 
 
 def test_answer_reward_empty_answers_and_conversations():
-    out = answer_reward(["q"] * 3, [None, "  ", [{"role": "assistant", "content": "12"}]],
-                        gold=[["12"]] * 3, answer_format=["Int"] * 3)
+    out = answer_reward(
+        ["q"] * 3, [None, "  ", [{"role": "assistant", "content": "12"}]], gold=[["12"]] * 3, answer_format=["Int"] * 3
+    )
     assert out == [0.0, 0.0, 1.0]
     # answer_format may be left out entirely: generic rules
     assert answer_reward(["q"], ["Paris"], gold=[["paris"]]) == [1.0]
@@ -48,8 +57,9 @@ def test_answer_reward_empty_answers_and_conversations():
 def test_answer_reward_uses_the_judge_and_falls_back_on_unclear_verdicts():
     judge = StubJudge({"twelve-ish": 1.0, "12": None, "13": 0.0})
     prompts = [[{"role": "user", "content": "How many charts?"}]] * 4
-    out = answer_reward(prompts, ["twelve-ish", "12", "13", ""], gold=[["12"]] * 4, answer_format=["Int"] * 4,
-                        judge=judge)
+    out = answer_reward(
+        prompts, ["twelve-ish", "12", "13", ""], gold=[["12"]] * 4, answer_format=["Int"] * 4, judge=judge
+    )
     # judge says yes | unclear -> rules (12 == 12) | judge says no | empty: 0 without asking the judge
     assert out == [1.0, 1.0, 0.0, 0.0]
     assert [c[2] for c in judge.calls] == ["twelve-ish", "12", "13"]
@@ -68,8 +78,9 @@ def test_judge_overrides_rules_in_both_directions():
 def test_retrieval_reward_ndcg_hand_computed():
     g1, g2 = ("a.pdf", 3, None), ("a.pdf", 9, None)
     ranked = [("unit", "u7"), g1, g2]
-    out = retrieval_reward(["q"] * 4, ["x"] * 4, retrieved=[ranked, ranked, [], ranked],
-                           gold_pages=[[g1, g2], [g1], [g1], []])
+    out = retrieval_reward(
+        ["q"] * 4, ["x"] * 4, retrieved=[ranked, ranked, [], ranked], gold_pages=[[g1, g2], [g1], [g1], []]
+    )
     ideal2 = 1 + 1 / math.log2(3)
     assert out[0] == pytest.approx((1 / math.log2(3) + 1 / math.log2(4)) / ideal2)  # 0.6934
     assert out[1] == pytest.approx(1 / math.log2(3))
@@ -80,8 +91,9 @@ def test_retrieval_reward_ndcg_hand_computed():
 
 def test_retrieval_reward_reads_json_lists_as_keys():
     # after a JSON round trip the tuple keys are lists; they must still match
-    out = retrieval_reward(["q"], ["x"], retrieved=[[["unit", "u1"], ["a.pdf", 3, None]]],
-                           gold_pages=[[("a.pdf", 3, None)]])
+    out = retrieval_reward(
+        ["q"], ["x"], retrieved=[[["unit", "u1"], ["a.pdf", 3, None]]], gold_pages=[[("a.pdf", 3, None)]]
+    )
     assert out == [pytest.approx(1 / math.log2(3))]
 
 
@@ -98,9 +110,16 @@ def test_missing_or_misaligned_columns_name_the_fix():
 
 # -- composites -------------------------------------------------------------------------------------------
 def composite_kwargs(n: int, **over):
-    kw = {"gold": [["12"]] * n, "answer_format": ["Int"] * n, "retrieved": [[("x",), ("g",)]] * n,
-          "gold_pages": [[("g",)]] * n, "format_ok": [True] * n, "searched": [True] * n,
-          "replies": ["<search>q</search>\n<answer>12</answer>"] * n, "inserted": [[("x",), ("g",)]] * n}
+    kw = {
+        "gold": [["12"]] * n,
+        "answer_format": ["Int"] * n,
+        "retrieved": [[("x",), ("g",)]] * n,
+        "gold_pages": [[("g",)]] * n,
+        "format_ok": [True] * n,
+        "searched": [True] * n,
+        "replies": ["<search>q</search>\n<answer>12</answer>"] * n,
+        "inserted": [[("x",), ("g",)]] * n,
+    }
     kw.update(over)
     return kw
 
@@ -159,22 +178,42 @@ def make_trace(answer: str | None = "12", malformed: bool = True, search: bool =
         "Picture 4": {"info_id": "Picture 4", "unit": unit("u4", "/d/b.pdf", 5), "parent": ""},
     }
     steps = [
-        StepRecord(1, [], action={"name": "add_search_node", "args": {"query": "q"}} if search else None,
-                   node_id="s1" if search else "", observation="" if search else "not a tool call"),
-        StepRecord(2, [], action=None, observation="malformed tool call: missing 'id'") if malformed
+        StepRecord(
+            1,
+            [],
+            action={"name": "add_search_node", "args": {"query": "q"}} if search else None,
+            node_id="s1" if search else "",
+            observation="" if search else "not a tool call",
+        ),
+        StepRecord(2, [], action=None, observation="malformed tool call: missing 'id'")
+        if malformed
         else StepRecord(2, [], action={"name": "summarize_and_memorize", "args": {}}, node_id="s1"),
         # a well-formed call whose tool failed: not a format error
         StepRecord(3, [], action={"name": "crop", "args": {}}, observation="the crop tool failed: box outside"),
         StepRecord(4, [], action={"name": "add_answer_node", "args": {"answer": answer}}, node_id="a1"),
     ]
     events = [{"type": "search_results", "step": 1, "node_id": "s1", "results": [{"info_id": "Picture 1"}]}]
-    return Trace(question="How many?", protocol="vimrag", backend="fake", status="answered", answer=answer,
-                 evidence=evidence, steps=steps, events=events if search else [])
+    return Trace(
+        question="How many?",
+        protocol="vimrag",
+        backend="fake",
+        status="answered",
+        answer=answer,
+        evidence=evidence,
+        steps=steps,
+        events=events if search else [],
+    )
 
 
 def item(evidence_ok: bool = True) -> EvalItem:
-    return EvalItem(id="q1", question="How many?", answers=["12"], evidence=[Gold("a.pdf", 3)],
-                    answer_format="Int", evidence_ok=evidence_ok)
+    return EvalItem(
+        id="q1",
+        question="How many?",
+        answers=["12"],
+        evidence=[Gold("a.pdf", 3)],
+        answer_format="Int",
+        evidence_ok=evidence_ok,
+    )
 
 
 def test_trajectory_reward_inputs_from_a_trace():
@@ -194,14 +233,25 @@ def test_trajectory_reward_inputs_from_a_trace():
 
 
 def test_trace_columns_feed_the_trl_rewards():
-    rows = [trajectory_reward_inputs(make_trace(malformed=False), item()),
-            trajectory_reward_inputs(make_trace(), item()),
-            trajectory_reward_inputs(make_trace(search=False), item()),
-            trajectory_reward_inputs(make_trace(answer=None), item())]
+    rows = [
+        trajectory_reward_inputs(make_trace(malformed=False), item()),
+        trajectory_reward_inputs(make_trace(), item()),
+        trajectory_reward_inputs(make_trace(search=False), item()),
+        trajectory_reward_inputs(make_trace(answer=None), item()),
+    ]
     completions, kwargs = collate_reward_inputs(rows)
     assert completions == ["12", "12", "12", ""]
-    assert set(kwargs) == {"question", "gold", "answer_format", "retrieved", "gold_pages", "format_ok", "searched",
-                           "replies", "inserted"}
+    assert set(kwargs) == {
+        "question",
+        "gold",
+        "answer_format",
+        "retrieved",
+        "gold_pages",
+        "format_ok",
+        "searched",
+        "replies",
+        "inserted",
+    }
     assert vrag_exact_reward(["q"] * 4, completions, **kwargs) == [0.0] * 4  # no VRAG tags in these replies
     prompts = ["How many?"] * 4
     ndcg = 1 / math.log2(3)

@@ -21,10 +21,24 @@ def tiny_lm(tmp_path_factory):
 def served_config(model, task, out, url, **kw):
     from rl.trainer import TrainConfig
 
-    base = dict(model=str(model), **task, group_size=2, questions_per_update=1, updates=2, lr=5e-2,
-                max_new_tokens=10, max_steps=2, save_every=0, output_dir=str(out), log_with=[], seed=1,
-                temperature=1.0, lora={"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]},
-                rollout="served", rollout_url=url)
+    base = dict(
+        model=str(model),
+        **task,
+        group_size=2,
+        questions_per_update=1,
+        updates=2,
+        lr=5e-2,
+        max_new_tokens=10,
+        max_steps=2,
+        save_every=0,
+        output_dir=str(out),
+        log_with=[],
+        seed=1,
+        temperature=1.0,
+        lora={"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]},
+        rollout="served",
+        rollout_url=url,
+    )
     base.update(kw)
     cfg = TrainConfig(**base)
     cfg.validate()
@@ -41,8 +55,11 @@ def test_served_rollouts_follow_the_trainers_adapter_update_by_update(tiny_lm, t
     # the server sampled with the trainer's weights of that moment, so its log-probs are the trainer's
     assert all(lg["served_logp_gap"] < 1e-4 for lg in logs), [lg["served_logp_gap"] for lg in logs]
     loads = [(p, b["lora_name"]) for p, b in server.calls if "lora_adapter" in p]
-    assert loads == [("/v1/load_lora_adapter", "vimrag-policy-0"), ("/v1/load_lora_adapter", "vimrag-policy-1"),
-                     ("/v1/unload_lora_adapter", "vimrag-policy-0")]
+    assert loads == [
+        ("/v1/load_lora_adapter", "vimrag-policy-0"),
+        ("/v1/load_lora_adapter", "vimrag-policy-1"),
+        ("/v1/unload_lora_adapter", "vimrag-policy-0"),
+    ]
     models = [b["model"] for p, b in server.calls if p == "/v1/chat/completions"]
     assert models == ["vimrag-policy-0"] * 4 + ["vimrag-policy-1"] * 4  # 2 trajectories x 2 steps per update
     sent = next(b for p, b in server.calls if p == "/v1/chat/completions")
@@ -58,11 +75,15 @@ def test_concurrent_served_rollouts_keep_groups_and_segments_apart(tiny_lm, task
     from rl.trainer import Trainer
 
     with FakeVLLM(tiny_lm) as server:
-        tr = Trainer(served_config(tiny_lm, task, tmp_path / "run", server.url, rollout_workers=4,
-                                   questions_per_update=2, updates=1))
+        tr = Trainer(
+            served_config(
+                tiny_lm, task, tmp_path / "run", server.url, rollout_workers=4, questions_per_update=2, updates=1
+            )
+        )
         log = tr.step()
         # 2 questions x 2 trajectories x 2 steps, each segment recomputed against the prompt it was sampled for
         assert log["segments"] == 8 and log["served_logp_gap"] < 1e-4
+
         def first_line(content):  # an all-text turn travels as one string, as the VimRAG demo sends it
             return (content if isinstance(content, str) else content[0]["text"]).splitlines()[0]
 
@@ -76,8 +97,9 @@ def test_concurrent_served_rollouts_keep_groups_and_segments_apart(tiny_lm, task
 
         local = make_policy(tr.acc.unwrap_model(tr.model), tr.proc, tr.is_vl, tr.cfg)
         jobs = [(item, tr.agent_config(item)) for item in tr.ds.items]
-        groups = rollout_concurrent([ServedPolicy(local, tr.client, "vimrag-policy-0") for _ in range(3)],
-                                    tr.get_retriever(), jobs, 2)
+        groups = rollout_concurrent(
+            [ServedPolicy(local, tr.client, "vimrag-policy-0") for _ in range(3)], tr.get_retriever(), jobs, 2
+        )
     for (item, _), trajs in zip(jobs, groups):
         assert len(trajs) == 2 and all(t.item_id == item.id for t in trajs)
         for t in trajs:

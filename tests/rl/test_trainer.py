@@ -25,8 +25,20 @@ def tiny_vl(tmp_path_factory):
 def config(tiny_vl, task, out, **kw):
     from rl.trainer import TrainConfig
 
-    base = dict(model=str(tiny_vl), **task, group_size=2, questions_per_update=1, updates=1, lr=1e-2,
-                max_new_tokens=12, max_steps=2, save_every=1, output_dir=str(out), log_with=[], seed=3)
+    base = dict(
+        model=str(tiny_vl),
+        **task,
+        group_size=2,
+        questions_per_update=1,
+        updates=1,
+        lr=1e-2,
+        max_new_tokens=12,
+        max_steps=2,
+        save_every=1,
+        output_dir=str(out),
+        log_with=[],
+        seed=3,
+    )
     base.update(kw)
     cfg = TrainConfig(**base)
     cfg.validate()
@@ -37,8 +49,9 @@ def params(model) -> torch.Tensor:
     return torch.cat([p.detach().flatten().clone() for p in model.parameters()])
 
 
-def test_rollout_and_one_update_change_the_weights_and_train_only_generated_tokens(tiny_vl, task, tmp_path,
-                                                                                   parity_reward):
+def test_rollout_and_one_update_change_the_weights_and_train_only_generated_tokens(
+    tiny_vl, task, tmp_path, parity_reward
+):
     from rl.trainer import Trainer
 
     tr = Trainer(config(tiny_vl, task, tmp_path / "run"))
@@ -90,8 +103,17 @@ def test_vimrag_train_runs_the_shipped_config(tiny_vl, mixed_index, tmp_path, ca
     idx = tmp_path / "idx"
     shutil.copytree(mixed_index, idx)
     out = tmp_path / "run"
-    code = main(["train", "--config", str(REPO / "rl/configs/tiny_cpu.yaml"), f"model={tiny_vl}",
-                 f"output_dir={out}", f"index={idx}", "-q"])
+    code = main(
+        [
+            "train",
+            "--config",
+            str(REPO / "rl/configs/tiny_cpu.yaml"),
+            f"model={tiny_vl}",
+            f"output_dir={out}",
+            f"index={idx}",
+            "-q",
+        ]
+    )
     assert code == 0
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in rows] == [1, 2] and all(r["segments"] > 0 for r in rows)
@@ -121,13 +143,26 @@ def test_two_processes_give_the_gradients_of_one_process_on_the_doubled_batch(tm
     model = build_tiny_causal_lm(tmp_path / "lm")
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     worker = str(REPO / "tests/rl/dist_worker.py")
-    one = subprocess.run([sys.executable, worker, str(model), str(tmp_path / "g1.pt")], env=env,
-                         capture_output=True, text=True, timeout=300)
+    one = subprocess.run(
+        [sys.executable, worker, str(model), str(tmp_path / "g1.pt")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert one.returncode == 0, one.stderr[-2000:]
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                str(29500 + os.getpid() % 1000)]
-    two = subprocess.run(torchrun + [worker, str(model), str(tmp_path / "g2.pt")], env=env, capture_output=True,
-                         text=True, timeout=300)
+    torchrun = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(29500 + os.getpid() % 1000),
+    ]
+    two = subprocess.run(
+        torchrun + [worker, str(model), str(tmp_path / "g2.pt")], env=env, capture_output=True, text=True, timeout=300
+    )
     assert two.returncode == 0, two.stderr[-2000:]
     g1, g2 = torch.load(tmp_path / "g1.pt"), torch.load(tmp_path / "g2.pt")
     assert g1.abs().sum() > 0
@@ -140,10 +175,32 @@ def test_vimrag_train_under_accelerate_launch_with_two_cpu_processes(tiny_vl, mi
     shutil.copytree(mixed_index, idx)
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "2", "--num_machines", "1",
-           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
-           str(29600 + os.getpid() % 1000), "-m", "app.cli", "train", "--config", str(REPO / "rl/configs/tiny_cpu.yaml"),
-           f"model={tiny_vl}", f"output_dir={out}", f"index={idx}", "questions_per_update=2", "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--cpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(29600 + os.getpid() % 1000),
+        "-m",
+        "app.cli",
+        "train",
+        "--config",
+        str(REPO / "rl/configs/tiny_cpu.yaml"),
+        f"model={tiny_vl}",
+        f"output_dir={out}",
+        f"index={idx}",
+        "questions_per_update=2",
+        "-q",
+    ]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert run.returncode == 0, run.stderr[-3000:]
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
@@ -164,7 +221,9 @@ def test_vimrag_train_searches_through_a_server(tiny_vl, mixed_index, tmp_path):
     idx = tmp_path / "idx"
     shutil.copytree(mixed_index, idx)
     with search_server(idx) as url:
-        assert main([*args, f"output_dir={tmp_path / 'run'}", f"index={tmp_path / 'unused'}", "--search-url", url,
-                     "-q"]) == 0
+        assert (
+            main([*args, f"output_dir={tmp_path / 'run'}", f"index={tmp_path / 'unused'}", "--search-url", url, "-q"])
+            == 0
+        )
     assert json.loads((tmp_path / "run" / "config.json").read_text())["search_url"] == url
     assert not (tmp_path / "unused").exists()  # nothing was indexed here
