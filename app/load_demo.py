@@ -1,7 +1,7 @@
 """Bounded load check of the web demo: N browser-like sessions ask at once on loopback.
 
-    python -m eval.load_demo                                # 8 sessions, 60 s budget, app started in-process
-    python -m eval.load_demo --url http://127.0.0.1:7871 --sessions 4 --budget-s 30
+    python -m app.load_demo                                # 8 sessions, 60 s budget, app started in-process
+    python -m app.load_demo --url http://127.0.0.1:7871 --sessions 4 --budget-s 30
 
 Each session is a thread with its own gradio_client Client asking a different demo question (cycling
 assets/questions.jsonl) through `/ask`, all submitted together. The app answers `concurrency` questions at
@@ -27,7 +27,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from eval.demo_questions import ask, connect, fmt_s, start_app
+from app.demo_questions import ask, connect, fmt_s, start_app
 
 MAX_BUDGET_S = 600.0  # the check never runs longer than this, whatever --budget-s says
 

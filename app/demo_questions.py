@@ -1,8 +1,8 @@
 """Ask every demo question through the running web demo, as a browser would, and time what users see.
 
-    python -m eval.demo_questions                          # starts the app in-process on a fresh workdir
-    python -m eval.demo_questions --url http://127.0.0.1:7871 --out bench_out/demo_questions.jsonl
-    python -m eval.demo_questions --workdir /tmp/demo_ws --limit 3
+    python -m app.demo_questions                          # starts the app in-process on a fresh workdir
+    python -m app.demo_questions --url http://127.0.0.1:7871 --out bench_out/demo_questions.jsonl
+    python -m app.demo_questions --workdir /tmp/demo_ws --limit 3
 
 Each question in assets/questions.jsonl goes to the public `/ask` endpoint with gradio_client (default
 settings and scope), and the streamed updates are watched client side:
@@ -10,7 +10,8 @@ settings and scope), and the streamed updates are watched client side:
 - first step s: submit -> the first chat update holding a step message (metadata title "Step N ..."),
   i.e. how long a user looks at an empty chat (queue wait included);
 - answer s: submit -> the update carrying the final answer message (role assistant, no title);
-- correct: `simple_match` of the answer text (the part before "**Sources**") against the gold answers;
+- correct: `vimrag eval`'s score (`eval.answer_metrics.score_item`) of the answer text (the part before
+  "**Sources**") against the gold answers is 1;
 - error: a message titled "Error" / "Cannot start", a final status starting "Error", an exception from
   the endpoint, no answer message, or no answer before the deadline;
 - cites / ev: the answer lists sources, and one of them is a gold evidence file.
@@ -18,7 +19,7 @@ settings and scope), and the streamed updates are watched client side:
 Output files (gallery pictures, graph PNGs) are not downloaded: we time the app, not the client's copies.
 Without --url the app is started in this process the way `vimrag demo` starts it (index the bundled
 corpus, warm up the embedded policy, DemoApp.launch on a free loopback port) and closed at the end.
-Exit code 1 when any question errored. `eval.load_demo` reuses `start_app` and `ask` from here.
+Exit code 1 when any question errored. `app.load_demo` reuses `start_app` and `ask` from here.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from typing import Any, Callable
 
 from tqdm import tqdm
 
+from eval.answer_metrics import score_item
 from eval.bench_server import free_port
-from eval.smoke_agent import simple_match
 
 POLL_S = 0.02  # how often a job's streamed outputs are read; the timing resolution of every figure
 STEP_TITLE = re.compile(r"^\W*Step \d+")  # "💭 Step 3: thinking", "Step 3 · Crop ..." (not "Step limit")
@@ -182,7 +183,8 @@ def _score(row: dict[str, Any], last, q: dict[str, Any]) -> dict[str, Any]:
     text = _text(final)
     answer, _, sources = text.partition("**Sources**")
     row["answer"] = answer.split("<sub>")[0].strip()
-    row["correct"] = simple_match(row["answer"], q.get("answer", []))
+    gold = {"pred": row["answer"], "gold": q.get("answer", []), "answer_format": q.get("answer_format", "")}
+    row["correct"] = score_item(gold)["score"] >= 1.0
     cited = [ln for ln in sources.split("<sub>")[0].splitlines() if re.match(r"\s*\d+\.", ln)]
     row["cites"] = bool(cited)
     gold_files = {e["file"] for e in q.get("evidence", []) if e.get("file")}

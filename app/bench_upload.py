@@ -1,7 +1,7 @@
 """How long the demo takes to index an uploaded 100-page text PDF, measured through gradio_client.
 
-    python -m eval.bench_upload                 # 100 pages, the demo on the bundled corpus
-    python -m eval.bench_upload --pages 300
+    python -m app.bench_upload                 # 100 pages, the demo on the bundled corpus
+    python -m app.bench_upload --pages 300
 
 Each configuration runs in its own process: MiniLM on torch (the default, the baseline) and on ONNX Runtime
 (VIMRAG_TEXT_BACKEND=onnx). It starts the demo on a fresh workspace over the bundled corpus (indexed first, untimed,
@@ -99,7 +99,7 @@ def main() -> None:
     for name, backend in (("MiniLM on torch (default)", "torch"), ("MiniLM on ONNX Runtime", "onnx")):
         env = dict(os.environ, VIMRAG_TEXT_BACKEND=backend, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
         out = subprocess.run(
-            [sys.executable, "-m", "eval.bench_upload", "--child", "--pages", str(args.pages)],
+            [sys.executable, "-m", "app.bench_upload", "--child", "--pages", str(args.pages)],
             env=env,
             capture_output=True,
             text=True,
