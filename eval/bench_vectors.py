@@ -60,6 +60,7 @@ from tqdm import tqdm
 from retrieval import index as vindex
 from retrieval import late_interaction
 from retrieval.index import VectorIndex
+from retrieval.index_base import get_faiss
 from retrieval.late_interaction import MultiVectorIndex
 
 # ---------------------------------------------------------------- helpers
@@ -67,7 +68,7 @@ from retrieval.late_interaction import MultiVectorIndex
 
 def set_threads(n: int) -> None:
     """FAISS's OpenMP pool and numpy's BLAS pool to n threads (BLAS via threadpoolctl when installed)."""
-    vindex._faiss().omp_set_num_threads(n)
+    get_faiss().omp_set_num_threads(n)
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
@@ -443,7 +444,7 @@ def mv_worker(args) -> dict:
         del docs
         mvi.save(path)
         return dict(out, file_bytes=os.path.getsize(path))
-    vindex._faiss()
+    get_faiss()
     base = _rss_bytes()  # interpreter, numpy and faiss, before the index
     mvi = MultiVectorIndex.load(path)
     loaded = _rss_bytes()
@@ -588,7 +589,7 @@ def main(argv: list[str] | None = None) -> None:
         print("MVRESULT " + json.dumps(mv_worker(args)))
         return
 
-    faiss = vindex._faiss()
+    faiss = get_faiss()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"# bench_vectors: {platform.machine()}, {os.cpu_count()} cores (load {load:.1f} at start), "

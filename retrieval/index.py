@@ -11,27 +11,25 @@ is the inner product (cosine).
   and it reaches recall@10 1.000 at ~29x the speed of exact search where HNSW stays below 0.9 even
   at efSearch 256. Search can be restricted to allowed ids; small allowed sets are scored exactly,
   and a filtered search that comes back short of k hits is redone exactly.
-- Late interaction (`MultiVectorIndex`, `maxsim_scores`) lives in `retrieval/late_interaction.py` and
-  builds on the helpers here.
+- Late interaction (`MultiVectorIndex`, `maxsim_scores`) lives in `retrieval/late_interaction.py`. Both
+  indexes share their input checks (`retrieval/index_base.py`) and their file format
+  (`retrieval/index_file.py`: one file each, written atomically, so a crash while saving leaves the
+  previous file intact).
 
-Both indexes save to one file, atomically: a crash while saving leaves the previous file intact.
 Not here on purpose: deletion (rebuild from the store instead) and any knowledge of units or files.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import struct
-import tempfile
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from retrieval.errors import IndexOpenError, missing_dependency
+from retrieval.errors import IndexOpenError
+from retrieval.index_base import as_ids, as_matrix, check_k, check_unique, contains, get_faiss, sorted_unique, top_k
+from retrieval.index_file import read_container, save_container
 
-THREADS_ENV = "VIMRAG_FAISS_THREADS"
 KINDS = ("auto", "flat", "ivf", "hnsw")
 
 # Defaults tuned with `python -m eval.bench_vectors` (dim 384, up to 1M clustered vectors, 2 cores).
@@ -54,173 +52,6 @@ _MAX_FILTER_WIDEN = 4  # filtered approximate search widens nprobe / efSearch by
 # factor of that count it is retrained on everything (geometric growth keeps the amortised cost linear).
 _IVF_RETRAIN_GROWTH = 4
 _IVF_TRAIN_PER_LIST = 50  # k-means sample: this many vectors per list (faiss asks for at least 39)
-
-_MAGIC = b"VIMRAG-FAISS\n"
-_FORMAT = 1
-_faiss_module = None
-
-
-def _faiss():
-    """Import faiss once, with its OpenMP pool sized from $VIMRAG_FAISS_THREADS (default: all cores)."""
-    global _faiss_module
-    if _faiss_module is None:
-        try:
-            import faiss
-        except ImportError as e:
-            raise missing_dependency("faiss-cpu", purpose="vector search") from e
-        raw = os.environ.get(THREADS_ENV, "").strip()
-        try:
-            threads = int(raw) if raw else (os.cpu_count() or 1)
-        except ValueError:
-            raise ValueError(f"${THREADS_ENV}={raw!r} is not an integer; set it to a thread count like 2") from None
-        faiss.omp_set_num_threads(max(1, threads))
-        _faiss_module = faiss
-    return _faiss_module
-
-
-# ---------------------------------------------------------------- input checks
-
-
-def _as_matrix(x: Any, dim: int, what: str) -> np.ndarray:
-    """A C-contiguous float32 (n, dim) copy-or-view of `x`, or a ValueError saying what is wrong."""
-    arr = np.asarray(x)
-    if arr.ndim == 1 and arr.shape[0] == dim:
-        arr = arr[None, :]
-    if arr.ndim != 2 or arr.shape[1] != dim:
-        raise ValueError(f"{what} has shape {arr.shape}; expected (n, {dim}) for this {dim}-d index")
-    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
-        raise ValueError(f"{what} has dtype {arr.dtype}; expected float32 vectors")
-    arr = np.ascontiguousarray(arr, dtype=np.float32)
-    bad = ~np.isfinite(arr).all(axis=1)
-    if bad.any():
-        rows = np.flatnonzero(bad)[:5].tolist()
-        raise ValueError(f"{what} has NaN or inf in rows {rows}; fix the embedder output before indexing")
-    return arr
-
-
-def _as_ids(ids: Any, what: str, n: int | None = None) -> np.ndarray:
-    arr = np.asarray(ids)
-    if arr.ndim != 1:
-        raise ValueError(f"{what} has shape {arr.shape}; expected a 1-d array of int64 ids")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"{what} has dtype {arr.dtype}; ids must be integers")
-    arr = arr.astype(np.int64, copy=False)
-    if n is not None and len(arr) != n:
-        raise ValueError(f"{what} has {len(arr)} ids but there are {n} vectors; give one id per vector")
-    if arr.size and arr.min() < 0:
-        raise ValueError(f"{what} contains negative ids; ids must be >= 0 because -1 marks empty result slots")
-    return arr
-
-
-def _check_unique(ids: np.ndarray, existing_sorted: np.ndarray, what: str) -> None:
-    uniq, counts = np.unique(ids, return_counts=True)
-    if (counts > 1).any():
-        raise ValueError(f"{what} repeats ids {uniq[counts > 1][:5].tolist()}; each id may appear once")
-    clash = uniq[_contains(existing_sorted, uniq)]
-    if clash.size:
-        raise ValueError(
-            f"ids {clash[:5].tolist()} are already in the index; indexes have no update, so rebuild from the store"
-        )
-
-
-def _contains(sorted_arr: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Boolean mask: which `values` occur in `sorted_arr`."""
-    if sorted_arr.size == 0:
-        return np.zeros(len(values), dtype=bool)
-    at = np.searchsorted(sorted_arr, values).clip(max=len(sorted_arr) - 1)
-    return sorted_arr[at] == values
-
-
-def _check_k(k: int) -> int:
-    if int(k) != k or k < 1:
-        raise ValueError(f"k={k!r} is invalid; ask for at least one result (k >= 1)")
-    return int(k)
-
-
-def _top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-row top-k of a (nq, n) score matrix: (scores, column indices), best first, -1/-inf padded."""
-    nq, n = scores.shape
-    out_s = np.full((nq, k), -np.inf, dtype=np.float32)
-    out_i = np.full((nq, k), -1, dtype=np.int64)
-    if n == 0:
-        return out_s, out_i
-    kk = min(k, n)
-    part = np.argpartition(-scores, kk - 1, axis=1)[:, :kk] if kk < n else np.tile(np.arange(n), (nq, 1))
-    part_s = np.take_along_axis(scores, part, axis=1)  # (nq, kk)
-    order = np.argsort(-part_s, axis=1, kind="stable")
-    out_s[:, :kk] = np.take_along_axis(part_s, order, axis=1)
-    out_i[:, :kk] = np.take_along_axis(part, order, axis=1)
-    return out_s, out_i
-
-
-# ---------------------------------------------------------------- atomic files
-
-
-def atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
-    """Write `path` through a temp file in the same folder: fsync, then os.replace, then fsync the folder.
-
-    If `write` raises (or the process dies) the old file stays as it was and the temp file is removed.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:  # make the rename itself durable; not every platform lets us open a folder
-        dfd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
-
-
-def _write_container(f, meta: dict, arrays: dict[str, np.ndarray], index) -> None:
-    """File layout: magic, u64 json length, json meta, the named .npy arrays, then the FAISS index."""
-    faiss = _faiss()
-    meta = dict(meta, format=_FORMAT, arrays=list(arrays))
-    blob = json.dumps(meta).encode()
-    f.write(_MAGIC)
-    f.write(struct.pack("<Q", len(blob)))
-    f.write(blob)
-    for arr in arrays.values():
-        np.lib.format.write_array(f, np.ascontiguousarray(arr), allow_pickle=False)
-    faiss.write_index(index, faiss.PyCallbackIOWriter(f.write))
-
-
-def _read_container(path: str | os.PathLike, expect: str) -> tuple[dict, dict[str, np.ndarray], Any]:
-    faiss = _faiss()
-    path = Path(path)
-    if not path.is_file():
-        raise IndexOpenError(f"{path}: no index file here; build the index first (or rebuild it from the store)")
-    with open(path, "rb") as f:
-        try:
-            if f.read(len(_MAGIC)) != _MAGIC:
-                raise ValueError("bad header")
-            (n,) = struct.unpack("<Q", f.read(8))
-            meta = json.loads(f.read(n))
-            if meta.get("format") != _FORMAT or meta.get("type") != expect:
-                raise ValueError(f"holds a {meta.get('type')} (format {meta.get('format')}), not a {expect}")
-            arrays = {name: np.lib.format.read_array(f, allow_pickle=False) for name in meta["arrays"]}
-            index = faiss.read_index(faiss.PyCallbackIOReader(f.read))
-        except (ValueError, KeyError, struct.error, RuntimeError, EOFError) as e:
-            raise IndexOpenError(
-                f"{path}: not a readable VimRAG {expect} file ({e}); delete it and rebuild from the store"
-            ) from e
-    return meta, arrays, index
 
 
 # ---------------------------------------------------------------- single-vector index
@@ -308,11 +139,11 @@ class VectorIndex:
         return self._ids_lookup()[0].copy()
 
     def _inner(self):
-        return _faiss().downcast_index(self._index.index)
+        return get_faiss().downcast_index(self._index.index)
 
     def _new_index(self, kind: str, train: np.ndarray):
         """An empty id-mapped FAISS index of `kind`; IVF centroids are trained on (a sample of) `train`."""
-        faiss = _faiss()
+        faiss = get_faiss()
         if kind == "flat":
             inner = faiss.IndexFlatIP(self.dim)
         elif kind == "hnsw":
@@ -336,7 +167,7 @@ class VectorIndex:
 
     def _ids_lookup(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self._lookup is None:
-            ids = _faiss().vector_to_array(self._index.id_map).astype(np.int64, copy=False)  # (n,)
+            ids = get_faiss().vector_to_array(self._index.id_map).astype(np.int64, copy=False)  # (n,)
             order = np.argsort(ids, kind="stable")
             self._lookup = (ids, ids[order], order)
         return self._lookup
@@ -344,7 +175,7 @@ class VectorIndex:
     def _all_vectors(self) -> np.ndarray:
         """(ntotal, dim) stored vectors in insertion order: a zero-copy view for flat/hnsw (valid until
         the next write), a reconstructed copy for ivf."""
-        faiss, n = _faiss(), self.ntotal
+        faiss, n = get_faiss(), self.ntotal
         if n == 0:
             return np.empty((0, self.dim), dtype=np.float32)
         inner = self._inner()
@@ -362,7 +193,7 @@ class VectorIndex:
     def _rows_of(self, ids: np.ndarray) -> np.ndarray:
         """Insertion rows of those `ids` that are in the index (absent ids are dropped)."""
         _, sorted_ids, order = self._ids_lookup()
-        hit = _contains(sorted_ids, ids)
+        hit = contains(sorted_ids, ids)
         return order[np.searchsorted(sorted_ids, ids[hit])]
 
     def _target_kind(self, n: int, current: str) -> str:
@@ -384,17 +215,17 @@ class VectorIndex:
     # -- writes
     def build(self, ids: Any, vecs: Any) -> "VectorIndex":
         """Replace the contents with `vecs` (n, dim) under `ids` (n,). Auto picks the kind from n."""
-        vecs = _as_matrix(vecs, self.dim, "vecs")
-        ids = _as_ids(ids, "ids", len(vecs))
-        _check_unique(ids, np.empty(0, np.int64), "ids")
+        vecs = as_matrix(vecs, self.dim, "vecs")
+        ids = as_ids(ids, "ids", len(vecs))
+        check_unique(ids, np.empty(0, np.int64), "ids")
         self._rebuild(ids, vecs, self._target_kind(len(ids), current="flat"))
         return self
 
     def add(self, ids: Any, vecs: Any) -> "VectorIndex":
         """Append vectors under new ids (ids already present are an error: there is no update)."""
-        vecs = _as_matrix(vecs, self.dim, "vecs")
-        ids = _as_ids(ids, "ids", len(vecs))
-        _check_unique(ids, self._ids_lookup()[1], "ids")
+        vecs = as_matrix(vecs, self.dim, "vecs")
+        ids = as_ids(ids, "ids", len(vecs))
+        check_unique(ids, self._ids_lookup()[1], "ids")
         if not len(ids):
             return self
         total = self.ntotal + len(ids)
@@ -417,13 +248,13 @@ class VectorIndex:
         the filtered search leaves short of k hits is rescored exactly, so each row holds
         min(k, number of allowed ids present) hits.
         """
-        q = _as_matrix(queries, self.dim, "queries")  # (nq, dim)
-        k = _check_k(k)
+        q = as_matrix(queries, self.dim, "queries")  # (nq, dim)
+        k = check_k(k)
         if allowed_ids is None:
             return self._faiss_search(q, k)
-        allowed = _sorted_unique(_as_ids(np.asarray(allowed_ids).reshape(-1), "allowed_ids"))  # (a,)
+        allowed = sorted_unique(as_ids(np.asarray(allowed_ids).reshape(-1), "allowed_ids"))  # (a,)
         if len(allowed) == 0 or self.ntotal == 0:
-            return _top_k(np.empty((len(q), 0), np.float32), k)
+            return top_k(np.empty((len(q), 0), np.float32), k)
         if self._prefer_exact(len(allowed)):
             return self._exact_rows(q, k, self._rows_of(allowed))
         selector, keep = _id_selector(allowed)
@@ -450,9 +281,9 @@ class VectorIndex:
 
     def _faiss_search(self, q: np.ndarray, k: int, selector=None, n_allowed: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """FAISS search with the kind's parameters; a selector widens the search by up to 4x."""
-        faiss = _faiss()
+        faiss = get_faiss()
         if self.ntotal == 0:
-            return _top_k(np.empty((len(q), 0), np.float32), k)
+            return top_k(np.empty((len(q), 0), np.float32), k)
         widen = 1
         if selector is not None and n_allowed:
             widen = int(min(_MAX_FILTER_WIDEN, np.ceil(self.ntotal / n_allowed)))
@@ -473,7 +304,7 @@ class VectorIndex:
 
     def _exact_rows(self, q: np.ndarray, k: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         sub = self._vectors_at(rows)  # (a, dim)
-        scores, cols = _top_k(q @ sub.T, k)  # (nq, k), (nq, k)
+        scores, cols = top_k(q @ sub.T, k)  # (nq, k), (nq, k)
         ids = np.where(cols >= 0, self._ids_lookup()[0][rows][cols.clip(min=0)], -1)
         return scores, ids
 
@@ -497,16 +328,16 @@ class VectorIndex:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the index to `path` atomically (temp file in the same folder, fsync, os.replace)."""
-        atomic_write(path, lambda f: _write_container(f, self._meta(), {}, self._index))
+        save_container(path, self._meta(), {}, self._index)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "VectorIndex":
-        meta, _, index = _read_container(path, "VectorIndex")
+        meta, _, index = read_container(path, "VectorIndex")
         return cls._from_parts(meta, index, path)
 
     @classmethod
     def _from_parts(cls, meta: dict, index, path) -> "VectorIndex":
-        faiss = _faiss()
+        faiss = get_faiss()
         self = cls(
             meta["dim"],
             meta["requested_kind"],
@@ -524,14 +355,9 @@ class VectorIndex:
         return self
 
 
-def _sorted_unique(a: np.ndarray) -> np.ndarray:
-    """`a` sorted without repeats; O(n) when it already is (the common case: ids from a SQL query)."""
-    return a if a.size < 2 or bool((a[1:] > a[:-1]).all()) else np.unique(a)
-
-
 def _id_selector(allowed_sorted: np.ndarray):
     """A FAISS id selector for sorted, unique ids, plus the buffer it points into (keep it alive)."""
-    faiss = _faiss()
+    faiss = get_faiss()
     top = int(allowed_sorted[-1])
     if top < 64 * len(allowed_sorted) + (1 << 16):
         # Dense ids (SQLite rowids, token rows): a bitmap is cheaper to build and to test than a hash set.

@@ -8,7 +8,8 @@ exact MaxSim rerank orders them: score(q, d) = sum_i max_j <q_i, d_j> (Khattab &
 Memory: the token vectors are held once, as float16 in document order; scores are computed in float32
 blocks. The candidate index holds only compact product-quantizer codes of the tokens (32 bytes a 128-d
 token by default), never a second copy of the vectors. Not here on purpose: GPU search and PLAID-style
-centroid-only scoring. The file format and the input checks are shared with `retrieval.index`.
+centroid-only scoring. The input checks are shared with `retrieval.index` (`retrieval.index_base`), and so is the file
+format (`retrieval.index_file`).
 """
 
 from __future__ import annotations
@@ -19,19 +20,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from retrieval.errors import IndexOpenError, missing_dependency
-from retrieval.index import (
-    _as_ids,
-    _as_matrix,
-    _check_k,
-    _check_unique,
-    _contains,
-    _faiss,
-    _read_container,
-    _sorted_unique,
-    _top_k,
-    _write_container,
-    atomic_write,
-)
+from retrieval.index_base import as_ids, as_matrix, check_k, check_unique, contains, get_faiss, sorted_unique, top_k
+from retrieval.index_file import read_container, save_container
 
 # Multi-vector defaults, tuned with `python -m eval.bench_vectors` (128-d tokens, 20k pages x 128 tokens): the
 # token index only proposes candidates for an exact rerank, so it probes fewer lists but returns more.
@@ -259,8 +249,8 @@ class MultiVectorIndex:
     def _prepare(self, doc_ids: Any, docs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
         if isinstance(docs, np.ndarray) and docs.ndim == 2:
             raise ValueError("docs is a single 2-d matrix; pass a list with one (n_tokens, dim) matrix per document")
-        ids = _as_ids(doc_ids, "doc_ids", len(docs))
-        mats = [_as_matrix(d, self.dim, f"docs[{i}]") for i, d in enumerate(docs)]
+        ids = as_ids(doc_ids, "doc_ids", len(docs))
+        mats = [as_matrix(d, self.dim, f"docs[{i}]") for i, d in enumerate(docs)]
         lens = np.array([len(m) for m in mats], dtype=np.int64)
         if (lens == 0).any():
             first = int(ids[np.flatnonzero(lens == 0)[0]])
@@ -285,7 +275,7 @@ class MultiVectorIndex:
     def build(self, doc_ids: Any, docs: Sequence[Any]) -> "MultiVectorIndex":
         """Replace the contents: one (n_tokens, dim) float matrix per int64 doc id."""
         ids, lens, mats = self._prepare(doc_ids, docs)
-        _check_unique(ids, np.empty(0, np.int64), "doc_ids")
+        check_unique(ids, np.empty(0, np.int64), "doc_ids")
         self._mat = np.empty((0, self.dim), dtype=self.dtype)
         self._append_tokens(0, mats)
         del mats
@@ -298,7 +288,7 @@ class MultiVectorIndex:
     def add(self, doc_ids: Any, docs: Sequence[Any]) -> "MultiVectorIndex":
         """Append documents under new ids (ids already present are an error)."""
         ids, lens, mats = self._prepare(doc_ids, docs)
-        _check_unique(ids, self._doc_lookup()[0], "doc_ids")
+        check_unique(ids, self._doc_lookup()[0], "doc_ids")
         start = self.n_tokens
         self._append_tokens(start, mats)
         del mats
@@ -322,7 +312,7 @@ class MultiVectorIndex:
 
     def _train_ivf(self):
         """An empty IVF index over token rows, trained on a sample of the stored tokens."""
-        faiss, n = _faiss(), self.n_tokens
+        faiss, n = get_faiss(), self.n_tokens
         nlist = self.nlist or 2 ** int(round(np.log2(max(1.0, np.sqrt(n)))))
         nlist = max(1, min(nlist, n // 39 if n >= 39 else 1))  # k-means wants >= 39 points per centroid
         m = min(n, max(_IVF_TRAIN_PER_LIST * nlist, _PQ_TRAIN_MIN if self.codec == "pq" else 0))
@@ -379,18 +369,18 @@ class MultiVectorIndex:
         return out
 
     def _allowed_rows(self, allowed_ids: Any) -> np.ndarray:
-        allowed = _sorted_unique(_as_ids(np.asarray(allowed_ids).reshape(-1), "allowed_ids"))
+        allowed = sorted_unique(as_ids(np.asarray(allowed_ids).reshape(-1), "allowed_ids"))
         sorted_ids, order = self._doc_lookup()
-        return np.sort(order[np.searchsorted(sorted_ids, allowed[_contains(sorted_ids, allowed)])])
+        return np.sort(order[np.searchsorted(sorted_ids, allowed[contains(sorted_ids, allowed)])])
 
     def _rank(self, rows: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
-        s, cols = _top_k(scores[None, :], k)
+        s, cols = top_k(scores[None, :], k)
         return [(int(self._doc_ids[rows[c]]), float(v)) for c, v in zip(cols[0], s[0]) if c >= 0]
 
     def exact_search(self, q_tokens: Any, k: int, allowed_ids: np.ndarray | None = None) -> list[tuple[int, float]]:
         """Brute-force MaxSim over every (allowed) document: the reference that `search` approximates."""
-        q = _as_matrix(q_tokens, self.dim, "q_tokens")
-        k = _check_k(k)
+        q = as_matrix(q_tokens, self.dim, "q_tokens")
+        k = check_k(k)
         rows = np.arange(self.ntotal) if allowed_ids is None else self._allowed_rows(allowed_ids)
         return self._rank(rows, self._maxsim_rows(q, rows), k)
 
@@ -403,8 +393,8 @@ class MultiVectorIndex:
         token_k: int | None = None,
     ) -> list[tuple[int, float]]:
         """Top-k documents for a (nq_tok, dim) query as [(doc_id, MaxSim score)], best first."""
-        q = _as_matrix(q_tokens, self.dim, "q_tokens")  # (m, dim)
-        k = _check_k(k)
+        q = as_matrix(q_tokens, self.dim, "q_tokens")  # (m, dim)
+        k = check_k(k)
         n_cand = max(k, int(n_candidates or self.n_candidates))
         kk = int(token_k or self.token_k)
         if self.ntotal == 0 or len(q) == 0:
@@ -423,7 +413,7 @@ class MultiVectorIndex:
 
     def _token_search(self, q: np.ndarray, kk: int, token_filter: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """Each query token's kk nearest token rows: (sims (m, kk), rows (m, kk), -1 padded)."""
-        faiss = _faiss()
+        faiss = get_faiss()
         params = faiss.SearchParametersIVF()
         params.nprobe = self._ivf.nprobe
         bits = None
@@ -483,12 +473,12 @@ class MultiVectorIndex:
     def save(self, path: str | os.PathLike) -> None:
         """Write the documents, their tokens (once) and the candidate index to `path` atomically."""
         arrays = {"doc_ids": self._doc_ids, "offsets": self._offsets, "tokens": self._mat[: self.n_tokens]}
-        index = self._ivf if self._ivf is not None else _faiss().IndexFlatIP(self.dim)  # an empty placeholder
-        atomic_write(path, lambda f: _write_container(f, self._meta(), arrays, index))
+        index = self._ivf if self._ivf is not None else get_faiss().IndexFlatIP(self.dim)  # an empty placeholder
+        save_container(path, self._meta(), arrays, index)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "MultiVectorIndex":
-        meta, arrays, index = _read_container(path, "MultiVectorIndex")
+        meta, arrays, index = read_container(path, "MultiVectorIndex")
         if meta.get("layout") != LAYOUT:
             raise IndexOpenError(
                 f"{path}: written by an older VimRAG (layout {meta.get('layout', 1)}, every token vector held twice); "

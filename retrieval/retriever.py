@@ -87,7 +87,8 @@ class Retriever:
             return True
 
     def _load_dense(self, version: int) -> None:
-        from retrieval.index import VectorIndex, atomic_write
+        from retrieval.index import VectorIndex
+        from retrieval.index_file import atomic_write
         from retrieval.late_interaction import MultiVectorIndex
 
         self.dense = None

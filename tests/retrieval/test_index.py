@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from retrieval import index as vindex
+from retrieval import index_base
 from retrieval.errors import IndexOpenError
 from retrieval.index import VectorIndex
 from retrieval.late_interaction import MultiVectorIndex
@@ -176,7 +176,7 @@ def test_failed_save_leaves_the_old_file_intact(tmp_path, corpus, monkeypatch):
     old = VectorIndex(DIM, kind="flat").build(ids[:100], xb[:100])
     old.save(path)
     before = path.read_bytes()
-    faiss = vindex._faiss()
+    faiss = index_base.get_faiss()
 
     def crash(index, write):  # write part of the index, then die like a full disk would
         write(b"\0" * 1000)
@@ -247,14 +247,14 @@ def test_inputs_are_validated_with_clear_errors():
 
 
 def test_thread_count_comes_from_the_environment(monkeypatch):
-    monkeypatch.setattr(vindex, "_faiss_module", None)
-    monkeypatch.setenv(vindex.THREADS_ENV, "two")
+    monkeypatch.setattr(index_base, "_faiss_module", None)
+    monkeypatch.setenv(index_base.THREADS_ENV, "two")
     with pytest.raises(ValueError, match="VIMRAG_FAISS_THREADS"):
-        vindex._faiss()
+        index_base.get_faiss()
     faiss = __import__("faiss")
     before = faiss.omp_get_max_threads()
-    monkeypatch.setenv(vindex.THREADS_ENV, "1")
+    monkeypatch.setenv(index_base.THREADS_ENV, "1")
     try:
-        assert vindex._faiss().omp_get_max_threads() == 1
+        assert index_base.get_faiss().omp_get_max_threads() == 1
     finally:
         faiss.omp_set_num_threads(before)
