@@ -65,7 +65,7 @@ def child(name: str, corpus: Path, index: Path) -> dict:
     from retrieval.retriever import Retriever
 
     if name == "baseline":
-        from retrieval.ocr import RapidOcrEngine
+        from retrieval.ocr_rapid import RapidOcrEngine
 
         indexer = Indexer(index, IngestConfig(pipeline=False), ocr=RapidOcrEngine(pipeline="rapidocr"))
     else:

@@ -243,9 +243,10 @@ def render(path: Path, index: int, scale: float):
 
 
 def make_engine(engine: str, kwargs: dict):
-    from retrieval import ocr
+    from retrieval.ocr import TesseractEngine
+    from retrieval.ocr_rapid import RapidOcrEngine
 
-    return ocr.RapidOcrEngine(**kwargs) if engine == "rapidocr" else ocr.TesseractEngine(**kwargs)
+    return RapidOcrEngine(**kwargs) if engine == "rapidocr" else TesseractEngine(**kwargs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -265,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from tqdm import tqdm
 
-    from retrieval.ocr import available_engines, get_ocr, layout_text
+    from retrieval.ocr import available_engines, get_ocr
+    from retrieval.reading_order import layout_text
 
     if not args.docs.is_dir():
         print(f"no PDFs at {args.docs}; pass --docs or put the shared data beside the repo", file=sys.stderr)

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from retrieval import ocr
+from retrieval import ocr, ocr_rapid
 from retrieval.errors import RetrievalError
-from retrieval.ocr import OcrBox, OcrResult, get_ocr, layout_text, reading_order
+from retrieval.ocr import OcrBox, OcrResult, get_ocr
+from retrieval.reading_order import layout_text, reading_order
 
 HAS_RAPIDOCR = "rapidocr" in ocr.available_engines()
 HAS_TESSERACT = ocr.tesseract_binary() is not None
@@ -267,14 +268,14 @@ def test_reading_order_ignores_empty_boxes():
 
 def test_space_aware_decoding_restores_likely_spaces():
     chars = ["blank", "a", "b", " "]
-    dec = ocr._SpaceAwareCtcDecode(chars, space_prob=0.02)
+    dec = ocr_rapid._SpaceAwareCtcDecode(chars, space_prob=0.02)
     frames = [1, 0, 0, 2, 2, 0, 1]  # "a", gap, "b" (repeated frame), gap, "a"
     preds = np.zeros((1, len(frames), 4), dtype=np.float32)  # (batch, frames, classes)
     for t, c in enumerate(frames):
         preds[0, t, c] = 0.9
     preds[0, 1, 3] = 0.05  # the first gap looks a little like a space; the second does not
     assert dec(preds)[0][0] == "a ba"
-    stock = ocr._SpaceAwareCtcDecode(chars, space_prob=1.1)  # threshold never met: plain greedy CTC
+    stock = ocr_rapid._SpaceAwareCtcDecode(chars, space_prob=1.1)  # threshold never met: plain greedy CTC
     text, conf = stock(preds)[0]
     assert text == "aba" and conf == pytest.approx(0.9)
 
@@ -308,18 +309,18 @@ def test_result_round_trips_through_dict():
 def test_ink_box_finds_the_inked_area_on_light_and_dark_pages():
     page = np.full((400, 600, 3), 255, np.uint8)
     page[100:150, 200:380] = 0  # one dark block
-    assert ocr.ink_box(page, pad=10) == (190, 90, 390, 160)
+    assert ocr_rapid.ink_box(page, pad=10) == (190, 90, 390, 160)
     slide = np.full((400, 600, 3), 30, np.uint8)  # dark slide with a light title
     slide[20:60, 50:500] = 240
-    assert ocr.ink_box(slide, pad=0) == (50, 20, 500, 60)
-    x0, y0, x1, y1 = ocr.ink_box(np.full((50, 80, 3), 200, np.uint8))
+    assert ocr_rapid.ink_box(slide, pad=0) == (50, 20, 500, 60)
+    x0, y0, x1, y1 = ocr_rapid.ink_box(np.full((50, 80, 3), 200, np.uint8))
     assert x1 <= x0  # blank: nothing to detect
 
 
 def test_ink_box_padding_stays_inside_the_image():
     page = np.full((100, 100, 3), 255, np.uint8)
     page[0:5, 95:100] = 0
-    assert ocr.ink_box(page, pad=16) == (79, 0, 100, 21)
+    assert ocr_rapid.ink_box(page, pad=16) == (79, 0, 100, 21)
 
 
 class _FakeRec:
@@ -338,7 +339,7 @@ class _FakeRec:
 
 
 def test_recogniser_batches_by_width_and_pads_only_to_the_widest_crop():
-    engine = ocr.RapidOcrEngine(rec_height=48, rec_batch=2)
+    engine = ocr_rapid.RapidOcrEngine(rec_height=48, rec_batch=2)
     rec = _FakeRec()
     engine._ocr = type("Fake", (), {"text_rec": rec})()
     # Crops 24 px high: widths at 48 px high are twice their own. Ink everywhere (value 0 -> -1.0).
@@ -351,7 +352,7 @@ def test_recogniser_batches_by_width_and_pads_only_to_the_widest_crop():
 
 def test_unknown_pipeline_is_refused_with_the_choices():
     with pytest.raises(ValueError, match="split.*rapidocr"):
-        ocr.RapidOcrEngine(pipeline="fast")
+        ocr_rapid.RapidOcrEngine(pipeline="fast")
 
 
 @needs_rapidocr
@@ -360,8 +361,8 @@ def test_split_pipeline_maps_boxes_back_from_a_reduced_detection():
     # yet boxes come back in the page's pixels and agree with detection at full size.
     page = Image.new("RGB", (2000, 1500), "white")
     ImageDraw.Draw(page).text((1100, 1200), SENTENCE, fill="black", font=ImageFont.load_default(size=40))
-    split = ocr.RapidOcrEngine(det_side=1024).read(page)
-    whole = ocr.RapidOcrEngine(pipeline="rapidocr").read(page)
+    split = ocr_rapid.RapidOcrEngine(det_side=1024).read(page)
+    whole = ocr_rapid.RapidOcrEngine(pipeline="rapidocr").read(page)
     assert cer(split.text, SENTENCE) < 0.05, split.text
     assert len(split.boxes) == len(whole.boxes) == 1
     got, want = np.array(split.boxes[0].box), np.array(whole.boxes[0].box)
@@ -373,8 +374,8 @@ def test_split_pipeline_maps_boxes_back_from_a_reduced_detection():
 @needs_rapidocr
 def test_split_pipeline_detects_without_dilation_and_legacy_keeps_it():
     # At a reduced size the detector's 2x2 dilation closed the gutter of a two-column dev page.
-    split = ocr.RapidOcrEngine()._load()
-    legacy = ocr.RapidOcrEngine(pipeline="rapidocr")._load()
+    split = ocr_rapid.RapidOcrEngine()._load()
+    legacy = ocr_rapid.RapidOcrEngine(pipeline="rapidocr")._load()
     assert split.text_det.postprocess_op.dilation_kernel is None
     assert legacy.text_det.postprocess_op.dilation_kernel is not None
 
@@ -389,12 +390,12 @@ def test_line_box_is_cut_at_a_column_gutter_but_not_at_word_spaces():
     # (a third of the 30 px line), then the next column 150 px (5 line heights) to the right.
     for a, b in ((10, 50), (60, 100), (110, 150), (300, 500)):
         page[15:45, a:b:4] = 0
-    pieces = ocr.split_at_gaps(page, _quad(5, 15, 505, 45), gap=0.8)
+    pieces = ocr_rapid.split_at_gaps(page, _quad(5, 15, 505, 45), gap=0.8)
     spans = [(int(q[0, 0]), int(q[1, 0])) for q in pieces]
     assert len(spans) == 2, spans
     assert spans[0][0] <= 10 and 150 <= spans[0][1] < 300 and 150 < spans[1][0] <= 300 and spans[1][1] >= 500
     assert all(q[0, 1] == 15 and q[2, 1] == 45 for q in pieces)  # the line's own height
     # One word: the box stays as it is; so does a steeply slanted box.
-    assert len(ocr.split_at_gaps(page, _quad(5, 15, 155, 45), gap=0.8)) == 1
+    assert len(ocr_rapid.split_at_gaps(page, _quad(5, 15, 155, 45), gap=0.8)) == 1
     slanted = np.array([[5, 15], [505, 40], [505, 70], [5, 45]], np.float32)
-    assert ocr.split_at_gaps(page, slanted, gap=0.8)[0] is slanted
+    assert ocr_rapid.split_at_gaps(page, slanted, gap=0.8)[0] is slanted
