@@ -25,284 +25,36 @@ a model id must already be in the Hugging Face cache, or be given as a local fol
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from retrieval.embedder_base import (
+    Embedder,
+    TorchEmbedder,
+    batches,
+    import_torch,
+    normalize,
+    pick_device,
+    rgb,
+    show_progress,
+)
+from retrieval.embedder_specs import (
+    canonical_spec,
+    from_pretrained,
+    has_file,
+    is_colpali_engine_checkpoint,
+    is_offline,
+    parse_spec,
+)
 from retrieval.errors import RetrievalError, missing_dependency
 
 if TYPE_CHECKING:
     from PIL import Image
 
-KINDS = ("minilm", "st", "clip", "siglip", "colqwen2", "gve", "qwen3vl-emb")
-EXAMPLES = (
-    "minilm",
-    "st:<id-or-path>",
-    "clip:openai/clip-vit-base-patch32",
-    "siglip:<id-or-path>",
-    "colqwen2:vidore/colqwen2-v1.0-hf",
-    "gve:Alibaba-NLP/GVE-3B",
-    "qwen3vl-emb:Qwen/Qwen3-VL-Embedding-2B",
-)
-PROGRESS_MIN_BATCHES = 5  # tqdm only when a call has more batches than this minus one; tiny calls stay quiet
 COLQWEN2_MAX_DOC_TOKENS = 1024  # text passages for ColQwen2 are cut here so one huge chunk cannot exhaust memory
-
-
-# ----------------------------------------------------------------------------------------------------------
-# The interface
-
-
-class Embedder(ABC):
-    """Turns texts, queries and images into L2-normalised float32 vectors.
-
-    `encode_texts` embeds documents (passages); `encode_queries` embeds search queries, which some
-    models treat differently (ColQwen2 adds a prefix and query-augmentation tokens; sentence-transformers
-    models may have a query prompt). Multi-vector embedders return a list of (n_tokens_i, dim) arrays.
-    """
-
-    spec: str  # canonical spec stored in the index, e.g. "minilm", "clip:/abs/path", "colqwen2:vidore/colqwen2-v1.0-hf"
-    dim: int
-    multi_vector: bool = False
-    supports_images: bool = False
-
-    @abstractmethod
-    def encode_texts(self, texts: list[str], batch_size: int = 32) -> np.ndarray | list[np.ndarray]:
-        """Embed documents / passages."""
-
-    @abstractmethod
-    def encode_queries(self, texts: list[str], batch_size: int = 32) -> np.ndarray | list[np.ndarray]:
-        """Embed search queries."""
-
-    def encode_images(self, images: list["Image.Image"], batch_size: int = 8) -> np.ndarray | list[np.ndarray]:
-        """Embed images. Text-only embedders raise NotImplementedError saying what to use instead."""
-        raise NotImplementedError(
-            f"embedder {self.spec!r} embeds text only and cannot embed images; index images through their "
-            f"OCR text, or choose a visual embedder: clip:, siglip:, colqwen2:, gve: or qwen3vl-emb:<id-or-path>"
-        )
-
-    def encode_image_queries(self, images: list[Image.Image], batch_size: int = 8) -> np.ndarray | list[np.ndarray]:
-        """Embed images used as search queries. Most models embed them like any image; instruction-tuned ones
-        (qwen3vl-emb) frame a query differently from a document."""
-        return self.encode_images(images, batch_size)
-
-    def _empty(self) -> np.ndarray | list[np.ndarray]:
-        return [] if self.multi_vector else np.zeros((0, self.dim), dtype=np.float32)
-
-    def __repr__(self) -> str:
-        kind = "multi-vector" if self.multi_vector else "single-vector"
-        media = "text+image" if self.supports_images else "text"
-        return f"{type(self).__name__}(spec={self.spec!r}, dim={self.dim}, {kind}, {media})"
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Specs
-
-
-def parse_spec(spec: str) -> tuple[str, str]:
-    """Split a spec into (kind, model_ref). `minilm` has an empty ref; the others need one.
-
-    >>> parse_spec("clip:openai/clip-vit-base-patch32")
-    ('clip', 'openai/clip-vit-base-patch32')
-    >>> parse_spec("minilm")
-    ('minilm', '')
-    """
-    if not isinstance(spec, str) or not spec.strip():
-        raise RetrievalError(f"embedder spec {spec!r} is empty; use one of {', '.join(EXAMPLES)}")
-    spec = spec.strip()
-    kind, sep, ref = spec.partition(":")  # first colon only, so "clip:C:\\models\\clip" keeps its drive letter
-    kind = kind.strip().lower()
-    ref = ref.strip()
-    if kind not in KINDS:
-        raise RetrievalError(
-            f"unknown embedder kind {kind!r} in spec {spec!r}; choose one of {', '.join(KINDS)} "
-            f"(examples: {', '.join(EXAMPLES)})"
-        )
-    if kind == "minilm":
-        if ref:
-            raise RetrievalError(
-                f"spec {spec!r}: minilm takes no model reference; write 'minilm', or "
-                f"'st:{ref}' for another sentence-transformers model"
-            )
-        return kind, ""
-    if not ref:
-        raise RetrievalError(f"spec {spec!r} names no model; write {kind}:<hugging-face-id-or-local-folder>")
-    return kind, ref
-
-
-def canonical_spec(spec: str) -> str:
-    """The spec as stored in an index: local folders become absolute paths, hub ids stay as given."""
-    kind, ref = parse_spec(spec)
-    return kind if kind == "minilm" else f"{kind}:{_resolve_ref(ref, spec)}"
-
-
-def _looks_like_path(ref: str) -> bool:
-    # Hub ids are "name" or "org/name"; anything else with a separator is meant as a folder.
-    return (
-        ref.startswith(("/", "./", "../", "~", ".\\"))
-        or "\\" in ref
-        or ref.count("/") > 1
-        or (len(ref) > 1 and ref[1] == ":")
-    )
-
-
-def _resolve_ref(ref: str, spec: str) -> str:
-    path = Path(ref).expanduser()
-    if path.exists():
-        if not path.is_dir():
-            raise RetrievalError(f"spec {spec!r}: {path} is a file; pass the model folder that holds config.json")
-        return str(path.resolve())
-    if _looks_like_path(ref):
-        raise RetrievalError(f"spec {spec!r}: model folder {path} does not exist; check the path")
-    return ref
-
-
-def _is_offline() -> bool:
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE)
-
-
-def _cached_file(ref: str, filename: str) -> str | None:
-    """Path of `filename` in a local folder or in the cached snapshot of a hub id; None if absent (never downloads)."""
-    if Path(ref).is_dir():
-        path = Path(ref) / filename
-        return str(path) if path.is_file() else None
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        found = try_to_load_from_cache(ref, filename)
-    except Exception:  # noqa: BLE001 - malformed ids and cache quirks just mean "not known to be there"
-        return None
-    return found if isinstance(found, str) else None
-
-
-def _has_file(ref: str, filename: str) -> bool:
-    return _cached_file(ref, filename) is not None
-
-
-def _is_colpali_engine_checkpoint(ref: str) -> bool:
-    """colpali-engine repos (vidore/colqwen2-v1.0) hold a PEFT adapter, not a `colqwen2` transformers model."""
-    if not _has_file(ref, "adapter_config.json"):
-        return False
-    config = _cached_file(ref, "config.json")
-    if config is None:
-        return True
-    import json
-
-    try:
-        return json.loads(Path(config).read_text()).get("model_type") != "colqwen2"
-    except (OSError, ValueError):
-        return True
-
-
-def _not_available(spec: str, ref: str, cause: Exception | None = None) -> RetrievalError:
-    why = f" ({type(cause).__name__}: {str(cause).splitlines()[0][:200]})" if cause else ""
-    where = "here (HF_HUB_OFFLINE=1)" if _is_offline() else "here (the Hub is unreachable or has no such model)"
-    return RetrievalError(
-        f"embedder {spec!r}: model {ref!r} is not a local folder and is not in the Hugging Face cache, and weights "
-        f"cannot be downloaded {where}{why}. Download it where there is internet "
-        f"(`hf download {ref} --local-dir DIR`), copy DIR here and pass the folder: "
-        f"{spec.split(':', 1)[0]}:DIR"
-    )
-
-
-def _from_pretrained(loader: Any, ref: str, spec: str, **kwargs: Any) -> Any:
-    """`loader.from_pretrained(ref)` with the offline case turned into an error that says what to do."""
-    local = Path(ref).is_dir()
-    if not local and _is_offline() and not _has_file(ref, "config.json") and not _has_file(ref, "modules.json"):
-        raise _not_available(spec, ref)
-    try:
-        return loader.from_pretrained(ref, **kwargs)
-    except OSError as e:  # transformers reports missing files, repos and connections as OSError
-        if local:
-            raise RetrievalError(f"embedder {spec!r}: cannot load {ref}: {e}") from e
-        raise _not_available(spec, ref, e) from e
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Shared helpers
-
-
-def _torch():
-    try:
-        import torch
-    except ImportError as e:
-        raise missing_dependency("torch", purpose="model embedders") from e
-    return torch
-
-
-def _pick_device(device: str | None) -> str:
-    torch = _torch()
-    if not device:
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RetrievalError(
-            f"device {device!r} was asked for but torch sees no CUDA GPU; pass device='cpu' "
-            f"or leave it unset to pick one"
-        )
-    return device
-
-
-def _gpu_dtype(device: str):
-    torch = _torch()
-    if not device.startswith("cuda"):
-        return torch.float32
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-
-
-def _batches(items: list, batch_size: int, desc: str) -> Iterator[list]:
-    """Slices of `items`; a tqdm bar only when there are enough batches to be worth watching."""
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    starts = range(0, len(items), batch_size)
-    if _show_progress(len(items), batch_size):
-        from tqdm.auto import tqdm
-
-        starts = tqdm(starts, desc=desc, unit="batch")
-    for s in starts:
-        yield items[s : s + batch_size]
-
-
-_QUIET = threading.local()
-
-
-@contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """No per-call progress bars inside this block (ingest draws one bar of its own for the whole run)."""
-    from transformers.utils import logging as hf_logging
-
-    before, hf_bars = getattr(_QUIET, "on", False), hf_logging.is_progress_bar_enabled()
-    _QUIET.on = True
-    hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar while a model loads
-    try:
-        yield
-    finally:
-        _QUIET.on = before
-        if hf_bars:
-            hf_logging.enable_progress_bar()
-
-
-def _show_progress(n: int, batch_size: int) -> bool:
-    return not getattr(_QUIET, "on", False) and -(-n // batch_size) >= PROGRESS_MIN_BATCHES
-
-
-def _normalize(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)  # (..., dim)
-    norm = np.linalg.norm(x, axis=-1, keepdims=True)  # (..., 1)
-    return x / np.maximum(norm, 1e-12)
-
-
-def _rgb(images: list) -> list:
-    out = []
-    for i, im in enumerate(images):
-        if not hasattr(im, "convert"):
-            raise TypeError(f"image {i} is a {type(im).__name__}, not a PIL image; open it with PIL.Image.open")
-        out.append(im if im.mode == "RGB" else im.convert("RGB"))
-    return out
 
 
 def _pooled(out: Any):
@@ -328,7 +80,7 @@ class SentenceTransformerEmbedder(Embedder):
             raise missing_dependency("sentence-transformers", purpose=f"the {spec!r} embedder") from e
         self.spec = spec
         self.device = device
-        self.model = _from_pretrained(_STLoader(SentenceTransformer), path, spec, device=device)
+        self.model = from_pretrained(_STLoader(SentenceTransformer), path, spec, device=device)
         self.model.eval()
         self.supports_images = bool(self.model.supports("image"))
         self._onnx = None if self.supports_images else _onnx_encoder(self.model, path, spec)
@@ -348,9 +100,9 @@ class SentenceTransformerEmbedder(Embedder):
             batch_size=batch_size,
             convert_to_numpy=True,
             normalize_embeddings=True,
-            show_progress_bar=_show_progress(len(inputs), batch_size),
+            show_progress_bar=show_progress(len(inputs), batch_size),
         )  # (n, dim)
-        return _normalize(vecs)
+        return normalize(vecs)
 
     def encode_texts(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         return self._encode(list(texts), "document", batch_size)
@@ -361,7 +113,7 @@ class SentenceTransformerEmbedder(Embedder):
     def encode_images(self, images: list["Image.Image"], batch_size: int = 8) -> np.ndarray:
         if not self.supports_images:
             return super().encode_images(images, batch_size)
-        return self._encode(_rgb(list(images)), "image", batch_size)
+        return self._encode(rgb(list(images)), "image", batch_size)
 
 
 def _onnx_encoder(model: Any, path: str, spec: str):
@@ -385,13 +137,13 @@ def _onnx_encoder(model: Any, path: str, spec: str):
 
 
 class _STLoader:
-    """Adapts SentenceTransformer(path) to the from_pretrained shape used by `_from_pretrained`."""
+    """Adapts SentenceTransformer(path) to the from_pretrained shape used by `from_pretrained`."""
 
     def __init__(self, cls: Any) -> None:
         self.cls = cls
 
     def from_pretrained(self, ref: str, **kwargs: Any) -> Any:
-        return self.cls(ref, local_files_only=_is_offline(), **kwargs)
+        return self.cls(ref, local_files_only=is_offline(), **kwargs)
 
 
 def _minilm_path() -> str:
@@ -406,7 +158,7 @@ def _minilm_path() -> str:
 # CLIP / SigLIP through transformers
 
 
-class DualEncoderEmbedder(Embedder):
+class DualEncoderEmbedder(TorchEmbedder):
     """A CLIP-style model with get_text_features / get_image_features: one vector per text or image.
 
     Texts are cut at the model's position limit (77 tokens for CLIP, 64 for SigLIP), so index long pages
@@ -421,15 +173,13 @@ class DualEncoderEmbedder(Embedder):
             from transformers import AutoModel, AutoProcessor
         except ImportError as e:
             raise missing_dependency("transformers", purpose=f"the {spec!r} embedder") from e
-        self.spec = spec
-        self.device = device
-        self.dtype = _gpu_dtype(device)
+        super().__init__(spec, device)
         not_dual = (
             f"clip:/siglip: need a CLIP-style dual encoder with get_text_features/get_image_features "
             f"(use colqwen2:{ref} for ColQwen2, st:{ref} for a text-only model)"
         )
         try:
-            model = _from_pretrained(AutoModel, ref, spec, dtype=self.dtype)
+            model = from_pretrained(AutoModel, ref, spec, dtype=self.dtype)
         except ValueError as e:  # AutoModel has no class for this config (e.g. a ColQwen2 folder)
             raise RetrievalError(
                 f"embedder {spec!r}: {ref} is not a model AutoModel can load ({str(e).splitlines()[0]}); {not_dual}"
@@ -437,22 +187,18 @@ class DualEncoderEmbedder(Embedder):
         if not (hasattr(model, "get_text_features") and hasattr(model, "get_image_features")):
             raise RetrievalError(f"embedder {spec!r}: {ref} loads as {type(model).__name__}; {not_dual}")
         self.model = model.to(device).eval()
-        self.processor = _from_pretrained(AutoProcessor, ref, spec)
+        self.processor = from_pretrained(AutoProcessor, ref, spec)
         text_cfg = getattr(self.model.config, "text_config", None)
         self.max_length = getattr(text_cfg, "max_position_embeddings", None)
         self.pad_to_max = "siglip" in str(getattr(self.model.config, "model_type", ""))
         self.dim = int(self.encode_texts(["dimension probe"]).shape[1])
 
     def _run(self, fn, inputs: dict) -> np.ndarray:
-        torch = _torch()
-        moved = {}
-        for k, v in inputs.items():
-            if k == "token_type_ids" or not hasattr(v, "to"):
-                continue
-            moved[k] = v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device)
+        torch = import_torch()
+        moved = self.to_device(inputs)
         with torch.inference_mode():
             vecs = _pooled(fn(**moved))  # (batch, dim)
-        return _normalize(vecs.float().cpu().numpy())
+        return normalize(vecs.float().cpu().numpy())
 
     def encode_texts(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         texts = list(texts)
@@ -460,7 +206,7 @@ class DualEncoderEmbedder(Embedder):
             return self._empty()
         padding = "max_length" if self.pad_to_max else True
         out = []
-        for batch in _batches(texts, batch_size, f"embedding texts ({self.spec})"):
+        for batch in batches(texts, batch_size, f"embedding texts ({self.spec})"):
             enc = self.processor(
                 text=batch, padding=padding, truncation=True, max_length=self.max_length, return_tensors="pt"
             )
@@ -472,11 +218,11 @@ class DualEncoderEmbedder(Embedder):
         return self.encode_texts(texts, batch_size)
 
     def encode_images(self, images: list["Image.Image"], batch_size: int = 8) -> np.ndarray:
-        images = _rgb(list(images))
+        images = rgb(list(images))
         if not images:
             return self._empty()
         out = []
-        for batch in _batches(images, batch_size, f"embedding images ({self.spec})"):
+        for batch in batches(images, batch_size, f"embedding images ({self.spec})"):
             enc = self.processor(images=batch, return_tensors="pt")
             out.append(self._run(self.model.get_image_features, enc))  # (b, dim)
         return np.concatenate(out)  # (n, dim)
@@ -486,7 +232,7 @@ class DualEncoderEmbedder(Embedder):
 # ColQwen2: multi-vector late interaction
 
 
-class ColQwen2Embedder(Embedder):
+class ColQwen2Embedder(TorchEmbedder):
     """ColQwen2 through transformers: one L2-normalised vector per token, for MaxSim late interaction.
 
     Page images go through the processor's visual prompt; queries get the "Query: " prefix and the
@@ -504,38 +250,32 @@ class ColQwen2Embedder(Embedder):
             raise missing_dependency(
                 "transformers", purpose=f"the {spec!r} embedder (needs transformers>=4.53 for ColQwen2ForRetrieval)"
             ) from e
-        self.spec = spec
-        self.device = device
-        self.dtype = _gpu_dtype(device)
-        if _is_colpali_engine_checkpoint(ref):
+        super().__init__(spec, device)
+        if is_colpali_engine_checkpoint(ref):
             raise RetrievalError(
                 f"embedder {spec!r}: {ref} is a colpali-engine checkpoint (a LoRA adapter), which transformers "
                 f"cannot load; use its transformers conversion instead (for vidore/colqwen2-v1.0 that is "
                 f"colqwen2:vidore/colqwen2-v1.0-hf)"
             )
-        model = _from_pretrained(ColQwen2ForRetrieval, ref, spec, dtype=self.dtype)
-        self.processor = _from_pretrained(ColQwen2Processor, ref, spec)
+        model = from_pretrained(ColQwen2ForRetrieval, ref, spec, dtype=self.dtype)
+        self.processor = from_pretrained(ColQwen2Processor, ref, spec)
         self.model = model.to(device).eval()
         self.dim = int(self.model.config.embedding_dim)
 
     def _run(self, enc: dict) -> list[np.ndarray]:
-        torch = _torch()
-        moved = {
-            k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
-            for k, v in enc.items()
-            if k != "token_type_ids" and hasattr(v, "to")
-        }
+        torch = import_torch()
+        moved = self.to_device(enc)
         with torch.inference_mode():
             emb = self.model(**moved).embeddings  # (batch, seq, dim)
         emb = emb.float().cpu().numpy()  # (batch, seq, dim)
         mask = enc["attention_mask"].bool().cpu().numpy()  # (batch, seq)
-        return [_normalize(e[m]) for e, m in zip(emb, mask)]  # [(n_tokens_i, dim)]
+        return [normalize(e[m]) for e, m in zip(emb, mask)]  # [(n_tokens_i, dim)]
 
     def encode_texts(self, texts: list[str], batch_size: int = 32) -> list[np.ndarray]:
         texts = list(texts)
         out: list[np.ndarray] = []
         tok = self.processor.tokenizer
-        for batch in _batches(texts, batch_size, f"embedding texts ({self.spec})"):
+        for batch in batches(texts, batch_size, f"embedding texts ({self.spec})"):
             enc = tok(
                 batch, padding="longest", truncation=True, max_length=COLQWEN2_MAX_DOC_TOKENS, return_tensors="pt"
             )
@@ -544,13 +284,13 @@ class ColQwen2Embedder(Embedder):
 
     def encode_queries(self, texts: list[str], batch_size: int = 32) -> list[np.ndarray]:
         out: list[np.ndarray] = []
-        for batch in _batches(list(texts), batch_size, f"embedding queries ({self.spec})"):
+        for batch in batches(list(texts), batch_size, f"embedding queries ({self.spec})"):
             out.extend(self._run(self.processor.process_queries(batch)))
         return out
 
     def encode_images(self, images: list["Image.Image"], batch_size: int = 8) -> list[np.ndarray]:
         out: list[np.ndarray] = []
-        for batch in _batches(_rgb(list(images)), batch_size, f"embedding images ({self.spec})"):
+        for batch in batches(rgb(list(images)), batch_size, f"embedding images ({self.spec})"):
             out.extend(self._run(self.processor.process_images(batch)))
         return out
 
@@ -566,7 +306,7 @@ def load_embedder(spec: str = "minilm", device: str | None = None) -> Embedder:
     """The embedder for `spec`, loaded once per (canonical spec, device) and shared by the process."""
     kind, ref = parse_spec(spec)
     canon = canonical_spec(spec)
-    dev = _pick_device(device)
+    dev = pick_device(device)
     key = (canon, dev)
     with _LOCK:  # loading takes seconds; a second caller waits for the first instead of loading twice
         if key not in _CACHE:
@@ -586,7 +326,7 @@ def _build(kind: str, spec: str, ref: str, device: str) -> Embedder:
     if kind == "st":
         return SentenceTransformerEmbedder(spec, ref, device)
     if kind in ("clip", "siglip"):
-        if _has_file(ref, "modules.json"):  # a sentence-transformers folder (e.g. sentence-transformers/clip-ViT-B-32)
+        if has_file(ref, "modules.json"):  # a sentence-transformers folder (e.g. sentence-transformers/clip-ViT-B-32)
             emb = SentenceTransformerEmbedder(spec, ref, device)
             if not emb.supports_images:
                 raise RetrievalError(

@@ -29,19 +29,48 @@ from retrieval.units import Unit
 
 @dataclass
 class IngestConfig:
-    embedder: str | None = None  # None: the index's own embedder, or "minilm" for a new index
-    ocr: str = "auto"  # OCR engine for units without a text layer: "auto", "rapidocr", "tesseract", "none"
-    clip_seconds: float = 60.0  # videos are split into clips of about this length
-    keyframe_every: float = 4.0  # one keyframe per this many seconds of a clip ...
-    max_keyframes: int = 16  # ... and at most this many per clip
-    chunk_chars: int = 1000  # text files are split into chunks of about this many characters
-    min_text_chars: int = 20  # PDF pages with less text than this are treated as scanned and OCR'd
-    ocr_dpi: float = 144.0  # render resolution of scanned pages for OCR
-    passage_words: int = 150  # a unit's text is embedded in passages of this many words (MiniLM reads 256 tokens)
-    max_passages: int = 16
-    batch_units: int = 64  # units per committed batch (the checkpoint granularity)
-    pipeline: bool = True  # read the next file (text, rendering, OCR) while this batch is embedded
-    page_images: bool = True  # images named X_N.jpg are page N of X.pdf (VRAG's layout); False: plain images
+    """How files become units: OCR, video clips and keyframes, text chunks, passages, batches."""
+
+    embedder: str | None = field(
+        default=None,
+        metadata={
+            "help": "the index's own embedder, or minilm for a new index (offline) | st:PATH | clip:ID_OR_PATH | "
+            "siglip:ID_OR_PATH | colqwen2:ID_OR_PATH | gve:ID_OR_PATH (Alibaba-NLP/GVE-3B, GVE-7B) | "
+            "qwen3vl-emb:ID_OR_PATH (Qwen/Qwen3-VL-Embedding-2B, -8B)"
+        },
+    )
+    ocr: str = field(
+        default="auto",
+        metadata={"help": "OCR for images, frames and scanned pages: auto | rapidocr | tesseract | none"},
+    )
+    clip_seconds: float = field(default=60.0, metadata={"help": "videos are split into clips of about this length"})
+    keyframe_every: float = field(default=4.0, metadata={"help": "one keyframe per this many seconds of a clip"})
+    max_keyframes: int = field(default=16, metadata={"help": "at most this many keyframes per clip"})
+    chunk_chars: int = field(
+        default=1000, metadata={"help": "text files are split into chunks of about this many characters"}
+    )
+    min_text_chars: int = field(
+        default=20, metadata={"help": "PDF pages with less text than this are treated as scanned and OCR'd"}
+    )
+    ocr_dpi: float = field(default=144.0, metadata={"help": "render resolution of scanned pages for OCR"})
+    passage_words: int = field(
+        default=150,
+        metadata={"help": "a unit's text is embedded in passages of this many words (MiniLM reads 256 tokens)"},
+    )
+    max_passages: int = field(default=16, metadata={"help": "at most this many passages per unit"})
+    batch_units: int = field(
+        default=64, metadata={"help": "units per committed batch (the checkpoint size)", "aliases": ["batch-size"]}
+    )
+    pipeline: bool = field(
+        default=True, metadata={"help": "read the next file (text, rendering, OCR) while this batch is embedded"}
+    )
+    page_images: bool = field(
+        default=True,
+        metadata={
+            "help": "images named X_N.jpg are page N of X.pdf (VRAG's corpus layout), left out when X.pdf is "
+            "indexed too, so each page is indexed once; --no-page-images: plain images"
+        },
+    )
 
 
 @dataclass
@@ -194,7 +223,7 @@ class Indexer:
     def __init__(self, index_dir: str | Path, config: IngestConfig | None = None, embedder=None, ocr=None) -> None:
         self.config = config or IngestConfig()
         self.store = Store(index_dir, create=True)
-        from retrieval.embedders import canonical_spec
+        from retrieval.embedder_specs import canonical_spec
 
         built_with = self.store.get_meta("embedder")
         # Compare canonical specs: "clip:./m" and "clip:/abs/m" are the same model.
@@ -487,7 +516,7 @@ class Indexer:
     def _flush(self, pending: list[PendingFile], summary: IngestSummary, clock: _Clock) -> None:
         if not pending:
             return
-        from retrieval.embedders import quiet
+        from retrieval.embedder_base import quiet
 
         if self._embedder is None and any(pf.units for pf in pending):
             with clock("model load"), quiet():
@@ -512,7 +541,7 @@ class Indexer:
             for pf in pending:
                 pf.vectors = []
             return
-        from retrieval.embedders import quiet
+        from retrieval.embedder_base import quiet
 
         with quiet():  # the run's one bar counts pages; no per-batch bars under it
             per_unit = self._embed_visual(units) if self.embedder.supports_images else self._embed_passages(units)

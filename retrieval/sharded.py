@@ -103,7 +103,7 @@ def plan(
     index_dir: str | Path, paths: list[str | Path], config: IngestConfig, world: int
 ) -> tuple[ShardPlan, IngestSummary]:
     """Rank 0's plan, and the summary of what planning found (skips, unchanged files, page images)."""
-    from retrieval.embedders import canonical_spec
+    from retrieval.embedder_specs import canonical_spec
 
     index_dir = Path(index_dir)
     shutil.rmtree(index_dir / (SHARDS + ".done"), ignore_errors=True)  # a merge killed while cleaning up

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from retrieval.embedders import Embedder, _batches, _cached_file, _from_pretrained, _gpu_dtype, _normalize, _rgb, _torch
+from retrieval.embedder_base import TorchEmbedder, batches, import_torch, normalize, rgb
+from retrieval.embedder_specs import cached_file, from_pretrained
 from retrieval.errors import RetrievalError, missing_dependency
 
 if TYPE_CHECKING:
@@ -48,13 +49,13 @@ def last_token(hidden: Any, mask: Any) -> Any:
     >>> last_token(h, torch.tensor([[1, 1, 0], [0, 1, 1]])).flatten().tolist()  # right-padded, left-padded
     [1.0, 5.0]
     """
-    torch = _torch()
+    torch = import_torch()
     positions = torch.arange(mask.shape[1], device=mask.device)  # (seq,)
     last = (mask.long() * positions).argmax(dim=1)  # (batch,) the largest attended position
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]  # (batch, dim)
 
 
-class ChatVLEmbedder(Embedder):
+class ChatVLEmbedder(TorchEmbedder):
     """A Qwen-VL model that embeds one chat turn as the last token's hidden state. Subclasses set the constants."""
 
     supports_images = True
@@ -78,12 +79,10 @@ class ChatVLEmbedder(Embedder):
                 f"embedder {spec!r} needs transformers' {self.model_class}, which transformers "
                 f"{transformers.__version__} lacks; run: pip install -U transformers"
             )
-        self.spec = spec
-        self.device = device
-        self.dtype = _gpu_dtype(device)
+        super().__init__(spec, device)
         self._check_model_type(ref)
         self.model = self._load_model(getattr(transformers, self.model_class), ref).to(device).eval()
-        self.processor = _from_pretrained(getattr(transformers, self.processor_class), ref, spec)
+        self.processor = from_pretrained(getattr(transformers, self.processor_class), ref, spec)
         # Right padding as in GVE processor.py:16 and qwen3_vl_embedding.py:188; `last_token` reads the mask anyway.
         self.processor.tokenizer.padding_side = "right"
         if not getattr(self.processor, "chat_template", None):
@@ -94,7 +93,7 @@ class ChatVLEmbedder(Embedder):
         self.dim = int(self.model.config.text_config.hidden_size)
 
     def _check_model_type(self, ref: str) -> None:
-        config = _cached_file(ref, "config.json")
+        config = cached_file(ref, "config.json")
         if config is None:  # not here (yet): from_pretrained says what to do
             return
         try:
@@ -107,7 +106,7 @@ class ChatVLEmbedder(Embedder):
             )
 
     def _load_model(self, cls: Any, ref: str) -> Any:
-        return _from_pretrained(cls, ref, self.spec, dtype=self.dtype)
+        return from_pretrained(cls, ref, self.spec, dtype=self.dtype)
 
     # ------------------------------------------------------------------------------------------ prompts
     def _conversations(self, system: str, parts: list[dict]) -> list[str]:
@@ -140,17 +139,13 @@ class ChatVLEmbedder(Embedder):
         return self.processor(text=prompts, images=images or None, padding=True, return_tensors="pt", **pixels)
 
     def _embed(self, prompts: list[str], images: list | None = None) -> np.ndarray:
-        torch = _torch()
+        torch = import_torch()
         enc = self.inputs(prompts, images)
-        moved = {
-            k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
-            for k, v in enc.items()
-            if hasattr(v, "to")
-        }
+        moved = self.to_device(enc, skip=())
         with torch.inference_mode():
             hidden = self.model(**moved).last_hidden_state  # (batch, seq, dim)
             vecs = last_token(hidden, moved["attention_mask"])  # (batch, dim)
-        return _normalize(vecs.float().cpu().numpy())
+        return normalize(vecs.float().cpu().numpy())
 
     def _texts(self, texts: list[str], query: bool, batch_size: int) -> np.ndarray:
         if not texts:
@@ -159,18 +154,18 @@ class ChatVLEmbedder(Embedder):
         return np.concatenate(
             [
                 self._embed(self.prompts(batch, query))
-                for batch in _batches(texts, batch_size, f"embedding {what} ({self.spec})")
+                for batch in batches(texts, batch_size, f"embedding {what} ({self.spec})")
             ]
         )
 
     def _images(self, images: list, query: bool, batch_size: int) -> np.ndarray:
-        images = _rgb(list(images))
+        images = rgb(list(images))
         if not images:
             return self._empty()
         return np.concatenate(
             [
                 self._embed(self.image_prompts(len(batch), query), batch)
-                for batch in _batches(images, batch_size, f"embedding images ({self.spec})")
+                for batch in batches(images, batch_size, f"embedding images ({self.spec})")
             ]
         )
 

@@ -13,7 +13,9 @@ import pytest
 from PIL import Image
 
 from retrieval import embedders
-from retrieval.embedders import Embedder, canonical_spec, load_embedder, parse_spec
+from retrieval.embedder_base import Embedder, batches
+from retrieval.embedder_specs import KINDS, canonical_spec, parse_spec
+from retrieval.embedders import load_embedder
 from retrieval.errors import RetrievalError
 
 torch = pytest.importorskip("torch")
@@ -37,12 +39,7 @@ QWEN_SPECIALS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    # huggingface_hub reads HF_HUB_OFFLINE once at import; pin it here too in case it was imported earlier.
-    import huggingface_hub.constants
-
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+pytestmark = pytest.mark.usefixtures("hub_offline")
 
 
 def _bpe(specials):
@@ -228,7 +225,7 @@ def test_parse_spec_kinds_and_errors():
     assert parse_spec("st:C:\\models\\e5") == ("st", "C:\\models\\e5")  # only the first colon splits
     with pytest.raises(RetrievalError) as e:
         parse_spec("bert:foo/bar")
-    for kind in embedders.KINDS:
+    for kind in KINDS:
         assert kind in str(e.value)
     with pytest.raises(RetrievalError, match="names no model"):
         parse_spec("siglip:")
@@ -389,9 +386,9 @@ def test_wrong_model_type_for_clip_is_explained(tiny):
 
 
 def test_progress_bar_only_for_many_batches(capsys):
-    assert [len(b) for b in embedders._batches(list(range(10)), 4, "tiny")] == [4, 4, 2]
+    assert [len(b) for b in batches(list(range(10)), 4, "tiny")] == [4, 4, 2]
     assert "tiny" not in capsys.readouterr().err
-    assert sum(len(b) for b in embedders._batches(list(range(50)), 4, "many")) == 50
+    assert sum(len(b) for b in batches(list(range(50)), 4, "many")) == 50
     assert "many" in capsys.readouterr().err
 
 

@@ -10,10 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from retrieval.embedders import load_embedder, parse_spec
+from retrieval.embedder_specs import parse_spec
+from retrieval.embedders import load_embedder
 from retrieval.errors import RetrievalError
 from retrieval.vl_embedders import GVEEmbedder, Qwen3VLEmbedder, last_token
-from tests.retrieval.test_embedders import _assert_unit_rows, _image, _offline  # noqa: F401 (_offline: autouse)
+from tests.retrieval.test_embedders import _assert_unit_rows, _image
+
+pytestmark = pytest.mark.usefixtures("hub_offline")
 
 KINDS = ("gve", "qwen3vl-emb")
 TEXTS = ["a photo of a cat", "the report opens with a summary of the annual results", "revenue 2024"]
@@ -145,7 +148,7 @@ def test_index_and_search_a_mixed_folder(emb, mixed_corpus, tmp_path, capsys, mo
 
     # The CLI and the Retriever load this same CPU instance on any machine: the self-match margins below
     # (about 1e-3 between bright pages and the poster) are under bf16 noise on a GPU.
-    monkeypatch.setattr(embedders, "_pick_device", lambda device: "cpu")
+    monkeypatch.setattr(embedders, "pick_device", lambda device: "cpu")
     idx = tmp_path / "idx"
     assert main(["index", str(mixed_corpus), "--index", str(idx), "--embedder", emb.spec, "--ocr", "none", "-q"]) == 0
     assert "indexed 7 units from 4 files" in capsys.readouterr().out  # 4 PDF pages, the poster, a clip, a note
