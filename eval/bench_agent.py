@@ -32,8 +32,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from agent.actions import format_call
 from agent.backends.scripted import ScriptedPolicy
+from agent.call_format import format_call
 from agent.evidence import Evidence
 from agent.loop import Agent
 from agent.protocols import get, make_protocol

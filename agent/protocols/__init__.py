@@ -9,8 +9,8 @@ Adding a protocol means adding one module here that defines a `Protocol` subclas
 registry finds it. Nothing outside this package switches on a protocol's name: callers ask the registry
 (`get(name)`) and read the class's attributes (tools, capabilities, limits).
 
-This module imports its members lazily: agent/actions.py needs `schema` while the protocol modules need
-agent/actions.py.
+This module imports its members lazily: agent/validate.py needs `resolve` and `schema` while the protocol
+modules need agent/actions.py.
 """
 
 from __future__ import annotations
@@ -60,6 +60,11 @@ def get(name: str):
     if name not in reg:
         raise ValueError(f"unknown protocol {name!r}; choose one of {', '.join(reg)}")
     return reg[name]
+
+
+def resolve(protocol: Any):
+    """The protocol behind `protocol`: a registered name, or an object with `tools` and `syntax` (returned as is)."""
+    return get(protocol) if isinstance(protocol, str) else protocol
 
 
 def make_protocol(name: str, tools, **options: Any):

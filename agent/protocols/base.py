@@ -19,11 +19,14 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from agent.actions import Action, Context, Rejection, format_call, format_vrag, parse
+from agent.actions import Action, parse
+from agent.call_format import format_call, format_vrag
 from agent.events import AnswerEvent, Cropped, ErrorEvent, Event
 from agent.protocols.schema import specs
+from agent.rejections import Rejection
 from agent.state import EpisodeState
 from agent.toolbox import Toolbox
+from agent.validate import Context
 from memory_graph.graph import Item
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.actions import Action, Rejection
+from agent.actions import Action
 from agent.events import Event
 from agent.protocols import schema as S
 from agent.protocols.base import Protocol, remember, strip_answer
+from agent.rejections import Rejection
 from agent.state import EpisodeState
 
 TOOLS = {

@@ -30,7 +30,7 @@ from typing import Any
 
 from PIL import Image
 
-from agent.actions import Action, Context
+from agent.actions import Action
 from agent.events import Event, Memorized, Scaled, SearchResults
 from agent.evidence import KIND_LABEL
 from agent.media import VRAG_MIN_PIXELS, demo_jpeg, fit_budget, model_view, time_key, vrag_size
@@ -38,6 +38,7 @@ from agent.protocols import schema as S
 from agent.protocols.base import Protocol, cropped, fresh_id, join_text, result_rows
 from agent.state import EpisodeState
 from agent.tools import ToolError
+from agent.validate import Context
 from memory_graph.graph import GraphError, Item
 from memory_graph.render import action_graph, memory_plan
 

@@ -5,18 +5,16 @@ import re
 
 import pytest
 
-from agent.actions import (
-    MAX_CHARS,
-    REASONS,
-    Action,
-    Context,
-    Rejection,
-    format_call,
-    format_vrag,
-    parse,
-    tool_specs,
-    validate,
-)
+from agent.actions import MAX_CHARS, Action, parse
+from agent.call_format import format_call, format_vrag
+from agent.protocols import get
+from agent.protocols.schema import specs
+from agent.rejections import REASONS, Rejection
+from agent.validate import Context, validate
+
+
+def tool_specs(protocol: str) -> list[dict]:
+    return specs(get(protocol).tools)
 
 
 def ctx() -> Context:

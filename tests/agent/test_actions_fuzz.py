@@ -18,8 +18,11 @@ import time
 
 import pytest
 
-from agent.actions import MAX_CHARS, REASONS, Action, Context, Rejection, format_call, format_vrag, parse, validate
+from agent.actions import MAX_CHARS, Action, parse
+from agent.call_format import format_call, format_vrag
 from agent.protocols import get
+from agent.rejections import REASONS, Rejection
+from agent.validate import Context, validate
 
 TOOLS = {p: get(p).tools for p in ("vimrag", "react", "vrag")}
 

@@ -12,8 +12,8 @@ import json
 import pytest
 from PIL import Image
 
-from agent.actions import format_call
 from agent.backends.base import PolicyConfig
+from agent.call_format import format_call
 from agent.coords import resolve
 from agent.protocols import get, make_protocol
 from agent.state import AgentConfig, EpisodeState

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw
 
-from agent.actions import format_call, format_vrag
 from agent.backends.scripted import ScriptedPolicy
+from agent.call_format import format_call, format_vrag
 from agent.loop import Agent
 from agent.state import AgentConfig
 from retrieval.units import Hit, Unit

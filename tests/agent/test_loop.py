@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from agent.actions import format_call, format_vrag
 from agent.backends.scripted import ScriptedPolicy
+from agent.call_format import format_call, format_vrag
 from agent.events import (
     AnswerEvent,
     Cropped,

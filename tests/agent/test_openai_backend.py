@@ -435,7 +435,7 @@ def test_malformed_and_error_responses(server, make_policy, reply, match):
 
 def test_agent_loop_over_the_endpoint_sends_the_rebuilt_context(server, make_policy, mixed_index):
     """The vimrag loop through the fake endpoint: tool calls come back, images go out as data URLs."""
-    from agent.actions import format_call
+    from agent.call_format import format_call
     from agent.loop import Agent
     from agent.state import AgentConfig
     from retrieval.retriever import Retriever

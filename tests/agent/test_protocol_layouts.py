@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from agent.actions import format_call, format_vrag
 from agent.backends.scripted import ScriptedPolicy
+from agent.call_format import format_call, format_vrag
 from agent.events import ErrorEvent, Memorized
 from agent.loop import Agent
 from agent.media import DEMO_MAX_BYTES, VRAG_MAX_PIXELS, VRAG_MIN_PIXELS, model_view, time_key, vrag_size

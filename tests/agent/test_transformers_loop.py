@@ -8,8 +8,8 @@ loop must turn each into an observation and stop at the step limit without raisi
 
 import pytest
 
-from agent.actions import format_call
 from agent.backends.base import Policy, PolicyConfig, load_policy
+from agent.call_format import format_call
 from agent.events import ErrorEvent, Finished, LimitReached
 from agent.loop import Agent
 from agent.media import model_view

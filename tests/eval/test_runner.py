@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.actions import format_call
 from agent.backends.scripted import ScriptedPolicy
+from agent.call_format import format_call
 from agent.loop import Agent
 from eval.datasets import DatasetError, check_evidence, load_dataset
 from eval.runner import RunConfig, RunError, read_predictions, run_eval
@@ -79,9 +79,8 @@ def factory(index: Path, crash_after: int | None = None):
 
 
 def config(qs, index, corpus, out, **kw):
-    return RunConfig(
-        dataset=f"jsonl:{qs}", corpus=str(corpus), index=str(index), out=str(out), policy={"backend": "scripted"}, **kw
-    )
+    d = {"dataset": f"jsonl:{qs}", "corpus": str(corpus), "index": str(index), "out": str(out)}
+    return RunConfig.from_dict({**d, "policy": {"backend": "scripted"}, **kw})
 
 
 def test_end_to_end_writes_every_output(setup, tmp_path):
@@ -102,6 +101,8 @@ def test_end_to_end_writes_every_output(setup, tmp_path):
         assert trace["question"] == r["question"] and trace["answer"] == r["pred"]
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["dataset"] == f"jsonl:{qs}" and cfg["seed"] == 0 and cfg["n_items"] == 4
+    # the resolved config: every setting, the agent's protocol defaults filled in
+    assert cfg["policy"]["backend"] == "scripted" and cfg["agent"]["max_steps"] == 20 and cfg["agent"]["top_k"] == 3
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["n"] == 4 and abs(metrics["accuracy"] - 0.75) < 1e-9
     assert (run / "report.md").read_text().count("|") > 10
@@ -136,8 +137,10 @@ def test_a_resumed_run_must_keep_the_answer_settings(setup, tmp_path):
     qs, index, corpus = setup
     out = tmp_path / "run"
     run_eval(config(qs, index, corpus, out, limit=1), progress=False, agent_factory=factory(index))
-    with pytest.raises(RunError, match="different protocol"):
-        run_eval(config(qs, index, corpus, out, protocol="react"), progress=False, agent_factory=factory(index))
+    with pytest.raises(RunError, match="different agent.max_steps, agent.protocol"):
+        run_eval(
+            config(qs, index, corpus, out, agent={"protocol": "react"}), progress=False, agent_factory=factory(index)
+        )
     # a larger limit extends the same run
     run_eval(config(qs, index, corpus, out, limit=3), progress=False, agent_factory=factory(index))
     assert len(read_predictions(out / "predictions.jsonl")) == 3
