@@ -9,11 +9,8 @@ picks up from there. Bad files are recorded with their reason and never stop the
 
 from __future__ import annotations
 
-import hashlib
-import os
 import threading
 import time
-from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +19,9 @@ from typing import Iterator
 import numpy as np
 
 from retrieval import loaders
+from retrieval.embed_units import embed_units
 from retrieval.errors import IndexOpenError, IngestError
+from retrieval.ingest_plan import expected_units, sha256_file, unchanged, walk
 from retrieval.store import FileRecord, PendingFile, Store
 from retrieval.units import Unit
 
@@ -121,57 +120,6 @@ class IngestSummary:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-def sha256_file(path: str | Path, bufsize: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(bufsize):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def walk(paths: list[str | Path], summary: IngestSummary) -> list[tuple[Path, Path]]:
-    """(file, root) pairs for every indexable file under `paths`; problems go to the summary.
-
-    A directory is its own root; a file given directly has its folder as root. Symlinks are followed only
-    while they stay inside their root.
-    """
-    found: list[tuple[Path, Path]] = []
-    unsupported: Counter[str] = Counter()
-    for p in paths:
-        p = Path(p)
-        if not p.exists() and not p.is_symlink():
-            summary.failed.append((str(p), "no such file or directory (check the path)"))
-            continue
-        if p.is_file():
-            root = p.parent.resolve()
-            candidates = [root / p.name]
-        else:
-            root = p.resolve()
-            candidates = []
-            for dirpath, dirnames, filenames in os.walk(root):
-                dirnames.sort()
-                for d in list(dirnames):
-                    full = Path(dirpath) / d
-                    if full.is_symlink():
-                        dirnames.remove(d)  # never descend into links: inside-root targets are walked anyway
-                        if not _inside(full.resolve(), root):
-                            summary.skipped.append((str(full), f"symlink leaves the corpus root {root}"))
-                for name in sorted(filenames):
-                    candidates.append(Path(dirpath) / name)
-        for f in candidates:
-            if f.is_symlink() and not _inside(f.resolve(), root):
-                summary.skipped.append((str(f), f"symlink leaves the corpus root {root}"))
-                continue
-            if loaders.kind_of(f) is None:
-                unsupported[f.suffix.lower() or "(no extension)"] += 1
-                continue
-            found.append((f, root))
-    if unsupported:
-        kinds = ", ".join(f"{ext} x{n}" for ext, n in unsupported.most_common())
-        summary.skipped.append((f"{sum(unsupported.values())} files", f"unsupported types ({kinds})"))
-    return found
-
-
 _READ_AHEAD = 2  # files read ahead of the one being embedded: enough to hide reading, few pages held
 
 
@@ -200,23 +148,6 @@ class _Clock:
         finally:
             with self._lock:
                 self.into[stage] = self.into.get(stage, 0.0) + time.perf_counter() - t
-
-
-def _expected_units(path: Path, config: IngestConfig) -> int:
-    """How many units a file will likely give, for the progress bar: pages of a PDF, else a size estimate."""
-    kind = loaders.kind_of(path)
-    if kind == "pdf":
-        return loaders.pdf_page_count(path) or 1
-    if kind == "text":
-        try:
-            return max(1, -(-path.stat().st_size // max(1, config.chunk_chars)))
-        except OSError:
-            return 1
-    return 1
-
-
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
 
 
 class Indexer:
@@ -273,7 +204,7 @@ class Indexer:
             files = self._pages_once(walk(paths, summary), summary)
             seen: dict[str, str] = {}  # content hash -> path, so a second copy of a file is skipped
             todo = [job for path, root in files if (job := self._check(path, root, seen, summary)) is not None]
-            sizes = [_expected_units(job.path, self.config) for job in todo]
+            sizes = [expected_units(job.path, self.config.chunk_chars) for job in todo]
         bar = tqdm(
             total=sum(sizes), desc="indexing", unit="page", disable=not progress, dynamic_ncols=True, smoothing=0.1
         )
@@ -372,21 +303,13 @@ class Indexer:
         except OSError as e:
             summary.failed.append((key, f"cannot read the file ({e.strerror or e}); check it exists and is readable"))
             return None
-        old = self.store.file(key)
-        if old and old.size == st.st_size and old.mtime == st.st_mtime:
-            if old.status == "ok":
-                summary.unchanged += 1
-            else:
-                summary.failed.append((key, f"{old.reason} [unchanged since it last failed]"))
-            return None
         try:
-            sha = sha256_file(path)
+            same, sha = unchanged(self.store, path, st, summary)
+            if same:
+                return None
+            sha = sha or sha256_file(path)
         except OSError as e:
             summary.failed.append((key, f"cannot read the file ({e.strerror or e}); check permissions"))
-            return None
-        if old and old.sha256 == sha and old.status == "ok":
-            self.store.touch(key, st.st_size, st.st_mtime)
-            summary.unchanged += 1
             return None
         twin = seen.get(sha) or self.store.path_with_hash(sha)
         if twin and twin != key and Path(twin).exists():
@@ -537,69 +460,12 @@ class Indexer:
 
     def _embed(self, pending: list[PendingFile]) -> None:
         units = [u for pf in pending for u in pf.units]
-        if not units:
-            for pf in pending:
-                pf.vectors = []
-            return
-        from retrieval.embedder_base import quiet
-
-        with quiet():  # the run's one bar counts pages; no per-batch bars under it
-            per_unit = self._embed_visual(units) if self.embedder.supports_images else self._embed_passages(units)
+        c = self.config
+        per_unit = embed_units(self.embedder, units, c.passage_words, c.max_passages) if units else []
         i = 0
         for pf in pending:
             pf.vectors = per_unit[i : i + len(pf.units)]
             i += len(pf.units)
-
-    def _embed_passages(self, units: list[Unit]) -> list[list[np.ndarray]]:
-        c = self.config
-        passages, owner = [], []
-        for j, u in enumerate(units):
-            for p in passages_of(u.text or Path(u.source).stem, c.passage_words, c.max_passages):
-                passages.append(p)
-                owner.append(j)
-        vecs = _as_list(self.embedder.encode_texts(passages))
-        out: list[list[np.ndarray]] = [[] for _ in units]
-        for j, v in zip(owner, vecs):
-            out[j].append(v)
-        return out
-
-    def _embed_visual(self, units: list[Unit]) -> list[list[np.ndarray]]:
-        images, owner = [], []
-        for j, u in enumerate(units):
-            if u.modality == "text":
-                continue
-            if u.modality == "video":
-                for _, frame in u.load_frames():
-                    images.append(frame)
-                    owner.append(j)
-            else:
-                images.append(u.load_image(max_pixels=1_000_000))
-                owner.append(j)
-        out: list[list[np.ndarray]] = [[] for _ in units]
-        for j, v in zip(owner, _as_list(self.embedder.encode_images(images)) if images else []):
-            out[j].append(v)
-        text_units = [j for j, u in enumerate(units) if u.modality == "text"]
-        if text_units:  # text chunks have no pixels: embed their words with the same model's text tower
-            vecs = _as_list(self.embedder.encode_texts([units[j].text for j in text_units]))
-            for j, v in zip(text_units, vecs):
-                out[j].append(v)
-        return out
-
-
-def passages_of(text: str, words: int = 150, max_passages: int = 16) -> list[str]:
-    """Overlapping word windows (stride 4/5 of the window) covering `text`, at most `max_passages`."""
-    toks = text.split()
-    if len(toks) <= words:
-        return [text.strip() or "(empty)"]
-    stride = max(1, words * 4 // 5)
-    out = [" ".join(toks[s : s + words]) for s in range(0, max(1, len(toks) - words + stride), stride)]
-    return out[:max_passages]
-
-
-def _as_list(vecs) -> list[np.ndarray]:
-    if isinstance(vecs, np.ndarray):
-        return [v for v in vecs]  # rows of (n, dim)
-    return list(vecs)
 
 
 def _changed(frame, last, min_fraction: float = 0.005) -> bool:

@@ -39,7 +39,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from retrieval.errors import IndexOpenError, RetrievalError
-from retrieval.ingest import Indexer, IngestConfig, IngestSummary, sha256_file, walk
+from retrieval.ingest import Indexer, IngestConfig, IngestSummary
+from retrieval.ingest_plan import unchanged, walk
 from retrieval.store import DB_NAME, PendingFile, Store
 
 SHARDS = ".shards"  # under the index folder; one store per rank while a data-parallel ingest runs
@@ -125,32 +126,12 @@ def plan(
 
 
 def _unchanged(store: Store, path: Path, summary: IngestSummary) -> bool:
-    """Whether the main index already holds `path` as it is on disk (a 1-process run's checks: size and
-    mtime, then the content hash)."""
-    key = str(path)
-    old = store.file(key)
-    if old is None:
-        return False
+    """Whether the main index already holds `path` as it is on disk, by a 1-process run's rule; a file that
+    cannot be read is left to its shard, which records why."""
     try:
-        st = path.stat()
+        return unchanged(store, path, path.stat(), summary)[0]
     except OSError:
-        return False  # the shard records why
-    if old.size == st.st_size and old.mtime == st.st_mtime:
-        if old.status == "ok":
-            summary.unchanged += 1
-        else:
-            summary.failed.append((key, f"{old.reason} [unchanged since it last failed]"))
-        return True
-    if old.status == "ok":
-        try:
-            same = sha256_file(path) == old.sha256
-        except OSError:
-            return False
-        if same:
-            store.touch(key, st.st_size, st.st_mtime)
-            summary.unchanged += 1
-            return True
-    return False
+        return False
 
 
 def _check_leftover_shards(index_dir: Path, spec: str) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval.ingest import Indexer, IngestConfig, passages_of
+from retrieval.embed_units import passages_of
+from retrieval.ingest import Indexer, IngestConfig
 from retrieval.store import Store
 
 
