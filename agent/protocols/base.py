@@ -26,8 +26,9 @@ from agent.protocols.schema import specs
 from agent.rejections import Rejection
 from agent.state import EpisodeState
 from agent.toolbox import Toolbox
+from agent.tools import ToolError
 from agent.validate import Context
-from memory_graph.graph import Item
+from memory_graph.graph import GraphError, Item
 
 
 class Protocol:
@@ -111,12 +112,26 @@ class Protocol:
         return (1000, 1000) if self.coords == "relative" else ev.seen_size
 
     def execute(self, action: Action, st: EpisodeState) -> list[Event]:
+        """Run a parsed call; a tool or graph error goes back to the model as a rejection."""
+        try:
+            return self.run(self.tools[action.name]["x-kind"], action, st)
+        except (GraphError, ToolError) as e:
+            return self.reject(st, str(e), action.raw)
+
+    def run(self, kind: str, action: Action, st: EpisodeState) -> list[Event]:
+        """Run a call of the tool of `kind` (search, memorize, crop, scale, answer)."""
         raise NotImplementedError
 
     def reject(self, st: EpisodeState, message: str, raw: str) -> list[Event]:
         """A malformed reply or failed tool: tell the model what went wrong, carry on."""
         st.feedback = message
         return [ErrorEvent(st.step, message=message, raw=raw[:2000])]
+
+    def finish_chain(self, st: EpisodeState, answer: str) -> list[Event]:
+        """End a linear episode: an answer node after the newest one, holding the answer."""
+        node = chain(st, "answer")
+        node.summary = answer
+        return self.finish(st, answer, node.id)
 
     def finish(self, st: EpisodeState, answer: str, node_id: str = "") -> list[Event]:
         st.answer, st.answer_node, st.done = answer.strip(), node_id, True
@@ -201,6 +216,11 @@ def fresh_id(graph, prefix: str) -> str:
 
 def last_node(st: EpisodeState) -> str:
     return max(st.graph.nodes.values(), key=lambda n: n.index).id
+
+
+def chain(st: EpisodeState, kind: str, label: str = "", node_id: str = ""):
+    """A new `kind` node after the newest one (linear protocols keep a path); `node_id` when already chosen."""
+    return st.graph.add_node(node_id or fresh_id(st.graph, kind), kind, [last_node(st)], label)
 
 
 def remember(st: EpisodeState, node_id: str, ids: list[str]) -> None:

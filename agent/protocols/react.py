@@ -13,10 +13,8 @@ from typing import Any
 from agent.actions import Action
 from agent.events import Event, Scaled, SearchResults
 from agent.protocols import schema as S
-from agent.protocols.base import Protocol, cropped, fresh_id, last_node, remember, result_rows
+from agent.protocols.base import Protocol, chain, cropped, fresh_id, remember, result_rows
 from agent.state import EpisodeState
-from agent.tools import ToolError
-from memory_graph.graph import GraphError
 
 TOOLS = {
     "search": S.tool(
@@ -83,22 +81,17 @@ class ReactProtocol(Protocol):
         self.observe(st, raw, [{"type": "text", "text": f"Observation: {message}"}])
         return events
 
-    def execute(self, action: Action, st: EpisodeState) -> list[Event]:
-        a, kind = action.args, self.tools[action.name]["x-kind"]
-        try:
-            if kind == "search":
-                node = st.graph.add_node(fresh_id(st.graph, "search"), "search", [last_node(st)], a["query"])
-                ids = [e.info_id for e in self.toolbox.search(st, node.id, a["query"])]
-                remember(st, node.id, ids)
-                self.observe(st, action.raw, self.toolbox.show(st, ids, header=f"Results for {a['query']!r}:"))
-                return [SearchResults(st.step, node_id=node.id, query=a["query"], results=result_rows(st, ids))]
-            if kind in ("crop", "scale"):
-                return self._derive(kind, action, st)
-            node = st.graph.add_node(fresh_id(st.graph, "answer"), "answer", [last_node(st)])
-            node.summary = a["answer"]
-            return self.finish(st, a["answer"], node.id)
-        except (GraphError, ToolError) as e:
-            return self.reject(st, str(e), action.raw)
+    def run(self, kind: str, action: Action, st: EpisodeState) -> list[Event]:
+        a = action.args
+        if kind == "search":
+            node = chain(st, "search", a["query"])
+            ids = [e.info_id for e in self.toolbox.search(st, node.id, a["query"])]
+            remember(st, node.id, ids)
+            self.observe(st, action.raw, self.toolbox.show(st, ids, header=f"Results for {a['query']!r}:"))
+            return [SearchResults(st.step, node_id=node.id, query=a["query"], results=result_rows(st, ids))]
+        if kind in ("crop", "scale"):
+            return self._derive(kind, action, st)
+        return self.finish_chain(st, a["answer"])
 
     def _derive(self, kind: str, action: Action, st: EpisodeState) -> list[Event]:
         a = action.args
@@ -117,7 +110,7 @@ class ReactProtocol(Protocol):
                 pixels=self.toolbox.budget(st, ev)[0],
                 citation=ev.citation(),
             )
-        st.graph.add_node(node_id, kind, [last_node(st)], f"{kind} {a['image']}")
+        chain(st, kind, f"{kind} {a['image']}", node_id)
         remember(st, node_id, [ev.info_id])
         self.observe(st, action.raw, self.toolbox.show(st, [ev.info_id]))
         return [event]

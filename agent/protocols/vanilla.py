@@ -49,7 +49,7 @@ class VanillaProtocol(Protocol):
             return Rejection(reason="empty_answer", observation="The reply was empty; give a short answer.", raw=text)
         return Action(name="answer", args={"answer": answer}, raw=text)
 
-    def execute(self, action: Action, st: EpisodeState) -> list[Event]:
+    def run(self, kind: str, action: Action, st: EpisodeState) -> list[Event]:
         node = st.graph.add_node("answer", "answer", ["search1"])
         node.summary = action.args["answer"]
         return self.finish(st, action.args["answer"], node.id)

@@ -39,7 +39,7 @@ from agent.protocols.base import Protocol, cropped, fresh_id, join_text, result_
 from agent.state import EpisodeState
 from agent.tools import ToolError
 from agent.validate import Context
-from memory_graph.graph import GraphError, Item
+from memory_graph.graph import Item
 from memory_graph.render import action_graph, memory_plan
 
 # The demo's fixed framing strings (formats, not prompts): demo/vimrag_agent.py lines 134, 172 and 265-268;
@@ -333,30 +333,27 @@ class VimragProtocol(Protocol):
         return Context(node_ids=set(st.graph.nodes), info_ids=info, memorizable=memorizable)
 
     # -- running a call ------------------------------------------------------------------------------------
-    def execute(self, action: Action, st: EpisodeState) -> list[Event]:
-        a, kind = action.args, self.tools[action.name]["x-kind"]
-        try:
-            if kind == "answer":
-                parents = a.get("parent_ids") or ["root"]
-                node = st.graph.add_node(
-                    fresh_id(st.graph, ANSWER_ID) if ANSWER_ID in st.graph.nodes else ANSWER_ID, "answer", parents, ""
-                )
-                node.summary, node.args = a["answer"], dict(action.raw_args or a)
-                return self.finish(st, a["answer"], node.id)
-            if kind == "memorize":
-                return self._memorize(a, st, action.raw)
-            if st.pending_node:  # demo: can_search is False until the results are memorized
-                return self.reject(
-                    st,
-                    f"the results of step {st.pending_node} are not memorized yet; call "
-                    "summarize_and_memorize first (or add_answer_node to finish)",
-                    action.raw,
-                )
-            if kind == "search":
-                return self._search(action, st)
-            return self._derive(kind, action, st)
-        except (GraphError, ToolError) as e:
-            return self.reject(st, str(e), action.raw)
+    def run(self, kind: str, action: Action, st: EpisodeState) -> list[Event]:
+        a = action.args
+        if kind == "answer":
+            parents = a.get("parent_ids") or ["root"]
+            node = st.graph.add_node(
+                fresh_id(st.graph, ANSWER_ID) if ANSWER_ID in st.graph.nodes else ANSWER_ID, "answer", parents, ""
+            )
+            node.summary, node.args = a["answer"], dict(action.raw_args or a)
+            return self.finish(st, a["answer"], node.id)
+        if kind == "memorize":
+            return self._memorize(a, st, action.raw)
+        if st.pending_node:  # demo: can_search is False until the results are memorized
+            return self.reject(
+                st,
+                f"the results of step {st.pending_node} are not memorized yet; call "
+                "summarize_and_memorize first (or add_answer_node to finish)",
+                action.raw,
+            )
+        if kind == "search":
+            return self._search(action, st)
+        return self._derive(kind, action, st)
 
     def _respond(self, st: EpisodeState, raw: str, node_id: str, ids: list[str]) -> dict[str, str]:
         """Append the reply, the tool response and the summary prompt; the results wait to be memorized."""

@@ -30,10 +30,9 @@ from agent.actions import Action
 from agent.events import Event, SearchResults
 from agent.media import model_view, vrag_image
 from agent.protocols import schema as S
-from agent.protocols.base import Protocol, cropped, fresh_id, last_node, remember, result_rows
+from agent.protocols.base import Protocol, chain, cropped, fresh_id, remember, result_rows
 from agent.state import EpisodeState
 from agent.tools import ToolError
-from memory_graph.graph import GraphError
 
 SEARCH_TOP_K = 10  # VRAG's search engine returns the top 10 (search_engine/search_engine.py, batch_search)
 CROP_PAD = 28  # generation.py: the box grows by 28 px on every side (model coordinates) before mapping
@@ -154,35 +153,28 @@ class VragProtocol(Protocol):
             return model_view(*ev.seen_size, self.toolbox.patch)  # the processor's grid: what the model sees
         return frame
 
-    def execute(self, action: Action, st: EpisodeState) -> list[Event]:
-        a, kind = action.args, self.tools[action.name]["x-kind"]
-        try:
-            if kind == "search":
-                node = st.graph.add_node(fresh_id(st.graph, "search"), "search", [last_node(st)], a["query"])
-                hits = self.toolbox.search(st, node.id, a["query"], k=SEARCH_TOP_K)
-                fresh = next((e for e in hits if e.unit.uid not in st.inserted), hits[-1] if hits else None)
-                if fresh is None:
-                    self.observe(st, action.raw, "The search returned no results.")
-                    return [SearchResults(st.step, node_id=node.id, query=a["query"], results=[])]
-                if fresh.unit.uid not in st.inserted:
-                    st.inserted.append(fresh.unit.uid)
-                remember(st, node.id, [fresh.info_id])
-                self.observe(st, action.raw, self._show(st, fresh.info_id))
-                return [
-                    SearchResults(st.step, node_id=node.id, query=a["query"], results=result_rows(st, [fresh.info_id]))
-                ]
-            if kind == "crop":
-                if not st.last_image:
-                    raise ToolError("there is no image to crop yet; <search> first")
-                node_id = fresh_id(st.graph, "crop")
-                ev, box = self.toolbox.crop(st, st.last_image, a["bbox"], node_id, mapper=vrag_crop_box)
-                st.graph.add_node(node_id, "crop", [last_node(st)], f"crop {st.last_image}")
-                remember(st, node_id, [ev.info_id])
-                event = cropped(st, node_id, ev, st.last_image, a["bbox"], box)
-                self.observe(st, action.raw, self._show(st, ev.info_id))
-                return [event]
-            node = st.graph.add_node(fresh_id(st.graph, "answer"), "answer", [last_node(st)])
-            node.summary = a["answer"]
-            return self.finish(st, a["answer"], node.id)
-        except (GraphError, ToolError) as e:
-            return self.reject(st, str(e), action.raw)
+    def run(self, kind: str, action: Action, st: EpisodeState) -> list[Event]:
+        a = action.args
+        if kind == "search":
+            node = chain(st, "search", a["query"])
+            hits = self.toolbox.search(st, node.id, a["query"], k=SEARCH_TOP_K)
+            fresh = next((e for e in hits if e.unit.uid not in st.inserted), hits[-1] if hits else None)
+            if fresh is None:
+                self.observe(st, action.raw, "The search returned no results.")
+                return [SearchResults(st.step, node_id=node.id, query=a["query"], results=[])]
+            if fresh.unit.uid not in st.inserted:
+                st.inserted.append(fresh.unit.uid)
+            remember(st, node.id, [fresh.info_id])
+            self.observe(st, action.raw, self._show(st, fresh.info_id))
+            return [SearchResults(st.step, node_id=node.id, query=a["query"], results=result_rows(st, [fresh.info_id]))]
+        if kind == "crop":
+            if not st.last_image:
+                raise ToolError("there is no image to crop yet; <search> first")
+            node_id = fresh_id(st.graph, "crop")
+            ev, box = self.toolbox.crop(st, st.last_image, a["bbox"], node_id, mapper=vrag_crop_box)
+            chain(st, "crop", f"crop {st.last_image}", node_id)
+            remember(st, node_id, [ev.info_id])
+            event = cropped(st, node_id, ev, st.last_image, a["bbox"], box)
+            self.observe(st, action.raw, self._show(st, ev.info_id))
+            return [event]
+        return self.finish_chain(st, a["answer"])
