@@ -106,39 +106,53 @@ def bow_f1(hyp: str, ref: str) -> float:
 
 
 @dataclass
-class Tally:
-    """Running totals for one configuration."""
+class CharErrors:
+    """Edit distance summed over pages, and the reference characters it is a fraction of."""
 
     dist: int = 0
-    dist_nows: int = 0
-    ref_chars: int = 0
-    ref_chars_nows: int = 0
+    chars: int = 0
+
+    def add(self, hyp: str, ref: str) -> int:
+        d = edit_distance(hyp, ref)
+        self.dist += d
+        self.chars += len(ref)
+        return d
+
+    @property
+    def rate(self) -> float:
+        return self.dist / max(1, self.chars)
+
+
+@dataclass
+class Tally:
+    """Running totals for one configuration: CER with and without spaces, per-page CER and word F1, seconds."""
+
+    spaced: CharErrors = field(default_factory=CharErrors)
+    unspaced: CharErrors = field(default_factory=CharErrors)  # word gaps dropped: recognition alone
     seconds: float = 0.0
-    pages: int = 0
     f1: list[float] = field(default_factory=list)
     page_cer: list[float] = field(default_factory=list)
 
     def add(self, hyp: str, ref: str, seconds: float | None) -> None:
         h, r = normalise(hyp), normalise(ref)
-        d = edit_distance(h, r)
-        hn, rn = h.replace(" ", ""), r.replace(" ", "")
-        self.dist += d
-        self.ref_chars += len(r)
-        self.dist_nows += edit_distance(hn, rn)
-        self.ref_chars_nows += len(rn)
+        d = self.spaced.add(h, r)
+        self.unspaced.add(h.replace(" ", ""), r.replace(" ", ""))
         self.f1.append(bow_f1(h, r))
         self.page_cer.append(d / max(1, len(r)))
-        self.pages += 1
         if seconds is not None:
             self.seconds += seconds
 
     @property
+    def pages(self) -> int:
+        return len(self.f1)
+
+    @property
     def cer(self) -> float:
-        return self.dist / max(1, self.ref_chars)
+        return self.spaced.rate
 
     @property
     def cer_nows(self) -> float:
-        return self.dist_nows / max(1, self.ref_chars_nows)
+        return self.unspaced.rate
 
     @property
     def pages_per_s(self) -> float | None:

@@ -12,13 +12,14 @@ Traffic goes only to 127.0.0.1; every loop is bounded by count and time (at most
 from __future__ import annotations
 
 import argparse
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+from retrieval.server import free_port
 
 QUERIES = [
     "revenue by region",
@@ -34,12 +35,6 @@ QUERIES = [
 ]
 MAX_SECONDS = 60.0
 MAX_REQUESTS_PER_CLIENT = 100_000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 180.0) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,14 +141,13 @@ class RemoteRetriever:
 
     # -------------------------------------------------------------------------------- search
     def search(
-        self,
-        query,
-        k: int = 5,
-        filters: Filters | dict | None = None,
-        mode: str = "hybrid",
-        dynamic: bool = False,
-        n_candidates: int | None = None,
+        self, query, k: int = 5, filters: Filters | dict | None = None, mode: str = "hybrid", **local
     ) -> list[Hit]:
+        """The server's best `k` hits for a text query. The local Retriever's ranking options (`dynamic`,
+        `n_candidates`) are accepted, so callers need not know which retriever they hold, and left to the server."""
+        unknown = set(local) - {"dynamic", "n_candidates"}
+        if unknown:
+            raise TypeError(f"search() got unexpected keyword arguments {sorted(unknown)}")
         if not isinstance(query, str):
             raise ValueError("a remote search server takes text queries only; search by words instead of a crop")
         if not query.strip():
@@ -189,24 +187,32 @@ class RemoteRetriever:
         return self._json(self._send("GET", params={"queries": [query], "top_k": k}))
 
     def _send(self, method: str, **kw):
+        """One request, retried `retries` times with exponential backoff (0.5 s, 1 s, ...) while the server
+        cannot be reached, times out or answers 5xx; other statuses are returned for `_json` to judge."""
         import httpx
+        import tenacity
 
-        delay = 0.5
-        for attempt in range(self.retries + 1):
-            try:
-                resp = self._client.request(method, self.url, **kw)
-            except httpx.TimeoutException as e:
-                err: Exception = e
-                why = f"did not answer within {self.timeout:g} s"
-            except httpx.TransportError as e:
-                err, why = e, f"cannot be reached ({e})"
-            else:
-                if resp.status_code < 500:
-                    return resp
-                err, why = None, f"answered HTTP {resp.status_code} {resp.text[:200]}"
-            if attempt < self.retries:
-                time.sleep(delay)
-                delay *= 2
+        def once() -> httpx.Response:
+            resp = self._client.request(method, self.url, **kw)
+            if resp.status_code >= 500:
+                resp.raise_for_status()  # an HTTPStatusError, retried below
+            return resp
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.retries + 1),
+            wait=tenacity.wait_exponential(multiplier=0.5),
+            retry=tenacity.retry_if_exception_type((httpx.TransportError, httpx.HTTPStatusError)),
+            reraise=True,
+        )
+        try:
+            return retrying(once)
+        except httpx.TimeoutException as e:
+            err: Exception | None = e
+            why = f"did not answer within {self.timeout:g} s"
+        except httpx.TransportError as e:
+            err, why = e, f"cannot be reached ({e})"
+        except httpx.HTTPStatusError as e:
+            err, why = None, f"answered HTTP {e.response.status_code} {e.response.text[:200]}"
         raise SearchServerError(
             f"the search server at {self.url} {why}, after {self.retries + 1} tries; start one "
             f"with `vimrag serve-search --index DIR` or check --search-url"

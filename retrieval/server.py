@@ -24,6 +24,7 @@ Binds to 127.0.0.1 unless told otherwise.
 from __future__ import annotations
 
 import io
+import socket
 from pathlib import Path
 
 from fastapi import FastAPI, HTTPException, Query
@@ -180,3 +181,10 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8002) -> N
         f"GET: VRAG's); index {index_dir}"
     )
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on now, for a server started next (a search server, a launcher's rendezvous)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]

@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -416,6 +415,8 @@ def launch(argv: list[str], num_processes: int, index_dir: str | Path) -> int:
     """Run `vimrag ARGV` in `num_processes` processes via accelerate launch (one per GPU, or CPU with gloo)."""
     import torch
 
+    from retrieval.server import free_port
+
     gpus = torch.cuda.device_count()
     if gpus and num_processes > gpus:
         raise RetrievalError(
@@ -439,7 +440,7 @@ def launch(argv: list[str], num_processes: int, index_dir: str | Path) -> int:
         "--num_cpu_threads_per_process",
         str(threads),
         "--main_process_port",
-        str(_free_port()),
+        str(free_port()),
         "-m",
         "app.cli",
         *argv,
@@ -452,12 +453,6 @@ def launch(argv: list[str], num_processes: int, index_dir: str | Path) -> int:
             file=sys.stderr,
         )
     return rc
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _write_json(path: Path, obj: dict) -> None:

@@ -2,26 +2,45 @@
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from retrieval.server import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def wait_healthy(proc: subprocess.Popen, base: str, what: str, output, timeout: float) -> None:
+    """Returns once GET {base}/health answers 200; if `proc` exits first or `timeout` passes, stops it and
+    raises a RuntimeError naming `what` with `output()` (its log)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            if httpx.get(base + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    why = f"exited with {proc.returncode}" if proc.poll() is not None else f"did not come up in {timeout:.0f} s"
+    stop(proc)
+    raise RuntimeError(f"{what} at {base} {why}: {output()}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 @contextlib.contextmanager
 def search_server(index: Path, timeout: float = 120.0):
     """Yields the server's search URL (http://127.0.0.1:PORT/search); stops the process afterwards."""
-    import httpx
-
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve-search", "--index", str(index), "--port", str(port)],
@@ -33,25 +52,10 @@ def search_server(index: Path, timeout: float = 120.0):
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"vimrag serve-search exited with {proc.returncode}: {proc.stdout.read()}")
-            try:
-                if httpx.get(base + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"vimrag serve-search did not come up on port {port} in {timeout:.0f} s")
-            time.sleep(0.3)
+        wait_healthy(proc, base, "vimrag serve-search", proc.stdout.read, timeout)
         yield base + "/search"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 @contextlib.contextmanager
