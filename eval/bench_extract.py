@@ -13,7 +13,7 @@ hand over, and the case where abstaining is right. Questions whose gold pages ar
 (`evidence_ok: false`) are left out.
 
 Readers, run in the same process on the same inputs:
-- `old`: the extractor before issue 13 (`agent.backends.smollm.extract_answer`: anchors, numbers by kind,
+- `old`: the extractor before issue 13 (`agent.backends.extract_baseline.extract_answer`: anchors, numbers by kind,
   SmolLM2 choosing a span);
 - `new`: the typed, grounded reader (`agent.backends.extract.read_answer`) with SmolLM2 and MiniLM;
 - `new-nolm`: the same without SmolLM2 (rules alone choose free-text spans), to measure what the LM adds.
@@ -106,7 +106,7 @@ def headings(texts: list[str]) -> set[str]:
 
 def run_reader(name: str, pairs, lm, encoder) -> list[dict]:
     from agent.backends.extract import Passage, read_answer
-    from agent.backends.smollm import extract_answer
+    from agent.backends.extract_baseline import extract_answer
     from eval.answer_metrics import score_item
 
     rows = []

@@ -2,16 +2,9 @@
 
 import pytest
 
-from agent.backends.extract import (
-    NOT_ANSWERABLE,
-    Passage,
-    answer_type,
-    axis_ticks,
-    is_heading,
-    read_answer,
-    reformat,
-    wants_side,
-)
+from agent.backends.answer_types import answer_type, wants_side
+from agent.backends.extract import NOT_ANSWERABLE, Passage, read_answer, reformat
+from agent.backends.sentences import axis_ticks, is_heading
 
 NOTES = Passage(
     "# Field notes: Tampere factory visit\n\nThe Tampere factory opened in June 2025 and employs 85 "

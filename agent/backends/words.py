@@ -1,0 +1,168 @@
+"""Words and sentences of questions and evidence text, shared by the answer readers and the query rewriter.
+
+- content words: a question's words minus its scaffolding ("what", "according", "document", ...);
+- stems and terms: what "the same word" means when a sentence is matched against a question;
+- sentences: page, note and keyframe texts cut into sentences and table/label lines;
+- anchors: the specifics a question names (numbers, mid-sentence names) that no evidence mentions, the
+  strongest sign that the answer is not there.
+
+Pure functions over strings; nothing here loads a model.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+NOT_ANSWERABLE = "Not answerable"  # what a reader answers when the evidence does not hold the answer
+
+# question scaffolding: words that say what kind of answer is wanted, not what it is about
+SCAFFOLD = set(
+    """what what's whats which who whom whose when where why how many much is are was were be been
+being do does did has have had having can could should would will shall may might the a an of in on at to for
+from by with about as and or this that these those it its there their they them according document report paper
+page pages figure figures slide slides text guidebook guide brochure shown show shows showed mentioned mention
+listed list given stated state states described describe provided please tell me give name answer value number
+among following between than into per if any all each some other others such""".split()
+)
+WORD = re.compile(r"[A-Za-z][A-Za-z'’\-]*[A-Za-z]|[A-Za-z]|\$?\d[\d,]*(?:\.\d+)?%?")
+NUMBER = re.compile(
+    r"(?<![\w.])[$€£]?\d+(?:,\d{3})*(?:\.\d+)?(?:\s?%|\s?(?:percent|million|billion|thousand|"
+    r"m|bn|k)\b)?"
+)
+_SPLIT = re.compile(r"(?<=[.!?;])\s+(?=[A-Z0-9\"“(•·\-])|\s*[•·▪●]\s*")
+
+
+def content_words(question: str) -> list[str]:
+    """The question's words in order, minus scaffolding; duplicates dropped (case-insensitive)."""
+    seen, out = set(), []
+    for w in WORD.findall(question.replace("’", "'")):
+        low = w.lower().strip("'")
+        if low.endswith("'s"):
+            low, w = low[:-2], w[:-2]
+        if low in SCAFFOLD or len(low) < 2 and not low.isdigit() or low in seen:
+            continue
+        seen.add(low)
+        out.append(w)
+    return out
+
+
+def keyword_query(question: str, max_words: int = 12) -> str:
+    """Deterministic fallback query: the question's content words, quoted phrases kept whole."""
+    quoted = re.findall(r"[\"“']([^\"”']{3,60})[\"”']", question)
+    words = content_words(question)
+    if quoted:
+        inside = {w.lower() for q in quoted for w in content_words(q)}
+        words = [f'"{q.strip()}"' for q in quoted] + [w for w in words if w.lower() not in inside]
+    return " ".join(words[:max_words]) or question.strip()
+
+
+def stem(word: str) -> str:
+    w = word.lower().strip("'’-")
+    for suffix in ("ies", "es", "s", "ing", "ed", "ly"):
+        if len(w) > len(suffix) + 3 and w.endswith(suffix):
+            return w[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return w
+
+
+def terms(text: str) -> list[str]:
+    return [stem(w) for w in WORD.findall(text.replace("’", "'"))]
+
+
+def split_sentences(texts: list[str], max_chars: int = 320) -> list[str]:
+    """Sentences and table/chart lines of page texts: wrapped lines are joined, short label lines kept apart."""
+    out: list[str] = []
+    for text in texts:
+        text = (text or "").replace("\r\n", "\n").replace("\r", "\n")
+        # a video clip's text is "[mm:ss] line\nline ..." per keyframe: each keyframe's lines belong together
+        text = re.sub(r"\n(?=\[\d\d:\d\d\])", "\n\n", text)
+        for para in re.split(r"\n\s*\n", text):
+            if re.match(r"\[\d\d:\d\d\]", para):
+                # one keyframe: its title and body as one sentence, without the time marker, whose digits
+                # a small LM would otherwise offer as the answer to "how many" / "how long"
+                body = re.sub(r"^\[\d\d:\d\d\]\s*", "", para)
+                out.append(". ".join(ln.strip().rstrip(".") for ln in body.split("\n") if ln.strip()))
+                continue
+            buf = ""
+            for ln in (ln.strip() for ln in para.split("\n")):
+                if not ln:
+                    continue
+                # a long line is wrapped prose that continues on the next; a short one is a label or table row
+                buf = f"{buf} {ln}".strip()
+                if len(ln) < 50 or re.search(r"[.!?:]$", ln):
+                    out.extend(_SPLIT.split(buf))
+                    buf = ""
+            if buf:
+                out.extend(_SPLIT.split(buf))
+    sents = []
+    for s in out:
+        s = " ".join(s.split())
+        while len(s) > max_chars:  # hard wrap very long runs (tables flattened into one line)
+            cut = s.rfind(" ", 0, max_chars)
+            cut = cut if cut > max_chars // 2 else max_chars
+            sents.append(s[:cut])
+            s = s[cut:].strip()
+        if len(s) > 1:
+            sents.append(s)
+    return sents
+
+
+def fuzzy_hit(term: str, words: set[str]) -> bool:
+    """Typo-tolerant match for longer words (benchmark questions misspell: 'Americen', 'demostrated')."""
+    if len(term) < 5:
+        return False
+    from rapidfuzz import fuzz
+
+    return any(abs(len(w) - len(term)) <= 2 and fuzz.ratio(term, w) >= 85 for w in words)
+
+
+def question_idf(question: str, texts: list[str]) -> tuple[dict[str, float], list[set[str]]]:
+    """The question's content terms, in its order, with their IDF over `texts`; and each text's terms."""
+    q = list(dict.fromkeys(stem(w) for w in content_words(question)))
+    bags = [set(terms(t)) for t in texts]
+    n = len(texts)
+    return {t: math.log(1 + n / (1 + sum(t in b for b in bags))) for t in q}, bags
+
+
+def number_value(token: str) -> float | None:
+    m = re.search(r"\d[\d,]*(?:\.\d+)?", token)
+    try:
+        return float(m.group().replace(",", "")) if m else None
+    except ValueError:
+        return None
+
+
+def missing_anchors(question: str, texts: list[str], caps: bool = True) -> list[str]:
+    """Specifics the question names that no evidence text mentions: numbers (page numbers aside) and,
+    with `caps`, capitalised names in mid-sentence (sentence-initial words are often instructions such as
+    'Return me an integer'). Benchmark "Not answerable" questions are often answerable ones with one
+    specific changed ('in 2024' for 'in 2018'), so a missing specific is strong evidence of no answer."""
+    joined = " ".join(texts)
+    low = joined.lower()
+    digits = re.sub(r"[,\s]", "", joined)
+    vocab = {w.lower() for w in WORD.findall(joined)}
+    letters = re.sub(r"[^A-Za-z]", "", question)
+    shouting = sum(c.isupper() for c in letters) > 0.6 * max(len(letters), 1)  # ALL-CAPS: case says nothing
+    missing = []
+    for sentence in re.split(r"(?<=[.?!])\s+", question.strip()):
+        for i, m in enumerate(WORD.finditer(sentence)):
+            w = re.sub(r"['’]s$", "", m.group())
+            if w.lower() in SCAFFOLD or re.fullmatch(r"[YMD]+(-[YMD]+)*", w):  # 'Format as YYYY-MM-DD'
+                continue
+            if re.fullmatch(r"\$?\d[\d,.]*%?", w):
+                before = sentence[: m.start()].lower().rstrip()
+                if re.search(r"\b(page|pages|p\.|slide|slides|top|first|last)$", before):
+                    continue  # where to look, not what to find
+                if re.sub(r"[$,%]", "", w).rstrip(".") not in digits:
+                    missing.append(w)
+            elif (
+                caps
+                and not shouting
+                and i > 0
+                and w[0].isupper()
+                and len(w) > 2
+                and w.lower() not in low
+                and not fuzzy_hit(w.lower(), vocab)
+            ):
+                missing.append(w)
+    return missing
