@@ -5,6 +5,19 @@
     hits[0].unit.citation(), hits[0].score, hits[0].unit.load_image()
 
 Heavy parts (models, FAISS) load on first use, so importing this package is cheap.
+
+Where things live, in the order data flows:
+    ingest.py        Indexer: files -> units -> vectors, committed in batches (ingest_plan.py: what is new;
+                     embed_units.py: passages or pixels; sharded.py: the same over N processes)
+    loaders.py       reading PDFs, images, videos, text; page_images.py: VRAG's X_N.jpg page images
+    ocr.py           OCR engines behind one interface (ocr_rapid.py: RapidOCR; reading_order.py: layout)
+    embedders.py     load_embedder(spec) (embedder_specs.py: specs; embedder_base.py: the interface;
+                     vl_embedders.py: GVE, Qwen3-VL; onnx_text.py: MiniLM on ONNX Runtime)
+    store.py         the SQLite store, the source of truth; units.py: Unit, Hit, Filters
+    index.py         FAISS single-vector index; late_interaction.py: multi-vector MaxSim
+                     (index_base.py: shared checks; index_file.py: the file format)
+    retriever.py     hybrid search (bm25.py, fusion.py); remote.py: a search server as a retriever;
+                     server.py: the HTTP search API
 """
 
 from retrieval.errors import IndexOpenError, IngestError, RetrievalError
