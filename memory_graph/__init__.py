@@ -1,1 +1,3 @@
-"""The DAG working memory: nodes, energy, pixel-budget allocation, rendering (built in a later issue)."""
+"""The DAG working memory: nodes and their items (graph.py), energy and the pixel budget it buys each
+memorized item (energy.py), and the memory section and action graph as the model sees them (render.py,
+draw.py)."""

@@ -6,8 +6,9 @@ Pure functions over a `MemoryGraph` (VimRAG, DESIGN.md section 4.2, after the of
 - back-propagated    Omega(m) = E(m) + gamma * sum_{c in children(i)} mean(Omega of c's items),   gamma = 0.3,
                      computed from the newest node to the oldest so children are done first
 - allocation         the top-K items by Omega (K = 5) share S_total pixels in proportion to Omega; each
-                     image is capped at a per-image maximum, the frames of one video share their item's
-                     budget (each capped per frame), and sizes snap to the model's patch grid.
+                     image is capped at a per-image maximum, and the frames of one video share their item's
+                     budget (each capped per frame). The image is snapped to the model's patch grid where
+                     it is drawn (agent/media.py), not here.
 Only visual memory takes part (`Item.in_memory`: useful pictures, and videos with kept frames), as in the
 demo, where nothing else is ever stored (demo/vimrag_agent.py lines 295-337; demo/vimrag_utils.py
 lines 156-213).
@@ -27,7 +28,6 @@ TOP_K = 5
 S_TOTAL = 2_007_040  # demo constant; the paper uses 5 * 256 * 32 * 32
 MAX_IMAGE_PIXELS = 1_003_520
 MAX_FRAME_PIXELS = 401_408
-MIN_PIXELS = 4 * 28 * 28  # qwen-vl-utils' floor for one image
 
 
 def item_key(node_id: str, index: int) -> tuple[str, int]:
@@ -115,11 +115,3 @@ def allocate(
         )
         for om, node, j, item in rows
     ]
-
-
-def fit_to_budget(width: int, height: int, pixels: int, patch: int = 28) -> tuple[int, int]:
-    """(h, w) of an image resized to about `pixels`, on the patch grid, via qwen-vl-utils' smart_resize."""
-    from qwen_vl_utils import smart_resize
-
-    pixels = max(MIN_PIXELS, pixels)
-    return smart_resize(height, width, factor=patch, min_pixels=min(MIN_PIXELS, pixels), max_pixels=pixels)

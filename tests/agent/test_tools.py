@@ -65,6 +65,13 @@ def test_resize_is_on_the_patch_grid_and_within_limits():
     assert resize_for_model(img, 401_408, cache=cache) is resize_for_model(img, 401_408, cache=cache)
 
 
+@pytest.mark.parametrize("patch", [28, 32])
+def test_target_size_is_width_then_height_on_the_patch_grid(patch):
+    w, h = target_size(1000, 1400, 500_000, patch=patch)  # a portrait page: (width, height), as PIL has it
+    assert w % patch == 0 and h % patch == 0 and w * h <= 500_000
+    assert h > w and abs((h / w) - 1.4) < 0.1
+
+
 def test_scale_budget_and_range():
     assert scaled_budget(401_408, 1.5, 1_003_520) == int(401_408 * 2.25)
     with pytest.raises(ToolError, match="outside"):

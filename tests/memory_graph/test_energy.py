@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from memory_graph.energy import S_TOTAL, allocate, energy, fit_to_budget, intrinsic_energy
+from memory_graph.energy import S_TOTAL, allocate, energy, intrinsic_energy
 from memory_graph.graph import Item, MemoryGraph
 
 
@@ -59,10 +59,3 @@ def test_not_useful_items_are_left_out():
     g = chain()
     g.nodes["s2"].items[0].useful = False
     assert [(r.node_id, r.item_index) for r in allocate(g)] == [("s1", 0)]
-
-
-@pytest.mark.parametrize("patch", [28, 32])
-def test_fit_to_budget_snaps_to_the_patch_grid(patch):
-    h, w = fit_to_budget(1000, 1400, 500_000, patch=patch)
-    assert h % patch == 0 and w % patch == 0 and h * w <= 500_000
-    assert abs((h / w) - 1.4) < 0.1
