@@ -16,14 +16,17 @@ What it measures, on synthetic data so that it runs anywhere without weights:
    every query has one truly relevant page. Two-stage search is compared with brute-force MaxSim over
    all pages (one matrix product per batch of ~260k contiguous tokens, then a segmented max, the same
    code as the rerank): fraction of queries with identical top-10 sets (target >= 99%), p50 latency of
-   each, speed-up at the largest size (target >= 10x).
+   each, speed-up at the largest size (target >= 10x). Sizes below the token-index threshold (no candidate
+   stage, every search exact) also time exact search over float16 tokens (issue 15's storage) against the
+   float32 tokens "auto" holds there:
+       python -m eval.bench_vectors --skip-single --skip-mv-memory --mv-docs 1000 --mv-queries 30
 3. Multi-vector memory, at the largest multi-vector size: each layout is built in its own subprocess,
    saved, then loaded and queried in a fresh one that reports its resident memory (peak RSS, so one
    layout's allocations never count against another's). Layouts: "before" (the layout this index had
    until issue 15: float32 token matrix plus a float32 IVF-Flat copy of every token; reconstructed with
    dtype="float32", codec="flat", which lacks only the old IDMap's 16 bytes a token), the shipped
-   float16 layout, and float16 with token pooling (`--mv-pool-factors`). Agreement and recall@10 are
-   against brute-force float32 MaxSim over the unpooled tokens. Target: peak RSS <= 0.55x "before"
+   layout (float16 tokens at this size), and float16 with token pooling (`--mv-pool-factors`). Agreement
+   and recall@10 are against brute-force float32 MaxSim over the unpooled tokens. Target: peak RSS <= 0.55x "before"
    with identical top-10 for >= 99% of queries.
 
 Latency is per single query with `--query-threads` threads for FAISS and BLAS (default 1, as
@@ -310,7 +313,7 @@ def mv_data(args, n_docs: int) -> tuple[np.ndarray, list[np.ndarray], np.ndarray
 
 
 def bench_multivector(args) -> None:
-    rows, sweep_rows = [], []
+    rows, sweep_rows, small_rows = [], [], []
     for n_docs in args.mv_docs:
         docs, queries, src = mv_data(args, n_docs)
         mvi, build = timed_build(
@@ -318,6 +321,13 @@ def bench_multivector(args) -> None:
             f"multi-vector build {n_docs:,} pages",
             args.build_threads,
         )
+        if mvi.kind == "flat":  # no token index: exact search over float32 tokens, against issue 15's float16
+            half = MultiVectorIndex(args.mv_dim, dtype="float16").build(np.arange(n_docs), list(docs))
+            set_threads(args.query_threads)
+            t16, _ = time_queries(lambda q, half=half: half.search(q, 10), queries, f"float16 exact {n_docs:,}")
+            t32, _ = time_queries(lambda q, mvi=mvi: mvi.search(q, 10), queries, f"float32 exact {n_docs:,}")
+            small_rows.append((n_docs, mvi.n_tokens, p50_ms(t16), p50_ms(t32)))
+            del half
         del docs
         gc.collect()
         set_threads(args.query_threads)
@@ -365,6 +375,15 @@ def bench_multivector(args) -> None:
             f"| {n_docs:,} | {n_tok:,} | {kind} | {build:.1f} | {bp:.1f} | {tp:.2f} | {bp / tp:.1f}x "
             f"| {same:.1%} ({nq} q) | {top1:.1%} |"
         )
+    if small_rows:
+        print(
+            "\nBelow the token-index threshold every search is exact; tokens are held as float32 there "
+            "(dtype auto), as float16 only once there is a token index:\n"
+        )
+        print("| pages | token vectors | float16 tokens p50 ms | float32 tokens p50 ms (shipped) | speed-up |")
+        print("|---:|---:|---:|---:|---:|")
+        for n_docs, n_tok, p16, p32 in small_rows:
+            print(f"| {n_docs:,} | {n_tok:,} | {p16:.1f} | {p32:.1f} | {p16 / p32:.2f}x |")
     if sweep_rows:
         bp = rows[-1][4]
         print(
@@ -386,8 +405,8 @@ def same_top(a: list, b: list) -> float:
 
 def mv_layouts(args) -> dict[str, dict]:
     """Layout name -> MultiVectorIndex options. "before" is the pre-issue-15 layout (tokens held twice, float32)."""
-    out = {"before": {"dtype": "float32", "codec": "flat"}, "float16": {}}
-    out.update({f"float16 pool {pf}": {"pool_factor": pf} for pf in args.mv_pool_factors})
+    out = {"before": {"dtype": "float32", "codec": "flat"}, "float16": {"dtype": "float16"}}
+    out.update({f"float16 pool {pf}": {"pool_factor": pf, "dtype": "float16"} for pf in args.mv_pool_factors})
     return out
 
 

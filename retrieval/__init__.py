@@ -14,8 +14,9 @@ Where things live, in the order data flows:
     embedders.py     load_embedder(spec) (embedder_specs.py: specs; embedder_base.py: the interface;
                      vl_embedders.py: GVE, Qwen3-VL; onnx_text.py: MiniLM on ONNX Runtime)
     store.py         the SQLite store, the source of truth; units.py: Unit, Hit, Filters
-    index.py         FAISS single-vector index; late_interaction.py: multi-vector MaxSim
-                     (index_base.py: shared checks; index_file.py: the file format)
+    index.py         FAISS single-vector index; late_interaction.py: multi-vector two-stage MaxSim
+                     (maxsim.py: the exact score, token pooling; index_base.py: shared checks;
+                     index_file.py: the file format)
     retriever.py     hybrid search (bm25.py, fusion.py); remote.py: a search server as a retriever;
                      server.py: the HTTP search API
 """

@@ -11,7 +11,7 @@ is the inner product (cosine).
   and it reaches recall@10 1.000 at ~29x the speed of exact search where HNSW stays below 0.9 even
   at efSearch 256. Search can be restricted to allowed ids; small allowed sets are scored exactly,
   and a filtered search that comes back short of k hits is redone exactly.
-- Late interaction (`MultiVectorIndex`, `maxsim_scores`) lives in `retrieval/late_interaction.py`. Both
+- Late interaction (`MultiVectorIndex`) lives in `retrieval/late_interaction.py`. Both
   indexes share their input checks (`retrieval/index_base.py`) and their file format
   (`retrieval/index_file.py`: one file each, written atomically, so a crash while saving leaves the
   previous file intact).

@@ -2,14 +2,14 @@
 
 Each document is a (n_tokens, dim) matrix. A token-level IVF index proposes candidate documents, then an
 exact MaxSim rerank orders them: score(q, d) = sum_i max_j <q_i, d_j> (Khattab & Zaharia, ColBERT, SIGIR
-2020, eq. 1). `maxsim_scores` is that exact score against a batch of documents, in plain numpy, and
-`pool_tokens` optionally shrinks a page's tokens before indexing.
+2020, eq. 1). The plain-numpy reference score and token pooling are in `retrieval/maxsim.py`.
 
-Memory: the token vectors are held once, as float16 in document order; scores are computed in float32
+Memory: the token vectors are held once, in document order (float16 once the index is large enough to
+have a token index, float32 below that, where exact search is all there is); scores are computed in float32
 blocks. The candidate index holds only compact product-quantizer codes of the tokens (32 bytes a 128-d
 token by default), never a second copy of the vectors. Not here on purpose: GPU search and PLAID-style
-centroid-only scoring. The input checks are shared with `retrieval.index` (`retrieval.index_base`), and so is the file
-format (`retrieval.index_file`).
+centroid-only scoring. The input checks (`retrieval.index_base`) and the file format
+(`retrieval.index_file`) are shared with `retrieval.index`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from retrieval.errors import IndexOpenError, missing_dependency
+from retrieval.errors import IndexOpenError
 from retrieval.index_base import as_ids, as_matrix, check_k, check_unique, contains, get_faiss, sorted_unique, top_k
 from retrieval.index_file import read_container, save_container
+from retrieval.maxsim import pool_tokens
 
 # Multi-vector defaults, tuned with `python -m eval.bench_vectors` (128-d tokens, 20k pages x 128 tokens): the
 # token index only proposes candidates for an exact rerank, so it probes fewer lists but returns more.
@@ -30,7 +31,7 @@ DEFAULT_TOKEN_K = 512
 DEFAULT_TOKEN_NPROBE = 8
 DEFAULT_N_CANDIDATES = 256
 KINDS = ("auto", "flat", "ivf")
-DTYPES = ("float16", "float32")
+DTYPES = ("auto", "float16", "float32")  # auto: float32 while every search is exact, float16 with a token index
 CODECS = ("pq", "sq8", "flat")  # what the IVF lists hold: PQ codes, 8-bit scalar codes, or float32 copies
 LAYOUT = 2  # saved-file layout; layout 1 (no "layout" key) kept a FAISS float32 copy next to the matrix
 _IVF_RETRAIN_GROWTH = 4  # retrain the candidate index once it holds this many times what it was trained on
@@ -40,99 +41,22 @@ _REFINE = 2  # a coded candidate index fetches this many times token_k rows, res
 _ADD_CHUNK = 1 << 16  # tokens converted to float32 at a time when filling the candidate index
 
 
-def maxsim_scores(q: Any, docs: Any, mask: np.ndarray | None = None, batch_tokens: int = 1 << 20) -> np.ndarray:
-    """Exact late-interaction scores sum_i max_j <q_i, d_j> of one query against each document.
-
-    q: (nq_tok, dim). docs: a list of (n_tok_i, dim) matrices, or a padded (n_docs, max_tok, dim) array
-    with `mask` (n_docs, max_tok) marking real tokens (all real when omitted). Documents are padded into
-    batches of about `batch_tokens` token slots and scored with one batched matrix product each.
-    Returns (n_docs,) float32; a document with no tokens scores -inf.
-
-    >>> q = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)
-    >>> maxsim_scores(q, [np.array([[0.5, 0.5], [1.0, 0.0]], np.float32)]).tolist()
-    [1.5]
-    """
-    q = np.asarray(q, dtype=np.float32)
-    if q.ndim != 2:
-        raise ValueError(f"q has shape {q.shape}; expected (n_query_tokens, dim)")
-    dim = q.shape[1]
-    if isinstance(docs, np.ndarray) and docs.ndim == 3:
-        if docs.shape[2] != dim:
-            raise ValueError(f"docs have dim {docs.shape[2]} but the query has dim {dim}; embed both with one model")
-        if mask is not None and mask.shape != docs.shape[:2]:
-            raise ValueError(f"mask has shape {mask.shape}; expected {docs.shape[:2]} to match docs")
-        return _maxsim_padded(q, docs.astype(np.float32, copy=False), mask)
-    mats = []
-    for i, d in enumerate(docs):  # a list input has to be checked and converted document by document
-        d = np.asarray(d, dtype=np.float32)
-        d = d.reshape(0, dim) if d.size == 0 else d
-        if d.ndim != 2 or d.shape[1] != dim:
-            raise ValueError(f"docs[{i}] has shape {d.shape}; expected (n_tokens, {dim})")
-        mats.append(d)
-    lens = np.array([len(d) for d in mats], dtype=np.int64)  # (n_docs,)
-    offsets = np.concatenate([[0], np.cumsum(lens)])
-    flat = np.concatenate(mats) if mats else np.empty((0, dim), np.float32)  # (total_tokens, dim)
-    out = np.empty(len(mats), dtype=np.float32)
-    width = max(1, int(lens.max(initial=1)))
-    step = max(1, batch_tokens // width)  # documents per padded batch
-    for s in range(0, len(mats), step):
-        e = min(len(mats), s + step)
-        blens = lens[s:e]
-        doc = np.repeat(np.arange(e - s), blens)  # (batch_tokens,) which document each token belongs to
-        pos = np.arange(len(doc)) - np.repeat(offsets[s:e] - offsets[s], blens)  # its slot in that document
-        pad = np.zeros((e - s, width, dim), dtype=np.float32)  # (b, max_tok, dim)
-        pad[doc, pos] = flat[offsets[s] : offsets[e]]
-        valid = np.arange(width)[None, :] < blens[:, None]  # (b, max_tok)
-        out[s:e] = _maxsim_padded(q, pad, valid)
-    return out
-
-
-def _maxsim_padded(q: np.ndarray, docs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-    sim = np.matmul(docs, q.T)  # (n_docs, max_tok, nq_tok)
-    if mask is not None:
-        sim = np.where(mask[:, :, None], sim, -np.inf)
-    best = sim.max(axis=1) if sim.shape[1] else np.full((len(docs), len(q)), -np.inf, np.float32)  # (n_docs, nq_tok)
-    return best.sum(axis=1).astype(np.float32)  # (n_docs,)
-
-
-def pool_tokens(tokens: Any, pool_factor: int) -> np.ndarray:
-    """A page's (n, dim) token vectors pooled to at most ceil(n / pool_factor) unit vectors.
-
-    Ward hierarchical clustering of the tokens, cut into that many clusters; each cluster becomes its
-    mean, renormalised (token pooling as in colpali-engine's HierarchicalTokenPooler, after Clavie 2024,
-    "A little pooling goes a long way": its users report 60-70% fewer vectors for under 1% loss).
-
-    >>> t = np.array([[1, 0], [0.96, 0.28], [0, 1], [0.28, 0.96]], np.float32)
-    >>> pool_tokens(t, 2).astype(float).round(2).tolist()
-    [[0.99, 0.14], [0.14, 0.99]]
-    """
-    x = np.asarray(tokens, dtype=np.float32)  # (n, dim)
-    n = len(x)
-    k = -(-n // int(pool_factor))
-    if pool_factor <= 1 or k >= n:
-        return x
-    try:
-        from scipy.cluster.hierarchy import fcluster, linkage
-    except ImportError as e:
-        raise missing_dependency("scipy", purpose="token pooling (pool_factor > 1)") from e
-    labels = fcluster(linkage(x, method="ward"), t=k, criterion="maxclust")  # (n,) cluster of each token
-    order = np.argsort(labels, kind="stable")  # tokens grouped by cluster
-    starts = np.flatnonzero(np.r_[True, labels[order][1:] != labels[order][:-1]])  # (c,)
-    means = np.add.reduceat(x[order], starts, axis=0)  # (c, dim) cluster sums; their direction is the mean's
-    return means / np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-12)
-
-
 class MultiVectorIndex:
     """Late-interaction search over documents that are (n_tokens, dim) matrices.
 
-    Storage: every token vector once, in one contiguous (T, dim) matrix of `dtype` (float16 by default;
-    it grows by doubling) in insertion order, and `offsets` (n_docs + 1) marking where each document's
+    Storage: every token vector once, in one contiguous (T, dim) matrix (it grows by doubling) in insertion
+    order, and `offsets` (n_docs + 1) marking where each document's
     tokens start. At or above `approx_threshold` tokens (kind "auto"; always for kind "ivf") a token-level
     FAISS IVF index over the rows proposes candidates; with codec "pq" its lists hold `pq_bytes`-byte
     product-quantizer codes (dim / 4 by default: 8x smaller than float16 at 128-d), with codec "sq8"
     8-bit scalar codes (dim bytes), with codec "flat" a float32 copy of every token (with dtype float32,
     the layout this index had before it held tokens once). `pool_factor` > 1
     pools each document's tokens with `pool_tokens` as it is added (queries are never pooled).
+
+    dtype "auto" (the default) holds the tokens as float32 while there is no token index, and as float16
+    from the moment there is one (converted once, when `add` takes the index past the threshold). Exact
+    search converts every stored token it scores, and at 1,000 pages float16 tokens made it about 2x slower
+    (`python -m eval.bench_vectors`); below the threshold the float32 matrix is at most 77 MB at 128-d.
 
     Search, in two stages:
     1. each query token fetches its `token_k` nearest token vectors (a coded index fetches 2 x token_k
@@ -154,7 +78,7 @@ class MultiVectorIndex:
         n_candidates: int = DEFAULT_N_CANDIDATES,
         nprobe: int = DEFAULT_TOKEN_NPROBE,
         nlist: int | None = None,
-        dtype: str = "float16",
+        dtype: str = "auto",
         codec: str = "pq",
         pq_bytes: int | None = None,
         pool_factor: int = 1,
@@ -184,7 +108,9 @@ class MultiVectorIndex:
         self.dim, self.requested_kind, self.approx_threshold = int(dim), kind, int(approx_threshold)
         self.token_k, self.n_candidates, self.nprobe = int(token_k), int(n_candidates), int(nprobe)
         self.nlist = None if nlist is None else int(nlist)
-        self.dtype, self.codec, self.pq_bytes = np.dtype(dtype), codec, int(pq_bytes)
+        self.requested_dtype = str(dtype) if str(dtype) in DTYPES else str(dtype.__name__)
+        self.dtype = np.dtype("float16" if self.requested_dtype == "float16" else "float32")  # as stored now
+        self.codec, self.pq_bytes = codec, int(pq_bytes)
         self.pool_factor = int(pool_factor)
         self._ivf = None  # the FAISS candidate index over token rows, or None (exact search only)
         self._trained_on = 0  # tokens present when the IVF was trained
@@ -272,10 +198,20 @@ class MultiVectorIndex:
             self._mat[at : at + len(m)] = m
             at += len(m)
 
+    def _wants_ivf(self, n_tokens: int) -> bool:
+        return self.requested_kind == "ivf" or (self.requested_kind == "auto" and n_tokens >= self.approx_threshold)
+
+    def _storage_dtype(self, n_tokens: int, current: np.dtype) -> np.dtype:
+        """The dtype to hold n_tokens in: the one asked for, or for "auto" float16 once a token index exists."""
+        if self.requested_dtype != "auto":
+            return np.dtype(self.requested_dtype)
+        return np.dtype("float16") if self._wants_ivf(n_tokens) else current
+
     def build(self, doc_ids: Any, docs: Sequence[Any]) -> "MultiVectorIndex":
         """Replace the contents: one (n_tokens, dim) float matrix per int64 doc id."""
         ids, lens, mats = self._prepare(doc_ids, docs)
         check_unique(ids, np.empty(0, np.int64), "doc_ids")
+        self.dtype = self._storage_dtype(int(lens.sum()), np.dtype("float32"))
         self._mat = np.empty((0, self.dim), dtype=self.dtype)
         self._append_tokens(0, mats)
         del mats
@@ -290,6 +226,9 @@ class MultiVectorIndex:
         ids, lens, mats = self._prepare(doc_ids, docs)
         check_unique(ids, self._doc_lookup()[0], "doc_ids")
         start = self.n_tokens
+        target = self._storage_dtype(start + int(lens.sum()), self.dtype)
+        if target != self.dtype:  # the index is about to get a token index: its tokens go float16, once
+            self._mat, self.dtype = self._mat[:start].astype(target), target
         self._append_tokens(start, mats)
         del mats
         self._doc_ids = np.concatenate([self._doc_ids, ids])
@@ -302,8 +241,7 @@ class MultiVectorIndex:
         """Bring the candidate index up to date with token rows [start:]: train it when the corpus has
         reached the threshold or outgrown its training 4x, else add only the new rows."""
         n = self.n_tokens
-        wanted = self.requested_kind == "ivf" or (self.requested_kind == "auto" and n >= self.approx_threshold)
-        if not wanted or n == 0:
+        if not self._wants_ivf(n) or n == 0:
             return
         if self._ivf is None or n > _IVF_RETRAIN_GROWTH * max(1, self._trained_on):
             self._ivf, self._trained_on, start = self._train_ivf(), n, 0
@@ -460,7 +398,7 @@ class MultiVectorIndex:
             "n_candidates": self.n_candidates,
             "nprobe": self.nprobe,
             "nlist": self.nlist,
-            "dtype": str(self.dtype),
+            "dtype": self.requested_dtype,
             "codec": self.codec,
             "pq_bytes": self.pq_bytes,
             "pool_factor": self.pool_factor,
@@ -503,13 +441,14 @@ class MultiVectorIndex:
             and len(offsets) == len(doc_ids) + 1
             and offsets[-1] == len(tokens)
             and tokens.shape == (meta["n_tokens"], self.dim)
-            and tokens.dtype == self.dtype
+            and (tokens.dtype == self.dtype or (self.requested_dtype == "auto" and tokens.dtype.name in DTYPES))
         )
         if meta["has_ivf"]:
             ok = ok and index.ntotal == len(tokens) and index.d == self.dim and hasattr(index, "nlist")
         if not ok:
             raise IndexOpenError(f"{path}: document table, tokens and token index disagree; rebuild it from the store")
         self._doc_ids, self._offsets, self._mat = doc_ids.astype(np.int64), offsets.astype(np.int64), tokens
+        self.dtype = tokens.dtype
         self._ivf, self._trained_on = (index, meta["trained_on"]) if meta["has_ivf"] else (None, 0)
         return self
 

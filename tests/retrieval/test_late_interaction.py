@@ -10,7 +10,8 @@ import pytest
 from retrieval.errors import IndexOpenError
 from retrieval.index import VectorIndex
 from retrieval.index_file import save_container
-from retrieval.late_interaction import MultiVectorIndex, maxsim_scores, pool_tokens
+from retrieval.late_interaction import MultiVectorIndex
+from retrieval.maxsim import maxsim_scores, pool_tokens
 
 DIM = 32
 
@@ -99,7 +100,7 @@ def test_float32_top_k_equals_brute_force(kind, codec):
 @pytest.mark.parametrize("kind,codec", [("flat", "pq"), ("ivf", "flat"), ("ivf", "pq")])
 def test_float16_tokens_agree_with_float32_top_10(kind, codec):
     doc_ids, docs, queries = mv_corpus(600, seed=3)
-    mvi = MultiVectorIndex(DIM, kind=kind, nprobe=1024, token_k=256, n_candidates=60, codec=codec)  # float16
+    mvi = MultiVectorIndex(DIM, kind=kind, nprobe=1024, token_k=256, n_candidates=60, codec=codec, dtype="float16")
     mvi.build(doc_ids, docs)
     assert mvi.tokens.dtype == np.float16 and mvi.kind == kind
     rounded = [d.astype(np.float16).astype(np.float32) for d in docs]
@@ -170,6 +171,29 @@ def test_allowed_ids_and_round_trip(tmp_path):
         for q in queries:
             assert back.search(q, 10) == mvi.search(q, 10)
             assert back.search(q, 3, allowed_ids=allowed) == mvi.search(q, 3, allowed_ids=allowed)
+
+
+def test_auto_dtype_holds_float32_until_there_is_a_token_index(tmp_path):
+    doc_ids, docs, queries = mv_corpus(300, seed=8)
+    half = sum(len(d) for d in docs[:150])
+    mvi = MultiVectorIndex(DIM, approx_threshold=half + 1, n_candidates=20)  # dtype "auto"
+    mvi.build(doc_ids[:150], docs[:150])
+    assert mvi.kind == "flat" and mvi.tokens.dtype == np.float32  # exact search only: no conversion per search
+    np.testing.assert_array_equal(mvi.doc_tokens(doc_ids[3]), docs[3])
+    assert [d for d, _ in mvi.search(queries[0], 5)] == brute_top(queries[0], docs[:150], doc_ids[:150], 5)
+    mvi.add(doc_ids[150:], docs[150:])  # past the threshold: a token index, and the tokens go float16 once
+    assert mvi.kind == "ivf" and mvi.tokens.dtype == np.float16 and mvi.n_tokens == sum(len(d) for d in docs)
+    np.testing.assert_array_equal(mvi.doc_tokens(doc_ids[3]), docs[3].astype(np.float16).astype(np.float32))
+    np.testing.assert_array_equal(mvi.doc_tokens(doc_ids[299]), docs[299].astype(np.float16).astype(np.float32))
+    mvi.save(tmp_path / "mv.faiss")
+    back = MultiVectorIndex.load(tmp_path / "mv.faiss")
+    assert back.tokens.dtype == np.float16 and back.requested_dtype == "auto"
+    assert back.search(queries[1], 5) == mvi.search(queries[1], 5)
+    at_once = MultiVectorIndex(DIM, approx_threshold=half + 1).build(doc_ids, docs)  # never float32 past it
+    assert at_once.kind == "ivf" and at_once.tokens.dtype == np.float16
+    small = MultiVectorIndex(DIM).build(doc_ids[:5], docs[:5])
+    small.save(tmp_path / "small.faiss")
+    assert MultiVectorIndex.load(tmp_path / "small.faiss").tokens.dtype == np.float32
 
 
 # ---------------------------------------------------------------- memory: tokens held once
