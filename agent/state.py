@@ -6,41 +6,69 @@ ignore it; the embedded controller and the scripted test policy use it to choose
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from agent.backends.base import strict_from_dict
+from agent.config import Config
 from agent.evidence import EvidenceStore
 from agent.tools import OBS_MAX_PIXELS
 from memory_graph.energy import GAMMA, LAMBDA, MAX_FRAME_PIXELS, MAX_IMAGE_PIXELS, S_TOTAL, TOP_K
 from memory_graph.graph import MemoryGraph
 
 
+def _protocols() -> tuple[str, ...]:
+    from agent.protocols import names
+
+    return names()
+
+
+def _search_modes() -> tuple[str, ...]:
+    from retrieval.retriever import MODES
+
+    return MODES
+
+
 @dataclass
-class AgentConfig:
-    protocol: str = field(default="vimrag", metadata={"help": "vimrag | vrag | react | vanilla"})
-    max_steps: int | None = field(
-        default=None,
+class AgentConfig(Config):
+    """How the agent works: its protocol, step limit, search depth and the visual memory's budgets."""
+
+    config_name = "agent"
+
+    protocol: str = field(
+        default="vimrag",
         metadata={
-            "help": "model calls before the episode is stopped; default: the protocol's own (vimrag 20, vrag 11)"
+            "help": "the protocol (agent/protocols/): its tools, context layout and prompts",
+            "choices": _protocols,
         },
     )
-    top_k: int = field(default=3, metadata={"help": "results shown per search"})
+    max_steps: int | None = field(
+        default=None,
+        metadata={"help": "model calls before the episode is stopped; default: the protocol's own"},
+    )
+    top_k: int = field(default=3, metadata={"help": "results shown per search (vimrag, react)"})
     vanilla_k: int = field(default=5, metadata={"help": "pages put in context by the vanilla baseline"})
-    s_total: int = field(default=S_TOTAL, metadata={"help": "pixel budget of the whole visual context (vimrag)"})
+    s_total: int = field(
+        default=S_TOTAL, metadata={"help": "pixel budget of the whole visual context (vimrag)", "aliases": ["budget"]}
+    )
     memory_k: int = field(default=TOP_K, metadata={"help": "memorized items that keep pixels (top-K by energy)"})
     max_image_pixels: int = field(default=MAX_IMAGE_PIXELS, metadata={"help": "cap per memorized image"})
     max_frame_pixels: int = field(default=MAX_FRAME_PIXELS, metadata={"help": "cap per video frame"})
     obs_pixels: int = field(default=OBS_MAX_PIXELS, metadata={"help": "pixels per freshly retrieved image"})
     lam: float = field(default=LAMBDA, metadata={"help": "energy time decay"})
     gamma: float = field(default=GAMMA, metadata={"help": "energy back-propagation weight"})
-    search_mode: str = field(default="hybrid", metadata={"help": "hybrid | bm25 | dense"})
-    docs: list[str] | None = field(default=None, metadata={"help": "restrict search to these documents"})
+    search_mode: str = field(
+        default="hybrid",
+        metadata={"help": "how searches rank: hybrid (BM25 + dense, fused), bm25 or dense", "choices": _search_modes},
+    )
+    docs: list[str] | None = field(
+        default=None,
+        metadata={"help": "search only these documents (file name or path; repeatable)", "aliases": ["doc"]},
+    )
     prompts: dict[str, str] = field(
         default_factory=dict,
         metadata={
-            "help": "the protocol's prompts replaced by name (vimrag: system, user, summary; vrag: user, system, "
-            "nudge, invalid); see agent.protocols.read_prompt_file"
+            "help": "the protocol's prompts replaced by name, a mapping (vimrag: system, user, summary; vrag: user, "
+            "system, nudge, invalid); on the command line YAML, e.g. '{system: ...}', or see --prompt-file"
         },
     )
     demo_jpeg: bool = field(
@@ -59,13 +87,6 @@ class AgentConfig:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
         if self.top_k < 1 or self.vanilla_k < 1:
             raise ValueError("top_k and vanilla_k must be >= 1")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "AgentConfig":
-        return strict_from_dict(cls, d, "agent")
 
 
 @dataclass

@@ -1,7 +1,10 @@
 """`vimrag ask`: answer one question over an index, printing the agent's steps as they stream.
 
-vimrag ask "What was revenue in 2024?" --index DIR [--backend embedded|openai|transformers]
-           [--protocol vimrag|vrag|react|vanilla] [--trace out.json] [--graph out.png]
+vimrag ask "What was revenue in 2024?" --index DIR [--backend NAME] [--protocol NAME] [--trace out.json]
+           [--graph out.png]
+
+The policy and agent flags are generated from `PolicyConfig` and `AgentConfig` (agent/config.py), so they
+are the same here, in `vimrag eval` and in `vimrag demo`.
 """
 
 from __future__ import annotations
@@ -9,10 +12,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 
 def add_parser(sub, default_index: str) -> None:
+    from agent.backends.base import PolicyConfig
+    from agent.config import add_arguments
+    from agent.state import AgentConfig
+
     pa = sub.add_parser(
         "ask",
         help="answer a question with the agent",
@@ -22,30 +30,10 @@ def add_parser(sub, default_index: str) -> None:
     pa.add_argument("question", help="the question")
     pa.add_argument("--index", default=default_index, help="index folder (build one with `vimrag index`)")
     add_search_url(pa)
-    g = pa.add_argument_group("policy backend")
-    g.add_argument(
-        "--backend",
-        default="embedded",
-        choices=["embedded", "openai", "transformers", "scripted"],
-        help="embedded: offline default (no VLM); openai: any OpenAI-compatible endpoint (vLLM, "
-        "SGLang, DashScope, OpenAI); transformers: a local Qwen2.5-VL/Qwen3-VL",
-    )
-    g.add_argument(
-        "--model",
-        default="",
-        help="model name (openai), HF id or path (transformers), "
-        "'keyword' (embedded without SmolLM2), script JSON (scripted)",
-    )
-    g.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="OpenAI-compatible endpoint")
-    g.add_argument("--api-key", default="", help="API key (default: $OPENAI_API_KEY)")
-    g.add_argument("--timeout", type=float, default=120.0, help="seconds per endpoint request")
-    g.add_argument("--max-new-tokens", type=int, default=1024)
-    g.add_argument("--temperature", type=float, default=0.0)
-    g.add_argument("--device", default="auto", help="transformers: auto | cpu | cuda")
-    add_model_options(g)
-    a = pa.add_argument_group("agent")
-    add_agent_options(a)
-    a.add_argument("--doc", action="append", help="search only this document; repeatable")
+    add_arguments(pa.add_argument_group("policy: the model that answers"), PolicyConfig, "policy.")
+    agent = pa.add_argument_group("agent")
+    add_arguments(agent, AgentConfig, "agent.")
+    add_prompt_file(agent)
     o = pa.add_argument_group("output")
     o.add_argument("--trace", help="write the full trace (JSON) here")
     o.add_argument("--graph", help="draw the memory graph (PNG) here")
@@ -56,6 +44,7 @@ def add_parser(sub, default_index: str) -> None:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from agent.backends.base import PolicyConfig, PolicyError, load_policy
+    from agent.config import from_args
     from agent.events import Finished
     from agent.loop import Agent
     from agent.state import AgentConfig
@@ -65,23 +54,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
         raise FileNotFoundError(
             f"index folder {args.index} does not exist; build it with `vimrag index PATH --index {args.index}`"
         )
-    cfg = AgentConfig(protocol=args.protocol, docs=args.doc, **agent_overrides(args))
-    pcfg = PolicyConfig(
-        backend=args.backend,
-        model=args.model,
-        base_url=args.base_url,
-        api_key=args.api_key,
-        timeout_s=args.timeout,
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        device=args.device,
-        **model_overrides(args),
-    )
+    cfg = with_prompt_file(from_args(AgentConfig, args, "agent."), args)
+    pcfg = from_args(PolicyConfig, args, "policy.")
     try:
         policy = load_policy(pcfg)
     except PolicyError as e:
         raise ValueError(str(e)) from e
-    agent = Agent(open_retriever(args.index, args.search_url, text_only=args.backend == "embedded"), policy, cfg)
+    agent = Agent(open_retriever(args.index, args.search_url, text_only=pcfg.backend == "embedded"), policy, cfg)
     out = sys.stdout
     if not args.json:
         print(f"backend: {policy.describe()}\nprotocol: {cfg.protocol}\n", file=out)
@@ -138,21 +117,8 @@ def add_search_url(parser) -> None:
     )
 
 
-def add_agent_options(group) -> None:
-    """The agent settings `vimrag ask` and `vimrag eval` share."""
-    from agent.protocols import get, names
-
-    group.add_argument(
-        "--protocol", default="vimrag", choices=list(names()), help="; ".join(f"{n}: {get(n).summary}" for n in names())
-    )
-    group.add_argument(
-        "--max-steps",
-        type=int,
-        default=None,
-        help="model calls per question (default: the protocol's own; vimrag 20, vrag 11)",
-    )
-    group.add_argument("--top-k", type=int, default=None, help="results per search (vimrag, react; default 3)")
-    group.add_argument("--budget", type=int, default=None, help="pixel budget of the visual memory (vimrag)")
+def add_prompt_file(group) -> None:
+    """--prompt-file / --prompt-role, which `vimrag ask` and `vimrag eval` read into the agent's prompts."""
     group.add_argument(
         "--prompt-file",
         help="the protocol's prompt(s) from a file: plain text is one prompt (see "
@@ -167,42 +133,16 @@ def add_agent_options(group) -> None:
     )
 
 
-def agent_overrides(args) -> dict:
-    """AgentConfig fields from the options above (those left at their default are not set)."""
+def with_prompt_file(agent, args):
+    """AgentConfig `agent` with the prompts of --prompt-file, if one was given, over its own."""
     from agent.protocols import read_prompt_file
 
-    out: dict = {}
-    if args.max_steps is not None:
-        out["max_steps"] = args.max_steps
-    if args.top_k is not None:
-        out["top_k"] = args.top_k
-    if args.budget:
-        out["s_total"] = args.budget
-    if args.prompt_file:
-        out["prompts"] = read_prompt_file(args.prompt_file, args.protocol, args.prompt_role)
-    elif args.prompt_role:
-        raise ValueError("--prompt-role names where a --prompt-file goes; give --prompt-file too")
-    return out
-
-
-def add_model_options(group) -> None:
-    group.add_argument(
-        "--tool-calling",
-        default="text",
-        choices=["text", "native", "auto"],
-        help="openai backend: text (calls written in the reply, as the VimRAG demo reads them), native "
-        "(send `tools`, read `tool_calls`), auto (native, else text)",
-    )
-    group.add_argument(
-        "--coords",
-        default="auto",
-        choices=["auto", "absolute", "relative"],
-        help="how the model writes boxes: auto (Qwen3-VL 0-1000 relative, others absolute pixels)",
-    )
-
-
-def model_overrides(args) -> dict:
-    return {"tool_calling": args.tool_calling, "coords": args.coords}
+    if not args.prompt_file:
+        if args.prompt_role:
+            raise ValueError("--prompt-role names where a --prompt-file goes; give --prompt-file too")
+        return agent
+    read = read_prompt_file(args.prompt_file, agent.protocol, args.prompt_role)
+    return replace(agent, prompts={**agent.prompts, **read})
 
 
 def format_event(ev, show_model: bool = False) -> str | None:

@@ -40,16 +40,11 @@ def _default_index() -> str:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    from agent.config import from_args
     from retrieval import sharded
     from retrieval.ingest import Indexer, IngestConfig
 
-    cfg = IngestConfig(
-        embedder=args.embedder,
-        ocr=args.ocr,
-        batch_units=args.batch_size,
-        clip_seconds=args.clip_seconds,
-        page_images=not args.no_page_images,
-    )
+    cfg = from_args(IngestConfig, args)
     if sharded.world_size() > 1:  # one of N processes under accelerate launch / torchrun (or --num-processes)
         summary = sharded.index_distributed(args.paths, args.index, cfg, prune=args.prune, progress=not args.quiet)
         if summary is None:  # not rank 0: rank 0 merges the shards and prints the summary
@@ -106,6 +101,10 @@ def cmd_serve_search(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from agent.config import add_arguments
+    from retrieval.ingest import IngestConfig
+    from retrieval.retriever import MODES
+
     p = argparse.ArgumentParser(
         prog="vimrag", description="VimRAG: multimodal deep research over PDFs, images and videos."
     )
@@ -119,26 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pi.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to index")
     pi.add_argument("--index", default=_default_index(), help="index folder (default: $VIMRAG_INDEX or ./vimrag-index)")
-    pi.add_argument(
-        "--embedder",
-        default=None,
-        help="minilm (default, offline) | st:PATH | clip:ID_OR_PATH | siglip:ID_OR_PATH "
-        "| colqwen2:ID_OR_PATH "
-        "| gve:ID_OR_PATH (Alibaba-NLP/GVE-3B, GVE-7B) | qwen3vl-emb:ID_OR_PATH "
-        "(Qwen/Qwen3-VL-Embedding-2B, -8B)",
-    )
-    pi.add_argument(
-        "--ocr", default="auto", help="OCR for images, frames and scanned pages: auto | rapidocr | tesseract | none"
-    )
     pi.add_argument("--prune", action="store_true", help="forget indexed files under PATH that no longer exist")
-    pi.add_argument(
-        "--no-page-images",
-        action="store_true",
-        help="index images named X_N.jpg as plain images; by default they are page N of X.pdf (VRAG's "
-        "corpus layout): left out when X.pdf is indexed too, so each page is indexed once",
-    )
-    pi.add_argument("--batch-size", type=int, default=64, help="units per committed batch (checkpoint size)")
-    pi.add_argument("--clip-seconds", type=float, default=60.0, help="split videos into clips of about this length")
     pi.add_argument("--json", action="store_true", help="print the summary as JSON")
     pi.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     pi.add_argument(
@@ -149,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="embed in N processes (one per GPU, or CPU processes) and merge their shards into one "
         "index; the same as running under `accelerate launch --multi_gpu --num_processes N -m app.cli`",
     )
+    add_arguments(pi.add_argument_group("indexing (IngestConfig)"), IngestConfig)
     pi.set_defaults(func=cmd_index)
 
     ps = sub.add_parser(
@@ -160,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     ps.add_argument("--image", help="search by an image (a crop) instead of text")
     ps.add_argument("--index", default=_default_index(), help="index folder")
     ps.add_argument("-k", type=int, default=5, help="number of hits (the maximum, with --dynamic)")
-    ps.add_argument("--mode", default="hybrid", choices=["hybrid", "bm25", "dense"])
+    ps.add_argument("--mode", default="hybrid", choices=MODES, help="how to rank: BM25 + dense fused, or one of them")
     ps.add_argument("--dynamic", action="store_true", help="ViDoRAG dynamic top-k (Gaussian-mixture cut)")
     ps.add_argument("--doc", action="append", help="only this document (file name or path); repeatable")
     ps.add_argument("--modality", action="append", choices=["page", "image", "video", "text"], help="repeatable")

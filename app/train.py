@@ -1,6 +1,6 @@
 """`vimrag train`: GGPO / GRPO / GSPO fine-tuning from a YAML config (also under `accelerate launch`).
 
-vimrag train --config rl/configs/tiny_cpu.yaml [key=value ...]
+vimrag train --config rl/configs/tiny_cpu.yaml [key=value ...] [--flag value ...]
 accelerate launch --config_file rl/configs/accelerate/ddp.yaml -m app.cli train --config CFG.yaml
 """
 
@@ -11,31 +11,29 @@ import json
 
 
 def add_parser(sub) -> None:
+    from agent.config import add_arguments
+    from rl.config import TrainConfig
+
     pt = sub.add_parser(
         "train",
         help="RL fine-tuning (GGPO, GRPO, GSPO) of a policy through the agent loop",
         description="Train a policy with GGPO (or GRPO / GSPO) on rollouts through the real agent "
-        "loop. Settings come from --config YAML; key=value arguments override them. "
-        "Resumes from the newest checkpoint in output_dir.",
+        "loop. Settings come from --config YAML; key=value arguments (agent.top_k=2 for the agent's) "
+        "and the flags below override them, in that order. Resumes from the newest checkpoint in output_dir.",
     )
-    pt.add_argument("--config", required=True, help="YAML training config (see rl/configs/)")
-    pt.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. lr=5e-7 group_size=8 method=grpo")
-    pt.add_argument(
-        "--search-url",
-        default="",
-        metavar="URL",
-        help="search through this server (`vimrag serve-search`'s or VRAG's) instead of the local "
-        "index; the same as the override search_url=URL",
-    )
+    pt.add_argument("--config", help="YAML training config (see rl/configs/)")
+    pt.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. lr=5e-7 group_size=8 agent.max_steps=4")
     pt.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_arguments(pt, TrainConfig)
     pt.set_defaults(func=cmd_train)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from rl.trainer import TrainConfig, Trainer
+    from agent.config import args_to_dict
+    from rl.config import TrainConfig
+    from rl.trainer import Trainer
 
-    overrides = list(args.overrides) + ([f"search_url={args.search_url}"] if args.search_url else [])
-    cfg = TrainConfig.load(args.config, overrides)
+    cfg = TrainConfig.load(args.config, args.overrides, args_to_dict(TrainConfig, args))
     trainer = Trainer(cfg)
     if trainer.acc.is_main_process:
         print("resolved config:", json.dumps(cfg.to_dict()))
@@ -44,7 +42,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         last = logs[-1]
         print(
             f"done: {trainer.update} updates, last reward {last['reward']:.3f}, loss {last['loss']:.4f}, "
-            f"{last['tokens_per_s']:.1f} tokens/s; metrics in {cfg.output_dir}/metrics.jsonl"
+            f"{last['tokens_per_s']:.1f} tokens/s; metrics and the resolved config.json in {cfg.output_dir}"
         )
     return 0
 

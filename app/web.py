@@ -1,12 +1,14 @@
 """The Gradio web demo: ask about a corpus and watch the agent search, crop, zoom and remember.
 
     vimrag demo                         # bundled corpus, embedded default, http://127.0.0.1:7860
-    vimrag demo --workdir DIR --port 7861 --backend openai --base-url http://127.0.0.1:8000/v1 --model M
+    vimrag demo --workdir DIR --port 7861 --backend openai --base-url URL --model M
 
 Panels: the chat (one message per agent step, then the cited answer), the evidence gallery (crop boxes
 drawn on their sources, video frames with their timestamps), the memory graph (node energies and the
 pixels each item gets), the corpus (upload and index, with a progress bar), and the settings (backend,
 protocol, budgets). Every question runs through the queue with a concurrency limit; Stop cancels it.
+The settings are one `DemoConfig` (app/settings.py); each answered question's folder under WORKDIR/runs
+holds the config it was answered with (config.json) next to its trace.
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from agent.backends.base import PolicyConfig
 from agent.protocols import names as protocol_names
-from app.ask import add_search_url
+from app.settings import BACKEND_LABELS, DemoConfig, apply_form, default_settings, describe_backend
 from app.workspace import SCOPE_ALL, SCOPE_BUNDLED, SCOPE_UPLOADS, Workspace, load_questions
+
+__all__ = ["DemoApp", "default_settings", "prepare_env", "warm_up"]
 
 EMBEDDED_NOTE = (
     "You are running the **embedded offline default**: a deterministic controller that makes the same tool "
@@ -29,7 +34,7 @@ EMBEDDED_NOTE = (
     "asks out of text and OCR, citing the sentence. It does not see pixels, so it is a demonstration of the "
     "machinery, not of a VLM's judgement. "
     "To use a real model, open **Settings** and choose *OpenAI-compatible endpoint* (e.g. "
-    "`vllm serve Qwen/Qwen2.5-VL-7B-Instruct`, then URL `http://127.0.0.1:8000/v1`) or a local "
+    f"`vllm serve Qwen/Qwen2.5-VL-7B-Instruct`, then URL `{PolicyConfig.base_url}`) or a local "
     "*transformers* Qwen2.5-VL / Qwen3-VL path."
 )
 CSS = """
@@ -37,40 +42,8 @@ CSS = """
 #backend-line { font-size: 0.92em; }
 footer { display: none !important; }
 """
-BACKENDS = {
-    "embedded (offline default)": "embedded",
-    "OpenAI-compatible endpoint": "openai",
-    "local transformers model": "transformers",
-}
 log = logging.getLogger(__name__)
 REDRAW_EVERY_S = 0.12  # the fastest the page is updated while a model streams text
-
-
-def default_settings(
-    backend: str = "embedded", model: str = "", base_url: str = "http://127.0.0.1:8000/v1", api_key: str = ""
-) -> dict[str, Any]:
-    from agent.state import AgentConfig
-
-    a = AgentConfig()
-    return {
-        "policy": {"backend": backend, "model": model, "base_url": base_url, "api_key": api_key},
-        "agent": {"protocol": a.protocol, "max_steps": a.max_steps, "s_total": a.s_total, "top_k": a.top_k},
-    }
-
-
-def describe_backend(settings: dict[str, Any]) -> str:
-    p = settings["policy"]
-    a = settings["agent"]
-    if p["backend"] == "embedded":
-        what = "embedded offline default (SmolLM2-135M + deterministic controller)"
-    elif p["backend"] == "openai":
-        what = f"OpenAI-compatible endpoint `{p['base_url']}`, model `{p['model'] or '(first served)'}`"
-    else:
-        what = f"local transformers model `{p['model']}`"
-    return (
-        f"**Backend:** {what} · **protocol:** {a['protocol']} · max {a['max_steps']} steps · "
-        f"top-k {a['top_k']} · budget {a['s_total']:,} px"
-    )
 
 
 class DemoApp:
@@ -79,25 +52,22 @@ class DemoApp:
     def __init__(
         self,
         ws: Workspace,
-        settings: dict[str, Any] | None = None,
-        concurrency: int = 2,
+        settings: DemoConfig | None = None,
+        concurrency: int | None = None,
         questions: list[dict[str, Any]] | None = None,
     ) -> None:
         self.ws = ws
-        self.settings0 = settings or default_settings()
-        self.concurrency = concurrency
+        self.settings0 = settings or DemoConfig()
+        self.concurrency = self.settings0.concurrency if concurrency is None else concurrency
         self.questions = load_questions() if questions is None else questions
-        self._model_locks: dict[int, threading.Lock] = {}
-        self._locks_lock = threading.Lock()
 
     # -- asking -----------------------------------------------------------------------------------
-    def ask(self, question: str, history: list | None, settings: dict[str, Any], scope: str):
+    def ask(self, question: str, history: list | None, settings: DemoConfig, scope: str):
         """Generator: (chat, gallery, graph, trace file, status) after each event worth showing."""
         import gradio as gr
 
-        from agent.backends.base import PolicyConfig, PolicyError
+        from agent.backends.base import PolicyError
         from agent.loop import Agent
-        from agent.state import AgentConfig
         from app.views import ChatView, graph_picture, trace_json
 
         question = (question or "").strip()
@@ -108,20 +78,20 @@ class DemoApp:
             return
         view = ChatView(question, history)
         try:
-            pcfg = PolicyConfig.from_dict(settings["policy"])
-            cfg = AgentConfig.from_dict({**settings["agent"], "docs": self.ws.docs_for(scope)})
+            pcfg = settings.policy
+            cfg = replace(settings.agent, docs=self.ws.docs_for(scope))
             policy = self.ws.policy(pcfg)
         except (PolicyError, ValueError, ImportError, OSError) as e:
             view.note("Cannot start", f"{e}\n\nFix the settings or the corpus and ask again.")
             yield view.messages, gr.skip(), gr.skip(), gr.skip(), "Cannot start: fix the settings or the scope."
             return
-        run = self.ws.new_run()
+        run = self.ws.new_run(replace(settings, agent=cfg).to_dict() | {"scope": scope})
         agent = Agent(self.ws.retriever, policy, cfg)
         pics: dict[tuple, list] = {}
         redraws = 0
         gallery, graph = [], None
         last = 0.0
-        lock = self._model_lock(policy) if pcfg.backend == "transformers" else None
+        lock = self.ws.model_lock(pcfg)
         if lock is not None:
             lock.acquire()
         try:
@@ -157,11 +127,6 @@ class DemoApp:
         finally:
             if lock is not None:
                 lock.release()
-
-    def _model_lock(self, policy) -> threading.Lock:
-        """A local model answers one episode at a time (endpoints queue on their own)."""
-        with self._locks_lock:
-            return self._model_locks.setdefault(id(policy), threading.Lock())
 
     @staticmethod
     def _gallery(state, run: Path, cache: dict[tuple, list]) -> list[tuple[str, str]]:
@@ -211,50 +176,28 @@ class DemoApp:
         max_steps: float,
         s_total: float,
         top_k: float,
-        settings: dict[str, Any],
+        settings: DemoConfig,
     ):
         """Validate and apply the settings form; on a problem keep the old settings and say what is wrong."""
         import gradio as gr
 
-        from agent.backends.base import PolicyConfig, PolicyError
-        from agent.state import AgentConfig
+        from agent.backends.base import PolicyError
 
-        backend = BACKENDS.get(backend_label, backend_label)
-        policy = {"backend": backend, "model": "", "base_url": "http://127.0.0.1:8000/v1", "api_key": ""}
-        if backend == "openai":
-            if not (base_url or "").strip().startswith(("http://", "https://")):
-                gr.Warning(
-                    f"The endpoint URL {base_url!r} must start with http:// or https:// "
-                    "(e.g. http://127.0.0.1:8000/v1). Settings unchanged."
-                )
-                return settings, describe_backend(settings), self._note_for(settings)
-            policy.update(base_url=base_url.strip(), model=(model or "").strip(), api_key=api_key or "")
-        elif backend == "transformers":
-            if not (model_path or "").strip():
-                gr.Warning(
-                    "Give a local model folder (or a cached Hugging Face id) for the transformers "
-                    "backend. Settings unchanged."
-                )
-                return settings, describe_backend(settings), self._note_for(settings)
-            policy["model"] = model_path.strip()
-        new = {
-            "policy": policy,
-            "agent": {"protocol": protocol, "max_steps": int(max_steps), "s_total": int(s_total), "top_k": int(top_k)},
-        }
+        form = (backend_label, base_url, model, api_key, model_path, protocol, max_steps, s_total, top_k)
         try:
-            AgentConfig.from_dict(new["agent"])
-            self.ws.policy(PolicyConfig.from_dict(policy))  # loads the model now, so errors show here
+            new = apply_form(settings, *form)
+            self.ws.policy(new.policy)  # loads the model now, so errors show here
         except (PolicyError, ValueError, ImportError, OSError) as e:
-            gr.Warning(f"Settings not applied: {e}")
+            gr.Warning(f"Settings not applied: {e}. Settings unchanged.")
             return settings, describe_backend(settings), self._note_for(settings)
         gr.Info("Settings applied.")
         return new, describe_backend(new), self._note_for(new)
 
     @staticmethod
-    def _note_for(settings: dict[str, Any]):
+    def _note_for(settings: DemoConfig):
         import gradio as gr
 
-        return gr.update(visible=settings["policy"]["backend"] == "embedded")
+        return gr.update(visible=settings.policy.backend == "embedded")
 
     # -- corpus -------------------------------------------------------------------------------------
     def upload(self, files: list | None, progress=None):
@@ -299,7 +242,7 @@ class DemoApp:
         import gradio as gr
 
         s0 = self.settings0
-        p0, a0 = s0["policy"], s0["agent"]
+        p0, a0 = s0.policy, s0.agent
         qs = [q["question"] for q in self.questions]
         # delete_cache: every hour, drop cached copies older than 6 h, so a long-running demo stays bounded
         with gr.Blocks(title="VimRAG: multimodal deep research", delete_cache=(3600, 6 * 3600)) as demo:
@@ -309,7 +252,7 @@ class DemoApp:
                 "evidence, keeps a graph of what it learned, and answers with citations."
             )
             backend_line = gr.Markdown(describe_backend(s0), elem_id="backend-line")
-            embedded_note = gr.Markdown(EMBEDDED_NOTE, visible=p0["backend"] == "embedded", elem_id="embedded-note")
+            embedded_note = gr.Markdown(EMBEDDED_NOTE, visible=p0.backend == "embedded", elem_id="embedded-note")
             with gr.Row():
                 with gr.Column(scale=5):
                     chat = gr.Chatbot(
@@ -380,29 +323,29 @@ class DemoApp:
             with gr.Accordion("Settings", open=False, elem_id="settings"):
                 with gr.Row():
                     backend = gr.Radio(
-                        list(BACKENDS),
+                        list(BACKEND_LABELS),
                         label="Backend",
                         elem_id="backend",
-                        value=next(k for k, v in BACKENDS.items() if v == p0["backend"]),
+                        value=next((k for k, v in BACKEND_LABELS.items() if v == p0.backend), None),
                     )
                     protocol = gr.Dropdown(
-                        list(protocol_names()), value=a0["protocol"], label="Protocol", elem_id="protocol"
+                        list(protocol_names()), value=a0.protocol, label="Protocol", elem_id="protocol"
                     )
-                with gr.Row(visible=p0["backend"] == "openai") as endpoint_row:
-                    base_url = gr.Textbox(p0["base_url"], label="Endpoint URL (OpenAI-compatible)", elem_id="base-url")
-                    model = gr.Textbox(p0["model"] if p0["backend"] == "openai" else "", label="Model name")
-                    api_key = gr.Textbox(p0["api_key"], label="API key", type="password")
+                with gr.Row(visible=p0.backend == "openai") as endpoint_row:
+                    base_url = gr.Textbox(p0.base_url, label="Endpoint URL (OpenAI-compatible)", elem_id="base-url")
+                    model = gr.Textbox(p0.model if p0.backend == "openai" else "", label="Model name")
+                    api_key = gr.Textbox(p0.api_key, label="API key", type="password")
                 model_path = gr.Textbox(
-                    p0["model"] if p0["backend"] == "transformers" else "",
-                    visible=p0["backend"] == "transformers",
+                    p0.model if p0.backend == "transformers" else "",
+                    visible=p0.backend == "transformers",
                     label="Local transformers model (folder or cached HF id)",
                 )
                 with gr.Row():
-                    max_steps = gr.Slider(1, 40, value=a0["max_steps"], step=1, label="Max steps")
+                    max_steps = gr.Slider(1, 40, value=a0.max_steps, step=1, label="Max steps")
                     s_total = gr.Number(
-                        a0["s_total"], label="Pixel budget of the visual memory", precision=0, minimum=200_704
+                        a0.s_total, label="Pixel budget of the visual memory", precision=0, minimum=200_704
                     )
-                    top_k = gr.Slider(1, 10, value=a0["top_k"], step=1, label="Results per search (top-k)")
+                    top_k = gr.Slider(1, 10, value=a0.top_k, step=1, label="Results per search (top-k)")
                 apply_btn = gr.Button("Apply settings", elem_id="apply")
 
             outs = [chat, gallery, graph, trace_file, status]
@@ -427,8 +370,8 @@ class DemoApp:
             stop_btn.click(self.stop, chat, [chat, status], cancels=[ask_evt, ex_evt], queue=False, api_name="stop")
             backend.change(
                 lambda b: (
-                    gr.update(visible=BACKENDS[b] == "openai"),
-                    gr.update(visible=BACKENDS[b] == "transformers"),
+                    gr.update(visible=BACKEND_LABELS[b] == "openai"),
+                    gr.update(visible=BACKEND_LABELS[b] == "transformers"),
                 ),
                 backend,
                 [endpoint_row, model_path],
@@ -468,13 +411,14 @@ class DemoApp:
         demo.queue(max_size=64, default_concurrency_limit=self.concurrency)
         return demo
 
-    def launch(self, host: str = "127.0.0.1", port: int = 7860, **kw):
+    def launch(self, host: str | None = None, port: int | None = None, **kw):
+        """Serve on `host`:`port` (default: the config's)."""
         import gradio as gr
 
         demo = self.build()
         demo.launch(
-            server_name=host,
-            server_port=port,
+            server_name=host or self.settings0.host,
+            server_port=port or self.settings0.port,
             allowed_paths=self.ws.served_roots(),
             max_file_size=f"{self.ws.max_upload_mb}mb",
             show_error=True,
@@ -494,66 +438,52 @@ def prepare_env(ws: Workspace) -> None:
 
 
 def add_parser(sub) -> None:
+    from agent.config import add_arguments
+
     pd = sub.add_parser(
         "demo",
         help="the web demo (Gradio) on 127.0.0.1:7860",
         description="Serve the web demo. The bundled corpus is indexed into WORKDIR/index at "
         "start (only new or changed files), so the first question works offline.",
     )
-    pd.add_argument(
-        "--workdir",
-        default=os.environ.get("VIMRAG_DEMO_DIR", "vimrag-demo"),
-        help="index, uploads, run outputs (default ./vimrag-demo)",
-    )
-    pd.add_argument("--corpus", default=None, help="the bundled corpus folder (default assets/corpus)")
-    pd.add_argument("--no-bundled", action="store_true", help="do not index the bundled corpus at start")
-    pd.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
-    pd.add_argument("--port", type=int, default=7860)
-    pd.add_argument("--concurrency", type=int, default=2, help="questions answered at once (others queue)")
-    pd.add_argument("--max-upload-mb", type=int, default=50)
-    pd.add_argument("--backend", default="embedded", choices=["embedded", "openai", "transformers"])
-    pd.add_argument("--model", default="", help="model name (openai) or path/id (transformers)")
-    pd.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
-    pd.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", ""))
-    pd.add_argument("--no-warmup", action="store_true", help="do not load the model before serving")
-    add_search_url(pd)
+    add_arguments(pd, DemoConfig)
     pd.set_defaults(func=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from agent.config import from_args
     from app.workspace import BUNDLED
 
+    cfg = from_args(DemoConfig, args)
     ws = Workspace(
-        Path(args.workdir),
-        corpus=Path(args.corpus) if args.corpus else BUNDLED,
-        max_upload_mb=args.max_upload_mb,
-        search_url=args.search_url,
+        Path(cfg.workdir),
+        corpus=Path(cfg.corpus) if cfg.corpus else BUNDLED,
+        max_upload_mb=cfg.max_upload_mb,
+        keep_runs=cfg.keep_runs,
+        search_url=cfg.search_url,
     )
     prepare_env(ws)
-    if args.search_url:
-        print(f"searching the server at {args.search_url} (the bundled corpus and uploads are not indexed here)")
-    elif not args.no_bundled:
+    if cfg.search_url:
+        print(f"searching the server at {cfg.search_url} (the bundled corpus and uploads are not indexed here)")
+    elif cfg.bundled:
         print(f"indexing the bundled corpus {ws.corpus} into {ws.index_dir}")
         print(ws.index_bundled(progress=True).format())
-    settings = default_settings(args.backend, args.model, args.base_url, args.api_key)
-    app = DemoApp(ws, settings, concurrency=args.concurrency)
-    if not args.no_warmup:
-        warm_up(app, settings)
-    print(f"serving on http://{args.host}:{args.port}  (Ctrl-C to stop)")
+    app = DemoApp(ws, cfg)
+    if cfg.warmup:
+        warm_up(app, cfg)
+    print(f"serving on http://{cfg.host}:{cfg.port}  (Ctrl-C to stop)")
     try:
-        app.launch(args.host, args.port)
+        app.launch(cfg.host, cfg.port)
     finally:
         ws.close()
     return 0
 
 
-def warm_up(app: DemoApp, settings: dict[str, Any]) -> None:
+def warm_up(app: DemoApp, settings: DemoConfig) -> None:
     """Load the model (and the embedded policy's SmolLM2 and OCR) before the first visitor waits for it."""
-    from agent.backends.base import PolicyConfig
-
     t0 = time.perf_counter()
-    policy = app.ws.policy(PolicyConfig.from_dict(settings["policy"]))
-    if settings["policy"]["backend"] == "embedded":
+    policy = app.ws.policy(settings.policy)
+    if settings.policy.backend == "embedded":
         print("loading the embedded SmolLM2 (the first run converts its weights once, about a minute)")
         _ = policy.lm, policy.ocr
     app.ws.retriever.refresh()

@@ -3,12 +3,13 @@
     workdir/
       index/      the persistent index (bundled corpus + uploads); survives restarts
       uploads/    files users uploaded, after their type was checked
-      runs/       one folder per answered question: gallery pictures, graph PNGs, trace.json (the oldest
-                  are deleted beyond `keep_runs`)
+      runs/       one folder per answered question: its config.json, gallery pictures, graph PNGs, trace.json
+                  (the oldest are deleted beyond `keep_runs`)
       cache/      Gradio's file cache (GRADIO_TEMP_DIR), so everything served sits under the workdir
 
-Only the corpus, uploads/, runs/ and cache/ are ever served (never the index); upload names are reduced to a safe
-base name, so no path from a user escapes its folder.
+Loaded policies are shared by all sessions, and so is the lock that lets a local model answer one question
+at a time. Only the corpus, uploads/, runs/ and cache/ are ever served (never the index); upload names are
+reduced to a safe base name, so no path from a user escapes its folder.
 """
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ class Workspace:
     search_url: str = ""  # search through this server instead of the local index (uploads are then refused)
     _retriever: Any = None
     _policies: dict[str, Any] = field(default_factory=dict)
+    _model_locks: dict[str, threading.Lock] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _index_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -275,9 +277,12 @@ class Workspace:
         return dest
 
     # -- runs -------------------------------------------------------------------------------------
-    def new_run(self) -> Path:
+    def new_run(self, config: dict[str, Any] | None = None) -> Path:
+        """A fresh folder under runs/ holding `config` (the resolved settings of the question) as config.json."""
         d = self.runs / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         d.mkdir(parents=True)
+        if config is not None:
+            (d / "config.json").write_text(json.dumps(config, indent=1, ensure_ascii=False), encoding="utf-8")
         old = sorted(p for p in self.runs.iterdir() if p.is_dir())
         for p in old[: max(0, len(old) - self.keep_runs)]:
             shutil.rmtree(p, ignore_errors=True)
@@ -288,18 +293,30 @@ class Workspace:
         """A loaded policy for this PolicyConfig, shared by all sessions (models load once)."""
         from agent.backends.base import load_policy
 
-        key = json.dumps({**config.__dict__}, sort_keys=True)
+        key = _key(config)
         with self._lock:
             pol = self._policies.get(key)
             if pol is None:
                 pol = self._policies[key] = load_policy(config)
             return pol
 
+    def model_lock(self, config) -> threading.Lock | None:
+        """The lock an episode holds while a local model (transformers) answers: it answers one question at
+        a time. None for the other backends (endpoints queue on their own; the embedded one is cheap)."""
+        if config.backend != "transformers":
+            return None
+        with self._lock:
+            return self._model_locks.setdefault(_key(config), threading.Lock())
+
     def close(self) -> None:
         with self._lock:
             for p in self._policies.values():
                 p.close()
             self._policies.clear()
+
+
+def _key(config) -> str:
+    return json.dumps(config.to_dict(redact=False), sort_keys=True)
 
 
 def load_questions(path: Path = QUESTIONS) -> list[dict[str, Any]]:

@@ -8,8 +8,9 @@ A run folder holds `config.json` (the resolved config), `predictions.jsonl` (one
 in `eval/report.py`), `traces/ID.json`, and, at the end, `metrics.json`, `report.md` and `plots/`.
 Rows are appended and flushed one by one; a stopped or crashed run continues where it stopped when run
 again with the same settings (a half-written last line is dropped and that question runs again), so no
-question is answered twice. The settings that decide the answers (dataset, protocol, policy, agent,
-scope, seed) must match the folder's config.json; anything else may change between attempts.
+question is answered twice. The settings that decide the answers (dataset, corpus, scope, and the policy
+and agent settings but the endpoint's key, timeout and retries) must match the folder's config.json;
+anything else may change between attempts.
 
 Retrieval metrics rank the units an episode retrieved, in the order its searches returned them (first
 occurrence), against the gold evidence; `memorized_hit` asks whether the evidence the agent kept (vimrag:
@@ -25,41 +26,87 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agent.backends.base import PolicyConfig
+from agent.config import Config, flatten
 from agent.protocols import get as get_protocol
+from agent.state import AgentConfig
 from eval.datasets import Dataset, EvalItem, check_evidence, load_dataset
 from eval.retrieval_metrics import mrr, ndcg_at_k, recall_at_k
 
-# Settings that change the answers: a resumed run must use the same ones.
-ANSWER_KEYS = ("dataset", "protocol", "policy", "agent", "scope", "seed", "corpus", "page_base")
+# Settings that change the answers (dotted prefixes): a resumed run must use the same ones.
+ANSWER_KEYS = ("dataset", "corpus", "page_base", "scope", "policy", "agent")
+NOT_ANSWER_KEYS = ("policy.api_key", "policy.timeout_s", "policy.retries")  # how the endpoint is reached
 
 
 @dataclass
-class RunConfig:
-    dataset: str
-    protocol: str = "vimrag"
-    policy: dict[str, Any] = field(default_factory=lambda: {"backend": "embedded"})  # PolicyConfig fields
-    agent: dict[str, Any] = field(default_factory=dict)  # AgentConfig overrides: max_steps, top_k, s_total ...
-    corpus: str | None = None  # the documents, for datasets that do not carry their own
-    index: str | None = None  # default: the dataset's own index folder
-    scope: str = "auto"  # doc: search only the question's document; corpus: everything; auto: doc if known
-    limit: int = 0  # only the first N questions (0: all)
-    seed: int = 0
-    concurrency: int = 1  # questions in flight (useful for endpoint backends)
-    out: str = ""  # the run folder (default runs/eval/DATASET-PROTOCOL-BACKEND)
-    judge: dict[str, Any] | None = None  # {"base_url", "model", "api_key"}: an LLM judge scores answers too
-    page_base: int = 1  # vidoseek/slidevqa/jsonl: whether reference pages count from 1 or 0
-    allow_missing_evidence: bool = False  # jsonl: run even when gold evidence names files or pages not in the corpus
-    search_url: str = ""  # search through this server (ours or VRAG's) instead of a local index
+class JudgeConfig(Config):
+    """An LLM judge that scores answers too (eval/judge.py); off while base_url is empty."""
+
+    config_name = "judge"
+
+    base_url: str = field(
+        default="", metadata={"help": "OpenAI-compatible endpoint of the judge model", "aliases": ["url"]}
+    )
+    model: str = field(default="", metadata={"help": "the judge model's name (empty: the first one served)"})
+    api_key: str = field(
+        default="", metadata={"help": "the judge endpoint's API key", "secret": True, "aliases": ["key"]}
+    )
+
+
+@dataclass
+class RunConfig(Config):
+    """One evaluation run: the data, the policy and agent that answer, and how the run goes."""
+
+    config_name = "run"
+
+    dataset: str = field(
+        default="",
+        metadata={
+            "help": "mmlongbench-doc | mmlongbench-doc-smoke | demo | jsonl:PATH | vidoseek:PATH | slidevqa:PATH"
+        },
+    )
+    policy: PolicyConfig = field(default_factory=PolicyConfig, metadata={"help": "the model that answers"})
+    agent: AgentConfig = field(default_factory=AgentConfig, metadata={"help": "the agent"})
+    corpus: str | None = field(default=None, metadata={"help": "documents for jsonl:/vidoseek:/slidevqa: datasets"})
+    index: str | None = field(
+        default=None, metadata={"help": "index folder (default: the dataset's own, built on first use)"}
+    )
+    scope: str = field(
+        default="auto",
+        metadata={
+            "help": "doc: search only the question's document (MMLongBench-Doc's setting); corpus: all (or "
+            "--doc); auto: doc when the dataset names documents",
+            "choices": ("auto", "doc", "corpus"),
+        },
+    )
+    limit: int = field(default=0, metadata={"help": "only the first N questions (0: all)"})
+    concurrency: int = field(default=1, metadata={"help": "questions in flight (endpoint backends)"})
+    out: str = field(default="", metadata={"help": "run folder (default runs/eval/DATASET-PROTOCOL-BACKEND)"})
+    judge: JudgeConfig = field(
+        default_factory=JudgeConfig, metadata={"help": "LLM judge (optional)", "flag_prefix": "judge-"}
+    )
+    page_base: int = field(
+        default=1,
+        metadata={"help": "whether the dataset's pages count from 1 or 0 (vidoseek/slidevqa/jsonl)", "choices": (0, 1)},
+    )
+    allow_missing_evidence: bool = field(
+        default=False,
+        metadata={"help": "run even when gold evidence names files or pages the corpus lacks (jsonl)"},
+    )
+    search_url: str = field(
+        default="",
+        metadata={"help": "search through this server (`vimrag serve-search`'s or VRAG's) instead of a local index"},
+    )
 
     def run_dir(self) -> Path:
         if self.out:
             return Path(self.out)
         name = re.sub(r"[^\w.-]+", "_", Path(self.dataset.split(":")[-1]).stem if ":" in self.dataset else self.dataset)
-        return Path("runs") / "eval" / f"{name}-{self.protocol}-{self.policy.get('backend', 'embedded')}"
+        return Path("runs") / "eval" / f"{name}-{self.agent.protocol}-{self.policy.backend}"
 
 
 class RunError(ValueError):
@@ -148,12 +195,12 @@ def make_row(item: EvalItem, ds: Dataset, cfg: RunConfig, trace, wall_s: float, 
         "pred": trace.answer if trace else None,
         "status": trace.status if trace else "error",
         "error": error or (trace.error if trace else ""),
-        "protocol": cfg.protocol,
-        "backend": cfg.policy.get("backend", "embedded"),
+        "protocol": cfg.agent.protocol,
+        "backend": cfg.policy.backend,
         "trace": f"traces/{safe_id(item.id)}.json" if trace else None,
     }
     row.update(score_item(row))
-    row["retrieval"] = retrieval_scores(item, trace, cfg.protocol)
+    row["retrieval"] = retrieval_scores(item, trace, cfg.agent.protocol)
     row["cost"] = cost_of(trace, wall_s)
     return row
 
@@ -193,23 +240,18 @@ def check_config(run: Path, cfg: RunConfig) -> None:
     path = run / "config.json"
     if not path.exists():
         return
-    old = json.loads(path.read_text())
-    new = resolved(cfg)
-    diff = [k for k in ANSWER_KEYS if old.get(k) != new.get(k)]
+    old, new = flatten(json.loads(path.read_text())), flatten(cfg.to_dict())
+
+    def decides(k: str) -> bool:
+        return k.split(".")[0] in ANSWER_KEYS and k not in NOT_ANSWER_KEYS
+
+    diff = sorted(k for k in {*old, *new} if decides(k) and old.get(k) != new.get(k))
     if diff:
         raise RunError(
             f"{run} holds a run with different {', '.join(diff)} ("
             + "; ".join(f"{k}: {old.get(k)!r} there, {new.get(k)!r} now" for k in diff)
             + "). Use another --out folder, or delete that one to start over."
         )
-
-
-def resolved(cfg: RunConfig) -> dict[str, Any]:
-    d = asdict(cfg)
-    d["policy"] = {**d["policy"], "api_key": "***" if d["policy"].get("api_key") else ""}
-    if d.get("judge"):
-        d["judge"] = {**d["judge"], "api_key": "***" if d["judge"].get("api_key") else ""}
-    return d
 
 
 def seed_everything(seed: int) -> None:
@@ -246,15 +288,14 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
     """Run (or continue) an evaluation; returns the run folder. `agent_factory(cfg_for_item)` is for tests."""
     from tqdm.auto import tqdm
 
-    from agent.backends.base import PolicyConfig, load_policy
+    from agent.backends.base import load_policy
     from agent.loop import Agent
-    from agent.state import AgentConfig
     from retrieval.retriever import open_retriever
 
+    if not cfg.dataset:
+        raise RunError("give a dataset (--dataset, e.g. mmlongbench-doc-smoke)")
     ds = load_dataset(cfg.dataset, corpus=cfg.corpus, page_base=cfg.page_base)
     items = ds.items[: cfg.limit] if cfg.limit else ds.items
-    if cfg.scope not in ("auto", "doc", "corpus"):
-        raise RunError(f"scope {cfg.scope!r} must be auto, doc or corpus")
     per_doc = cfg.scope == "doc" or (cfg.scope == "auto" and ds.per_doc)
     if cfg.dataset.split(":")[0] in ("jsonl", "demo", "vidoseek", "slidevqa"):
         problems = check_evidence(ds, items)
@@ -275,7 +316,10 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
     done = read_predictions(pred_path, repair=True)
     todo = [it for it in items if it.id not in done]
     where = cfg.search_url or str(Path(cfg.index) if cfg.index else ds.default_index)
-    config = resolved(cfg) | {
+    config = cfg.to_dict() | {  # the resolved config, and facts of the run that eval/report.py shows
+        "protocol": cfg.agent.protocol,
+        "backend": cfg.policy.backend,
+        "seed": cfg.policy.seed,
         "index": where,
         "n_items": len(items),
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -283,35 +327,31 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
     }
     (run / "config.json").write_text(json.dumps(config, indent=1))
     judge = None
-    if cfg.judge:
+    if cfg.judge.base_url:
         from eval.judge import Judge
 
-        judge = Judge(**cfg.judge)
+        judge = Judge(**cfg.judge.to_dict(redact=False))
         judge.check()  # fail before hours of answering, not after
     if todo:
         index = None if cfg.search_url else ensure_index(ds, cfg.index, progress)  # a server holds its own
-        seed_everything(cfg.seed)
-        policy = None if agent_factory else load_policy(PolicyConfig.from_dict({**cfg.policy, "seed": cfg.seed}))
+        seed_everything(cfg.policy.seed)
+        policy = None if agent_factory else load_policy(cfg.policy)
         retriever = (
-            None
-            if agent_factory
-            else open_retriever(index, cfg.search_url, text_only=cfg.policy.get("backend", "embedded") == "embedded")
+            None if agent_factory else open_retriever(index, cfg.search_url, text_only=cfg.policy.backend == "embedded")
         )
         lock = threading.Lock()
         scores = [r["score"] for r in done.values() if r["id"] in {it.id for it in items}]
         bar = tqdm(
             total=len(items),
             initial=len(items) - len(todo),
-            desc=f"{cfg.protocol}/{cfg.policy.get('backend')}",
+            desc=f"{cfg.agent.protocol}/{cfg.policy.backend}",
             unit="q",
             disable=not progress,
             dynamic_ncols=True,
         )
 
         def answer(item: EvalItem) -> dict[str, Any]:
-            acfg = AgentConfig.from_dict(
-                {**cfg.agent, "protocol": cfg.protocol, "docs": [item.doc] if per_doc and item.doc else None}
-            )
+            acfg = replace(cfg.agent, docs=[item.doc] if per_doc and item.doc else cfg.agent.docs)
             agent = agent_factory(acfg) if agent_factory else Agent(retriever, policy, acfg)
             t0 = time.perf_counter()
             trace, error = None, ""

@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", default=None, help="keeps the model and index between runs")
     a = ap.parse_args(argv)
 
+    from agent.state import AgentConfig
     from rl.tiny import build_tiny_qwen2_5_vl
     from rl.trainer import TrainConfig, Trainer
 
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         updates=a.updates + 1,
         lr=1e-4,
         max_new_tokens=a.max_new_tokens,
-        max_steps=a.max_steps,
+        agent=AgentConfig(max_steps=a.max_steps),
         save_every=0,
         output_dir=str(work / "run"),
         resume=False,

@@ -179,6 +179,7 @@ def run(args) -> dict:
     import matplotlib.pyplot as plt
     import torch
 
+    from agent.state import AgentConfig
     from eval.datasets import load_dataset
     from eval.runner import ensure_index
     from rl.sft import load_examples, train_sft
@@ -236,8 +237,12 @@ def run(args) -> dict:
                 dataset=dataset,
                 corpus=str(corpus),
                 index=str(index),
-                protocol=args.protocol,
-                prompts={"system": SYSTEM[args.protocol]},
+                agent=AgentConfig(
+                    protocol=args.protocol,
+                    prompts={"system": SYSTEM[args.protocol]},
+                    max_steps=args.max_steps,
+                    top_k=2,
+                ),
                 method=method,
                 level="token",
                 temperature=args.temperature,
@@ -246,8 +251,6 @@ def run(args) -> dict:
                 updates=args.updates,
                 lr=args.lr,
                 max_new_tokens=args.max_new_tokens,
-                max_steps=args.max_steps,
-                top_k=2,
                 reward="vimrag",
                 save_every=0,
                 output_dir=str(out / f"{method}_seed{seed}"),

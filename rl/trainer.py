@@ -21,128 +21,25 @@ in step, and the gradient of a 2-process run equals a 1-process run on the doubl
 Checkpoints (`save_every`) hold the model (or LoRA adapter), optimizer, scheduler, RNG states and the
 data position; training resumes from the newest one in `output_dir` and continues exactly.
 Metrics go to `output_dir/metrics.jsonl`, to TensorBoard (`tensorboard` installed) and to wandb
-(installed, and listed in `log_with`).
+(installed, and listed in `log_with`). The settings and their help are `TrainConfig` (rl/config.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import torch
 
+from agent.config import flatten
+from rl.config import TrainConfig
+
 logger = logging.getLogger(__name__)
 GAP_WARN = 0.1  # mean |served - local| log-prob per token that earns a warning (a judgement call, not measured on GPUs)
-
-
-@dataclass
-class TrainConfig:
-    model: str = ""  # a local folder or HF id: Qwen2.5-VL / Qwen3-VL, or a causal LM (text-only work)
-    dataset: str = ""  # an eval dataset name (eval/datasets.py), e.g. jsonl:PATH
-    corpus: str | None = None
-    index: str | None = None
-    search_url: str = ""  # search through this server (ours or VRAG's) instead of the local index
-    protocol: str = "vimrag"
-    prompts: dict[str, str] | None = None  # the protocol's prompts replaced by name (short ones for tiny models)
-    prompt_file: str | None = None  # or read from a file (agent.protocols.read_prompt_file)
-    prompt_role: str = ""  # which prompt a plain-text prompt_file replaces (default: the protocol's main one)
-    method: str = "ggpo"  # ggpo | grpo | gspo
-    level: str | None = None  # ggpo: token | sequence (default: sequence, the paper's GSPO base)
-    group_size: int = 4
-    questions_per_update: int = 2
-    updates: int = 10
-    lr: float = 1e-6
-    weight_decay: float = 0.0
-    warmup_updates: int = 0
-    max_grad_norm: float = 1.0
-    clip_eps: float = 0.2
-    clip_eps_high: float | None = None
-    kl_coef: float = 0.0  # k3 KL to the frozen initial policy (0: no reference model is kept)
-    length_norm: str = "token_mean"
-    temperature: float = 1.0
-    max_new_tokens: int = 256
-    max_steps: int | None = 6  # agent steps per trajectory (None: the protocol's own)
-    top_k: int = 3
-    reward: str = "vimrag"
-    grad_accum: int = 1  # updates whose gradients are summed before one optimizer step
-    mixed_precision: str = "auto"  # auto (bf16 on a GPU that has it, else fp32) | no | bf16 | fp16
-    lora: dict[str, Any] | None = None  # {"r": 16, "alpha": 32, "dropout": 0.05, "target_modules": [...]}
-    save_every: int = 50
-    output_dir: str = "runs/train/default"
-    resume: bool = True
-    seed: int = 0
-    log_with: list[str] = field(default_factory=lambda: ["tensorboard"])
-    rollout: str = "local"  # local: the model being trained samples | served: a vLLM server (rl/served.py)
-    rollout_url: str = ""  # served: the server's OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1
-    rollout_api_key: str = ""  # served: the server's --api-key, if it has one
-    rollout_workers: int = 16  # served: trajectories sampled at once (the server batches them)
-
-    @classmethod
-    def load(cls, path: str | Path | None = None, overrides: list[str] | None = None) -> "TrainConfig":
-        """From YAML, then `key=value` overrides (values parsed as YAML: 1e-6, true, [a, b])."""
-        import yaml
-
-        data: dict[str, Any] = {}
-        if path:
-            p = Path(path)
-            if not p.is_file():
-                raise FileNotFoundError(f"training config {p} does not exist; see rl/configs/ for examples")
-            data = yaml.safe_load(p.read_text()) or {}
-        for ov in overrides or []:
-            key, sep, value = ov.partition("=")
-            if not sep:
-                raise ValueError(f"override {ov!r} must look like key=value (e.g. lr=1e-6)")
-            data[key.strip()] = yaml.safe_load(value)
-        types = {f.name: str(f.type) for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - set(types))
-        if unknown:
-            raise ValueError(f"unknown training settings {unknown}; known ones are {sorted(types)}")
-        for key, value in data.items():  # YAML reads 5e-7 (no dot) as a string: coerce numbers by the field type
-            kind = types[key].split(" ")[0]
-            if isinstance(value, str) and kind in ("float", "int"):
-                try:
-                    data[key] = float(value) if kind == "float" else int(value)
-                except ValueError:
-                    raise ValueError(f"{key}={value!r} is not a number") from None
-        cfg = cls(**data)
-        cfg.validate()
-        return cfg
-
-    def validate(self) -> None:
-        from rl.ggpo import method_level
-        from rl.rewards import REWARDS
-
-        if not self.model:
-            raise ValueError("set `model` (a local folder or HF id) in the training config")
-        if not self.dataset:
-            raise ValueError("set `dataset` (e.g. jsonl:questions.jsonl with corpus: DIR)")
-        method_level(self.method, self.level)
-        if self.reward not in REWARDS:
-            raise ValueError(f"unknown reward {self.reward!r}; choose one of {sorted(REWARDS)}")
-        if self.group_size < 2:
-            raise ValueError("group_size must be >= 2: advantages are normalised within a group")
-        if self.length_norm not in ("token_mean", "seq_mean"):
-            raise ValueError("length_norm must be token_mean or seq_mean")
-        if self.rollout not in ("local", "served"):
-            raise ValueError(f"rollout must be local or served, not {self.rollout!r}")
-        if self.rollout == "served" and not self.rollout_url:
-            raise ValueError(
-                "rollout=served needs rollout_url, the vLLM server's API root (e.g. http://127.0.0.1:8000/v1)"
-            )
-        if self.rollout == "served" and not self.lora:
-            raise ValueError(
-                "rollout=served needs `lora`: the server hot-loads each update's adapter, but it "
-                "cannot swap full fine-tuned weights; use rollout=local for full fine-tuning"
-            )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 # -- model loading ------------------------------------------------------------------------------------
@@ -308,7 +205,7 @@ class Trainer:
         model, self.proc, self.is_vl = load_model(cfg)
         self.ref_model = None
         if cfg.kl_coef > 0:
-            self.ref_model, _, _ = load_model(dataclasses.replace(cfg, lora=None))
+            self.ref_model, _, _ = load_model(replace(cfg, lora=None))
             self.ref_model.eval().requires_grad_(False)
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -329,7 +226,7 @@ class Trainer:
         self.pos = 0
         self.epoch = 0
         if trackers and self.acc.is_main_process:
-            self.acc.init_trackers("vimrag-train", config={k: str(v) for k, v in cfg.to_dict().items()})
+            self.acc.init_trackers("vimrag-train", config={k: str(v) for k, v in flatten(cfg.to_dict()).items()})
         self.out.mkdir(parents=True, exist_ok=True)
         if self.acc.is_main_process:
             (self.out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=1))
@@ -363,18 +260,12 @@ class Trainer:
 
     def agent_config(self, item):
         from agent.protocols import read_prompt_file
-        from agent.state import AgentConfig
 
-        d = {
-            "protocol": self.cfg.protocol,
-            "max_steps": self.cfg.max_steps,
-            "top_k": self.cfg.top_k,
-            "docs": [item.doc] if self.ds.per_doc and item.doc else None,
-            "prompts": dict(self.cfg.prompts or {}),
-        }
+        agent = self.cfg.agent
+        prompts = dict(agent.prompts)
         if self.cfg.prompt_file:
-            d["prompts"].update(read_prompt_file(self.cfg.prompt_file, self.cfg.protocol, self.cfg.prompt_role))
-        return AgentConfig.from_dict(d)
+            prompts.update(read_prompt_file(self.cfg.prompt_file, agent.protocol, self.cfg.prompt_role))
+        return replace(agent, docs=[item.doc] if self.ds.per_doc and item.doc else agent.docs, prompts=prompts)
 
     def step(self) -> dict[str, float]:
         """One update: rollouts on this process's share of questions, then one gradient step."""

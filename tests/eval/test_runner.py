@@ -137,7 +137,7 @@ def test_a_resumed_run_must_keep_the_answer_settings(setup, tmp_path):
     qs, index, corpus = setup
     out = tmp_path / "run"
     run_eval(config(qs, index, corpus, out, limit=1), progress=False, agent_factory=factory(index))
-    with pytest.raises(RunError, match="different agent.max_steps, agent.protocol"):
+    with pytest.raises(RunError, match="different agent.protocol"):
         run_eval(
             config(qs, index, corpus, out, agent={"protocol": "react"}), progress=False, agent_factory=factory(index)
         )

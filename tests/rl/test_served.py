@@ -19,6 +19,7 @@ def tiny_lm(tmp_path_factory):
 
 
 def served_config(model, task, out, url, **kw):
+    from agent.state import AgentConfig
     from rl.trainer import TrainConfig
 
     base = dict(
@@ -29,7 +30,7 @@ def served_config(model, task, out, url, **kw):
         updates=2,
         lr=5e-2,
         max_new_tokens=10,
-        max_steps=2,
+        agent=AgentConfig(max_steps=2),
         save_every=0,
         output_dir=str(out),
         log_with=[],

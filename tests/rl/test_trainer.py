@@ -23,6 +23,7 @@ def tiny_vl(tmp_path_factory):
 
 
 def config(tiny_vl, task, out, **kw):
+    from agent.state import AgentConfig
     from rl.trainer import TrainConfig
 
     base = dict(
@@ -33,7 +34,7 @@ def config(tiny_vl, task, out, **kw):
         updates=1,
         lr=1e-2,
         max_new_tokens=12,
-        max_steps=2,
+        agent=AgentConfig(max_steps=2),
         save_every=1,
         output_dir=str(out),
         log_with=[],

@@ -1,0 +1,158 @@
+"""`TrainConfig`: every setting of a GGPO / GRPO / GSPO run, with its help, read from YAML and `key=value`.
+
+    vimrag train --config rl/configs/tiny_cpu.yaml updates=4 agent.max_steps=3
+
+It lives apart from rl/trainer.py so that `vimrag train --help` builds its flags without importing torch.
+The agent's settings are the agent's own config (`agent: AgentConfig`, so `agent.top_k=2` or `--top-k 2`);
+the sampling settings (temperature, max_new_tokens) are the trainer's, since it samples with the model it
+trains rather than through a policy backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from agent.config import Config, load
+from agent.state import AgentConfig
+
+
+@dataclass
+class TrainConfig(Config):
+    """One training run: model and data, the agent its rollouts run through, the method and the optimizer."""
+
+    config_name = "training"
+
+    model: str = field(
+        default="", metadata={"help": "a local folder or HF id: Qwen2.5-VL / Qwen3-VL, or a causal LM (text-only work)"}
+    )
+    dataset: str = field(
+        default="", metadata={"help": "an eval dataset name (eval/datasets.py), e.g. demo or jsonl:PATH"}
+    )
+    corpus: str | None = field(
+        default=None, metadata={"help": "the documents, for datasets that do not carry their own"}
+    )
+    index: str | None = field(default=None, metadata={"help": "index folder (default: the dataset's own)"})
+    search_url: str = field(
+        default="",
+        metadata={"help": "search through this server (`vimrag serve-search`'s or VRAG's) instead of the local index"},
+    )
+    agent: AgentConfig = field(
+        default_factory=AgentConfig, metadata={"help": "the agent the rollouts run through (agent.KEY=VALUE)"}
+    )
+    prompt_file: str | None = field(
+        default=None, metadata={"help": "read the protocol's prompts from a file (agent.protocols.read_prompt_file)"}
+    )
+    prompt_role: str = field(
+        default="",
+        metadata={"help": "which prompt a plain-text prompt_file replaces (default: the protocol's main one)"},
+    )
+    method: str = field(
+        default="ggpo", metadata={"help": "the policy-gradient method: ggpo, grpo or gspo (rl/ggpo.py)"}
+    )
+    level: str | None = field(
+        default=None,
+        metadata={
+            "help": "ggpo: token or sequence ratios (default: sequence, the paper's GSPO base)",
+            "choices": ("token", "sequence"),
+        },
+    )
+    group_size: int = field(default=4, metadata={"help": "trajectories sampled per question (>= 2)"})
+    questions_per_update: int = field(default=2, metadata={"help": "questions per update, split across processes"})
+    updates: int = field(default=10, metadata={"help": "optimizer updates in the run"})
+    lr: float = field(default=1e-6, metadata={"help": "AdamW learning rate"})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
+    warmup_updates: int = field(default=0, metadata={"help": "updates of linear learning-rate warm-up"})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm (0: none)"})
+    clip_eps: float = field(default=0.2, metadata={"help": "PPO clip range below 1"})
+    clip_eps_high: float | None = field(default=None, metadata={"help": "PPO clip range above 1 (default: clip_eps)"})
+    kl_coef: float = field(
+        default=0.0, metadata={"help": "k3 KL to the frozen initial policy (0: no reference model is kept)"}
+    )
+    length_norm: str = field(
+        default="token_mean",
+        metadata={
+            "help": "token_mean: every generated token of the update weighs the same; seq_mean: mean within each "
+            "segment, then over segments",
+            "choices": ("token_mean", "seq_mean"),
+        },
+    )
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the rollouts"})
+    max_new_tokens: int = field(default=256, metadata={"help": "cap on generated tokens per agent step"})
+    reward: str = field(default="vimrag", metadata={"help": "the reward function, a name in rl/rewards.py REWARDS"})
+    grad_accum: int = field(
+        default=1, metadata={"help": "updates whose gradients are summed before one optimizer step"}
+    )
+    mixed_precision: str = field(
+        default="auto",
+        metadata={"help": "auto: bf16 on a GPU that has it, else fp32", "choices": ("auto", "no", "bf16", "fp16")},
+    )
+    lora: dict[str, Any] | None = field(
+        default=None,
+        metadata={"help": "LoRA instead of full fine-tuning: {r: 16, alpha: 32, dropout: 0.05, target_modules: [...]}"},
+    )
+    save_every: int = field(default=50, metadata={"help": "a checkpoint every this many updates (0: only at the end)"})
+    output_dir: str = field(
+        default="runs/train/default", metadata={"help": "checkpoints, metrics.jsonl, logs and the resolved config.json"}
+    )
+    resume: bool = field(default=True, metadata={"help": "continue from the newest checkpoint in output_dir"})
+    seed: int = field(default=0, metadata={"help": "seed of sampling, data order and initialisation"})
+    log_with: list[str] = field(
+        default_factory=lambda: ["tensorboard"], metadata={"help": "trackers besides metrics.jsonl: tensorboard, wandb"}
+    )
+    rollout: str = field(
+        default="local",
+        metadata={
+            "help": "local: the model being trained samples; served: a vLLM server that hot-loads each update's "
+            "LoRA adapter (rl/served.py)",
+            "choices": ("local", "served"),
+        },
+    )
+    rollout_url: str = field(
+        default="", metadata={"help": "served: the server's OpenAI-compatible API root, e.g. http://HOST:8000/v1"}
+    )
+    rollout_api_key: str = field(
+        default="", metadata={"help": "served: the server's --api-key, if it has one", "secret": True}
+    )
+    rollout_workers: int = field(
+        default=16, metadata={"help": "served: trajectories sampled at once (the server batches)"}
+    )
+
+    @classmethod
+    def load(
+        cls, path: str | Path | None = None, overrides: Sequence[str] = (), values: Mapping | None = None
+    ) -> "TrainConfig":
+        """From YAML, then `key=value` overrides (values parsed as YAML: 1e-6, true, [a, b]), then `values`."""
+        if path and not Path(path).is_file():
+            raise FileNotFoundError(f"training config {path} does not exist; see rl/configs/ for examples")
+        cfg = load(cls, path, overrides, values)
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        from rl.ggpo import method_level
+        from rl.rewards import REWARDS
+
+        if not self.model:
+            raise ValueError("set `model` (a local folder or HF id) in the training config")
+        if not self.dataset:
+            raise ValueError("set `dataset` (e.g. jsonl:questions.jsonl with corpus: DIR)")
+        method_level(self.method, self.level)
+        if self.reward not in REWARDS:
+            raise ValueError(f"unknown reward {self.reward!r}; choose one of {sorted(REWARDS)}")
+        if self.group_size < 2:
+            raise ValueError("group_size must be >= 2: advantages are normalised within a group")
+        if self.length_norm not in ("token_mean", "seq_mean"):
+            raise ValueError("length_norm must be token_mean or seq_mean")
+        if self.rollout not in ("local", "served"):
+            raise ValueError(f"rollout must be local or served, not {self.rollout!r}")
+        if self.rollout == "served" and not self.rollout_url:
+            raise ValueError(
+                "rollout=served needs rollout_url, the vLLM server's API root (e.g. http://127.0.0.1:8000/v1)"
+            )
+        if self.rollout == "served" and not self.lora:
+            raise ValueError(
+                "rollout=served needs `lora`: the server hot-loads each update's adapter, but it "
+                "cannot swap full fine-tuned weights; use rollout=local for full fine-tuning"
+            )
