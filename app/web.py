@@ -165,25 +165,14 @@ class DemoApp:
         return msgs, "Stopped."
 
     # -- settings -----------------------------------------------------------------------------------
-    def apply_settings(
-        self,
-        backend_label: str,
-        base_url: str,
-        model: str,
-        api_key: str,
-        model_path: str,
-        protocol: str,
-        max_steps: float,
-        s_total: float,
-        top_k: float,
-        settings: DemoConfig,
-    ):
-        """Validate and apply the settings form; on a problem keep the old settings and say what is wrong."""
+    def apply_settings(self, *values):
+        """The Settings form's values (in `apply_form`'s order), then the session's settings: validate and apply
+        them; on a problem keep the old settings and say what is wrong."""
         import gradio as gr
 
         from agent.backends.base import PolicyError
 
-        form = (backend_label, base_url, model, api_key, model_path, protocol, max_steps, s_total, top_k)
+        *form, settings = values
         try:
             new = apply_form(settings, *form)
             self.ws.policy(new.policy)  # loads the model now, so errors show here

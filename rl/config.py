@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from agent.backends.base import PolicyConfig
 from agent.config import Config, load
 from agent.state import AgentConfig
 
@@ -149,7 +150,7 @@ class TrainConfig(Config):
             raise ValueError(f"rollout must be local or served, not {self.rollout!r}")
         if self.rollout == "served" and not self.rollout_url:
             raise ValueError(
-                "rollout=served needs rollout_url, the vLLM server's API root (e.g. http://127.0.0.1:8000/v1)"
+                f"rollout=served needs rollout_url, the vLLM server's API root (e.g. {PolicyConfig.base_url})"
             )
         if self.rollout == "served" and not self.lora:
             raise ValueError(
