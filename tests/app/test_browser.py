@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.demo_fixtures import demo_server  # noqa: F401 (a fixture)
-
 pytestmark = pytest.mark.browser
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Headless, and nothing that phones home: this machine's closed network refuses such connections.

@@ -5,7 +5,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.app.demo_fixtures import demo_server, last_answer, titles  # noqa: F401 (demo_server is a fixture)
+from tests.app.chat import last_answer, titles
 
 gradio_client = pytest.importorskip("gradio_client")
 

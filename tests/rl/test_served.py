@@ -8,7 +8,6 @@ import pytest
 from agent.backends.base import PolicyError
 from rl.tiny import build_tiny_causal_lm
 from tests.rl.fake_vllm import FakeVLLM
-from tests.rl.rl_fixtures import QUESTIONS, parity_reward, task  # noqa: F401 (fixtures)
 
 pytest.importorskip("peft", reason="served rollouts need LoRA: install the train extra (scripts/setup.sh train)")
 
@@ -72,7 +71,7 @@ def test_served_rollouts_follow_the_trainers_adapter_update_by_update(tiny_lm, t
     assert [r["served_logp_gap"] for r in rows] == [lg["served_logp_gap"] for lg in logs]
 
 
-def test_concurrent_served_rollouts_keep_groups_and_segments_apart(tiny_lm, task, tmp_path, parity_reward):
+def test_concurrent_served_rollouts_keep_groups_and_segments_apart(tiny_lm, task, questions, tmp_path, parity_reward):
     from rl.trainer import Trainer
 
     with FakeVLLM(tiny_lm) as server:
@@ -89,7 +88,7 @@ def test_concurrent_served_rollouts_keep_groups_and_segments_apart(tiny_lm, task
             return (content if isinstance(content, str) else content[0]["text"]).splitlines()[0]
 
         asked = [first_line(b["messages"][1]["content"]) for p, b in server.calls if p == "/v1/chat/completions"]
-        assert sorted(set(asked)) == sorted(f"Question: {q['question']}" for q in QUESTIONS)
+        assert sorted(set(asked)) == sorted(f"Question: {q['question']}" for q in questions)
         assert all(asked.count(q) == 4 for q in set(asked))  # each question by its own group of 2 x 2 steps
         # each trajectory holds exactly its own steps' segments, whichever thread ran it
         from rl.rollout import rollout_concurrent

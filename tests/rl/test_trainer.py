@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from rl.tiny import build_tiny_causal_lm, build_tiny_qwen2_5_vl
-from tests.rl.rl_fixtures import parity_reward, task  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Fixtures shared by the trainer tests (a plain module: a second conftest.py clashes with --doctest-modules)."""
+"""Fixtures shared by the trainer tests: a two-question task over the mixed corpus, and a reward that alternates."""
 
 import json
 import shutil
@@ -19,6 +19,12 @@ QUESTIONS = [
         "evidence": [{"file": "aurora_annual_report_2025.pdf", "page": 1}],
     },
 ]
+
+
+@pytest.fixture
+def questions() -> list[dict]:
+    """The task's questions, as written to its dataset."""
+    return QUESTIONS
 
 
 @pytest.fixture

@@ -1,19 +1,12 @@
-"""Fixtures and helpers for the web demo tests: an in-process demo app on a free loopback port, over the
-generated mixed corpus (already indexed once). Not named conftest.py: --doctest-modules would import it as a
-second module called `conftest` beside tests/conftest.py."""
+"""Fixtures for the web demo tests: an in-process demo app on a free loopback port, over the generated mixed
+corpus (already indexed once)."""
 
 import os
 import shutil
-import socket
-from pathlib import Path
 
 import pytest
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.search_server import free_port
 
 
 @pytest.fixture(scope="module")
@@ -41,25 +34,3 @@ def demo_server(mixed_corpus, mixed_index, tmp_path_factory):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-def last_answer(chat: list[dict]) -> str:
-    """The text of the final answer message (the last assistant message without a step title)."""
-    for m in reversed(chat):
-        if m["role"] == "assistant" and not (m.get("metadata") or {}).get("title"):
-            return content_text(m)
-    return ""
-
-
-def content_text(m: dict) -> str:
-    c = m.get("content")
-    if isinstance(c, list):
-        return "\n".join(p.get("text", "") for p in c if isinstance(p, dict))
-    return str(c or "")
-
-
-def titles(chat: list[dict]) -> list[str]:
-    return [(m.get("metadata") or {}).get("title") or "" for m in chat]
-
-
-REPO = Path(__file__).resolve().parents[2]
