@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up (scripts/setup.sh test,train) and run the test suite on CPU, offline. Extra arguments go to pytest.
+# Set up (scripts/setup.sh test,train), lint with ruff, and run the test suite on CPU, offline. Extra arguments
+# go to pytest: `scripts/test.sh -m "not slow"` is `make test-fast`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test,train
@@ -15,6 +16,11 @@ if [ ${#want_apt[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/n
 fi
 # Where chromium is installed, the browser test must run, not skip.
 command -v chromium >/dev/null 2>&1 && export VIMRAG_REQUIRE_BROWSER=${VIMRAG_REQUIRE_BROWSER:-1}
+# Lint first: ruff's findings (pyproject.toml [tool.ruff]) fail the run, after both checks have printed theirs.
+lint=0
+.venv/bin/ruff check . || lint=1
+.venv/bin/ruff format --check . || lint=1
+[ $lint -eq 0 ] || { echo "test: ruff found problems (.venv/bin/ruff check --fix . && .venv/bin/ruff format .)"; exit 1; }
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False TOKENIZERS_PARALLELISM=false
 set +e
 .venv/bin/python -m pytest "$@"
