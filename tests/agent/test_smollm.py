@@ -37,6 +37,7 @@ def lm(loaded):
     return loaded[0]
 
 
+@pytest.mark.slow
 def test_cache_written_once_and_second_load_fast_and_identical(loaded, capfd):
     lm, cache, first_s, first_err = loaded
     folder = S.cache_folder(S.gguf_path(), cache)
@@ -56,6 +57,7 @@ def test_cache_written_once_and_second_load_fast_and_identical(loaded, capfd):
     assert again.chat(prompt, max_new_tokens=8) == lm.chat(prompt, max_new_tokens=8) != ""
 
 
+@pytest.mark.slow
 def test_half_written_cache_is_converted_again(loaded, tmp_path, monkeypatch):
     good = S.cache_folder(S.gguf_path(), loaded[1])
     broken = S.cache_folder(S.gguf_path(), tmp_path)
@@ -92,6 +94,7 @@ def test_missing_package_says_how_to_install(monkeypatch):
         S.gguf_path()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("use_lm", [False, True])
 def test_rewrite_query_keeps_key_nouns_drops_scaffolding(lm, use_lm):
     question = "According to the annual report, what was the total revenue of Acme Corporation in 2024?"
@@ -123,6 +126,7 @@ def test_rewrite_query_falls_back_to_keywords(reply):
     assert q == "employees Globex 2019"
 
 
+@pytest.mark.slow
 def test_extract_answer_reads_a_number(lm):
     evidence = [
         "The company grew quickly in Europe.\nRevenue in 2024 was 4.2 million euros, up from 3.1 million "
@@ -134,6 +138,7 @@ def test_extract_answer_reads_a_number(lm):
     assert "40" in extract_answer("How many employees does it have?", evidence, lm=lm)
 
 
+@pytest.mark.slow
 def test_extract_answer_reads_a_name(lm):
     evidence = [
         "Board of directors.\nThe chair of the board is Maria Keller, appointed in 2021.\nThe auditor is Smith & Co."
@@ -142,6 +147,7 @@ def test_extract_answer_reads_a_name(lm):
     assert "Maria Keller" in answer and len(answer.split()) <= 6, answer
 
 
+@pytest.mark.slow
 def test_not_answerable_without_evidence_or_when_a_specific_is_missing(lm):
     assert extract_answer("What was revenue in 2024?", [], lm=lm) == NOT_ANSWERABLE
     assert extract_answer("What was revenue in 2024?", ["  ", ""], lm=lm) == NOT_ANSWERABLE
@@ -149,6 +155,7 @@ def test_not_answerable_without_evidence_or_when_a_specific_is_missing(lm):
     assert extract_answer("What was revenue in 2024?", evidence, lm=lm) == NOT_ANSWERABLE
 
 
+@pytest.mark.slow
 def test_embedded_default_answers_from_the_zoomed_footnote(lm, mixed_index):
     """Acceptance 1 in miniature: the embedded policy with the real SmolLM2 zooms into the poster's small
     print, answers from it, cites the region, and its trace reloads into the identical graph."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Headless, and nothing that phones home: this machine's closed network refuses such connections.
 FLAGS = [

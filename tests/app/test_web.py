@@ -24,6 +24,7 @@ def ask(client, question: str, scope: str = "everything"):
     return outs, outs[-1]
 
 
+@pytest.mark.slow
 def test_bundled_question_streams_steps_and_answers_with_citations(client):
     outs, (chat, gallery, graph, trace, status) = ask(client, "How many customers can join the Heron drone pilot?")
     answer = last_answer(chat)

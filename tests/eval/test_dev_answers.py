@@ -9,9 +9,12 @@ Skips without ../shared/data.
 
 import re
 
+import pytest
+
 from agent.backends.extract import NOT_ANSWERABLE, Passage, read_answer
 
 
+@pytest.mark.slow
 def test_no_dev_answer_is_a_heading_or_title(shared_data):
     from eval.bench_extract import headings, inputs
     from eval.datasets import load_dataset

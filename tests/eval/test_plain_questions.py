@@ -37,6 +37,7 @@ def check_grounded(rows: list[dict], out: Path) -> None:
         assert pred.lower() in sup["sentence"].lower() or sup["answer_type"] in ("date", "list"), r["id"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "dataset,mark", [("jsonl:" + str(REPO / "assets" / "questions_plain.jsonl"), 0.9), ("demo", 10 / 11)]
 )

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from retrieval.retriever import Retriever
 from retrieval.store import DB_NAME, Store
 
@@ -21,6 +23,7 @@ def _units(idx) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_kill_9_mid_ingest_then_resume(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()

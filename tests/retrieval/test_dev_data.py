@@ -4,10 +4,13 @@ the gold pages of the dev questions about those PDFs."""
 import json
 from pathlib import Path
 
+import pytest
+
 from app.cli import main
 from eval.retrieval_metrics import recall_at_k
 
 
+@pytest.mark.slow
 def test_dev_pdfs_index_and_search_through_the_cli(shared_data, tmp_path, capsys):
     data = shared_data / "mmlongbench_doc"
     pdfs = sorted((data / "documents").glob("*.pdf"), key=lambda p: p.stat().st_size)[:2]

@@ -118,6 +118,7 @@ def test_pipelined_ingest_equals_the_sequential_one(mixed_corpus, tmp_path):
     assert all(np.allclose(v0[k], v1[k], atol=1e-6) for k in v0)
 
 
+@pytest.mark.slow
 def test_one_progress_bar_in_pages(tmp_path, capsys):
     # Enough passages for sentence-transformers' own bar (5+ batches), and a model loaded inside the run.
     from retrieval import embedders

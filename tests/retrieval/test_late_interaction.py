@@ -150,6 +150,7 @@ def test_token_pooling_shrinks_the_index_and_keeps_recall():
     assert recall > naive + 0.2, (recall, naive)  # clustering, not the smaller count, keeps the ranking
 
 
+@pytest.mark.slow
 def test_allowed_ids_and_round_trip(tmp_path):
     doc_ids, docs, queries = mv_corpus(300, seed=2)
     mvi = MultiVectorIndex(DIM, kind="ivf", nprobe=1024, n_candidates=20, dtype="float32").build(doc_ids, docs)
@@ -211,6 +212,7 @@ def test_tokens_are_held_once_as_float16():
     assert sum(legacy.memory_bytes().values()) > 3 * sum(mem.values())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads resident memory from /proc")
 def test_resident_memory_grows_by_one_float16_copy():
     """The old layout held a float32 matrix plus a float32 FAISS copy: 4x what float16 held once takes."""

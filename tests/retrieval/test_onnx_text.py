@@ -34,6 +34,7 @@ def test_torch_is_the_default(minilm):
     assert minilm._onnx is None  # measured faster on a quiet CPU (retrieval/onnx_text.py)
 
 
+@pytest.mark.slow
 def test_onnx_runtime_matches_torch(onnx_minilm, minilm):
     assert isinstance(onnx_minilm._onnx, onnx_text.OnnxTextEncoder) and onnx_minilm._onnx.path.is_file()
     texts = _texts()

@@ -99,6 +99,7 @@ def run_eval(corpus: Path, tmp: Path, name: str) -> tuple[list[dict], Path]:
     return [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()], out
 
 
+@pytest.mark.slow
 def test_a_gold_page_counts_as_a_hit_over_page_images_and_over_the_pdf(vrag_corpus, tmp_path):
     """Acceptance 1 and 3: the same metrics' meaning over either copy, and the same RL reward for the same pages."""
     from agent.events import Trace
@@ -128,6 +129,7 @@ def test_a_gold_page_counts_as_a_hit_over_page_images_and_over_the_pdf(vrag_corp
     assert vrag_ndcg(a["inserted"], a["gold_pages"]) == vrag_ndcg(b["inserted"], b["gold_pages"]) > 0
 
 
+@pytest.mark.slow
 def test_a_folder_with_pdf_and_img_holds_each_page_once(vrag_corpus, tmp_path):
     """Acceptance 2, whichever copy arrives first; --no-page-images indexes both."""
     idx = tmp_path / "idx"

@@ -37,6 +37,7 @@ def served(mixed_index, tmp_path_factory):
 
 
 # -- the published clients against our server -----------------------------------------------------------
+@pytest.mark.slow
 def test_vimrag_demo_client(served):
     url, _ = served
     resp = requests.post(url, json={"queries": QUERIES[:1], "top_k": 3})
@@ -56,6 +57,7 @@ def test_vimrag_demo_client(served):
     assert result["data"][0]["pdf_path"].endswith(".pdf") and len(result["score"]) == len(result["indice"]) == 3
 
 
+@pytest.mark.slow
 def test_vrag_demo_client(served):
     url, _ = served
     results = requests.get(url, params={"queries": QUERIES[:1]}).json()
@@ -66,6 +68,7 @@ def test_vrag_demo_client(served):
             im.load()
 
 
+@pytest.mark.slow
 def test_vrag_rl_rollout_batches(served):
     url, _ = served
     queries = QUERIES * 2
@@ -81,6 +84,7 @@ def test_vrag_rl_rollout_batches(served):
     assert results[0] == results[3]
 
 
+@pytest.mark.slow
 def test_vrag_newer_server_post_with_vrag_ret(served):
     url, _ = served
     lists = requests.post(url, json={"queries": QUERIES[:2], "top_k": 3, "vrag_ret": True}).json()
@@ -88,6 +92,7 @@ def test_vrag_newer_server_post_with_vrag_ret(served):
     assert lists[0] == requests.get(url, params={"queries": QUERIES[:1], "top_k": 3}).json()[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "path",
     [
@@ -106,6 +111,7 @@ def test_server_refuses_paths_outside_the_corpus_and_cache(served, path):
 
 
 # -- our RemoteRetriever against our server ------------------------------------------------------------
+@pytest.mark.slow
 def test_remote_search_equals_local_search(served, mixed_index):
     url, _ = served
     remote, local = RemoteRetriever(url), Retriever(mixed_index)
@@ -126,6 +132,7 @@ def test_remote_search_equals_local_search(served, mixed_index):
         remote.search(Image.new("RGB", (32, 32)), k=3)
 
 
+@pytest.mark.slow
 def test_ask_through_a_second_process_server(bundled_index, tmp_path, capsys):
     from app.cli import main
 
@@ -153,6 +160,7 @@ def test_ask_through_a_second_process_server(bundled_index, tmp_path, capsys):
     assert any(ev["unit"]["source"].endswith("tampere_factory_notes.md") for ev in trace["evidence"].values())
 
 
+@pytest.mark.slow
 def test_eval_through_the_server_gives_the_local_retrieval_metrics(bundled_index, tmp_path):
     from app.cli import main
 
@@ -308,6 +316,7 @@ def test_ask_with_a_dead_server_says_so(capsys, tmp_path):
     assert "cannot be reached" in err and "vimrag serve-search" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_the_demo_workspace_searches_through_the_server(served, tmp_path):
     from app.cli import build_parser
     from app.workspace import SCOPE_ALL, SCOPE_UPLOADS, Workspace

@@ -189,6 +189,7 @@ def test_sigkill_a_worker_then_the_merge_then_rerun(corpus, reference, tmp_path)
     assert_same_index(idx, reference)
 
 
+@pytest.mark.slow
 def test_merge_refuses_unfinished_or_failed_shards(corpus, reference, tmp_path):
     idx = tmp_path / "idx"
     cfg = IngestConfig(ocr="none", batch_units=4)

@@ -141,6 +141,7 @@ def test_unknown_hub_id_offline_says_to_pass_a_folder(spec):
 # ---------------------------------------------------------------------------------------------- end to end
 
 
+@pytest.mark.slow
 def test_index_and_search_a_mixed_folder(emb, mixed_corpus, tmp_path, capsys, monkeypatch):
     from app.cli import main
     from retrieval import embedders

@@ -45,6 +45,7 @@ def served_config(model, task, out, url, **kw):
     return cfg
 
 
+@pytest.mark.slow
 def test_served_rollouts_follow_the_trainers_adapter_update_by_update(tiny_lm, task, tmp_path, parity_reward):
     from rl.trainer import Trainer
 
@@ -71,6 +72,7 @@ def test_served_rollouts_follow_the_trainers_adapter_update_by_update(tiny_lm, t
     assert [r["served_logp_gap"] for r in rows] == [lg["served_logp_gap"] for lg in logs]
 
 
+@pytest.mark.slow
 def test_concurrent_served_rollouts_keep_groups_and_segments_apart(tiny_lm, task, questions, tmp_path, parity_reward):
     from rl.trainer import Trainer
 
@@ -107,6 +109,7 @@ def test_concurrent_served_rollouts_keep_groups_and_segments_apart(tiny_lm, task
             assert all(item.question in tr.proc.decode(s.inputs["input_ids"][0]) for s in t.segments)
 
 
+@pytest.mark.slow
 def test_a_stale_server_shows_up_as_a_log_prob_gap(tiny_lm, task, tmp_path, parity_reward, caplog, monkeypatch):
     """If the server ignores the adapter (here: it always serves update 0's), the gap says so."""
     import rl.trainer

@@ -49,6 +49,7 @@ def params(model) -> torch.Tensor:
     return torch.cat([p.detach().flatten().clone() for p in model.parameters()])
 
 
+@pytest.mark.slow
 def test_rollout_and_one_update_change_the_weights_and_train_only_generated_tokens(
     tiny_vl, task, tmp_path, parity_reward
 ):
@@ -78,6 +79,7 @@ def test_rollout_and_one_update_change_the_weights_and_train_only_generated_toke
     assert [s.node_id for s in trajs[0].segments] == [r.node_id for r in steps]
 
 
+@pytest.mark.slow
 def test_checkpoint_and_resume_continue_exactly(tiny_vl, task, tmp_path, parity_reward):
     from rl.trainer import Trainer
 
@@ -97,6 +99,7 @@ def test_checkpoint_and_resume_continue_exactly(tiny_vl, task, tmp_path, parity_
     assert [m["reward"] for m in m1] == [m["reward"] for m in m2]
 
 
+@pytest.mark.slow
 def test_vimrag_train_runs_the_shipped_config(tiny_vl, mixed_index, tmp_path, capsys):
     from app.cli import main
 
@@ -139,6 +142,7 @@ def test_bad_configs_are_refused_by_name(tmp_path):
     assert cfg.lr == 5e-7 and cfg.lora["r"] == 64 and cfg.kl_coef == 0.01
 
 
+@pytest.mark.slow
 def test_two_processes_give_the_gradients_of_one_process_on_the_doubled_batch(tmp_path):
     model = build_tiny_causal_lm(tmp_path / "lm")
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
@@ -169,6 +173,7 @@ def test_two_processes_give_the_gradients_of_one_process_on_the_doubled_batch(tm
     assert torch.allclose(g1, g2, rtol=1e-4, atol=1e-6), (g1 - g2).abs().max()
 
 
+@pytest.mark.slow
 def test_vimrag_train_under_accelerate_launch_with_two_cpu_processes(tiny_vl, mixed_index, tmp_path):
     """The whole trainer (rollouts split across processes, padded micro-steps, checkpoints) under accelerate."""
     idx = tmp_path / "idx"
@@ -209,6 +214,7 @@ def test_vimrag_train_under_accelerate_launch_with_two_cpu_processes(tiny_vl, mi
     assert (out / "checkpoint-000002").is_dir()
 
 
+@pytest.mark.slow
 def test_vimrag_train_searches_through_a_server(tiny_vl, mixed_index, tmp_path):
     """`vimrag train --search-url` rolls out against a search server (here one that is down: the run stops with
     the server named, which shows the searches go there and nowhere else), and records the URL in its config."""
