@@ -1,35 +1,98 @@
 """The typed event stream the agent loop yields, and the Trace it ends with.
 
 This is the one seam between the core and its consumers: the Gradio app turns events into chat messages,
-eval turns traces into predictions and cost figures, rl turns step records into training segments. Every
-event and the trace are dataclasses with `to_dict` / `from_dict`, so a run can be saved, replayed and
-diffed. Model inputs are stored without pixels: each image part becomes its reference and size.
+eval turns traces into predictions and cost figures, rl turns each step's `ModelOutput` (token ids, their
+log-probs and the model inputs, from a backend that has them) into a training segment. Every event, its
+payload items (`SearchHit`, `MemorizedItem`, `Citation`) and the trace are dataclasses with `to_dict` /
+`from_dict`, so a run can be saved, replayed and diffed; `Trace.events_of` rebuilds a saved trace's events
+of one type. Model inputs are stored without pixels: each image part becomes its reference and size, and the
+tensors a trainer needs stay in memory (`ModelOutput.model_inputs`), never in the trace.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
+
+from memory_graph.record import LIVE, OMIT_NONE, Record
+
+E = TypeVar("E", bound="Event")
 
 
 @dataclass
-class Event:
+class Event(Record):
     kind: ClassVar[str] = "event"
     step: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.kind, **dataclasses.asdict(self)}
+        return {"type": self.kind, **super().to_dict()}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "Event":
         d = dict(d)
         cls = EVENT_TYPES[d.pop("type")]
-        if cls is Finished:
-            return Finished(step=d["step"], trace=Trace.from_dict(d["trace"]))
-        return cls(**d)
+        return cls(**cls.decode(d))
 
 
+@dataclass
+class NodeEvent(Event):
+    """An event that created or closed a node of the memory graph (a step's record keeps its id)."""
+
+    node_id: str = ""
+
+
+@dataclass
+class ViewEvent(NodeEvent):
+    """A new picture derived from one already seen (a crop or a rescaled view)."""
+
+    info_id: str = ""  # the new picture
+    source_info_id: str = ""
+    citation: str = ""
+
+
+# --------------------------------------------------------------------------------------------- payloads
+@dataclass
+class SearchHit(Record):
+    """One search result as the model was shown it."""
+
+    info_id: str = ""
+    label: str = ""  # what the model saw it as, when that differs from info_id
+    uid: str = ""  # the retrieval unit
+    citation: str = ""
+    modality: str = ""
+    score: float = 0.0
+    source: str = ""  # the unit's file
+
+
+@dataclass
+class MemorizedItem(Record):
+    """One result the model memorized (or judged not useful)."""
+
+    info_id: str = ""
+    label: str = ""
+    citation: str = ""
+    priority: int = 3
+    useful: bool = True
+    in_memory: bool = False  # useful and visual: it takes part in the memory's pixel budget
+    key_timestamps: list[float] = field(default_factory=list)  # video items: the frames kept
+
+
+@dataclass
+class Citation(Record):
+    """A piece of evidence an answer rests on, located in its source file."""
+
+    info_id: str = ""
+    citation: str = ""  # "report.pdf p.3", "talk.mp4 [00:12-00:58]"
+    file: str = ""
+    page: int | None = None
+    bbox: list[float] | None = None  # the crop's box in the source's raw pixels, for a cropped view
+    start: float | None = None  # seconds, for a video clip
+    end: float | None = None
+    modality: str = ""
+    uid: str = ""
+
+
+# ----------------------------------------------------------------------------------------------- events
 @dataclass
 class StepStarted(Event):
     kind: ClassVar[str] = "step_started"
@@ -41,13 +104,21 @@ class StepStarted(Event):
 
 @dataclass
 class ModelOutput(Event):
-    """Streamed model text: many `delta` events, then one with done=True carrying the full text."""
+    """Streamed model text: many `delta` events, then one with done=True carrying the full text.
+
+    From a backend that sees tokens, the done event also carries the reply's token ids and their log-probs
+    at sampling time (saved with the trace), and the exact model inputs they were generated from (held in
+    memory for a trainer, never saved: pixels are large and the step's messages already say what was seen).
+    """
 
     kind: ClassVar[str] = "model_output"
     delta: str = ""
     done: bool = False
     text: str = ""
     reasoning: str = ""  # a reasoning delta, or on the done event all of it (servers' reasoning_content)
+    token_ids: list[int] | None = field(default=None, metadata=OMIT_NONE)  # (N,) the reply, end-of-turn included
+    logprobs: list[float] | None = field(default=None, metadata=OMIT_NONE)  # (N,) their log-probs when sampled
+    model_inputs: dict[str, Any] | None = field(default=None, repr=False, compare=False, metadata=LIVE)
 
 
 @dataclass
@@ -59,50 +130,39 @@ class ToolCall(Event):
 
 
 @dataclass
-class SearchResults(Event):
+class SearchResults(NodeEvent):
     kind: ClassVar[str] = "search_results"
-    node_id: str = ""
     query: str = ""
     by_image: str = ""  # information id of the image region searched with (cropped search), if any
-    results: list[dict[str, Any]] = field(default_factory=list)  # info_id, uid, citation, modality, score
+    results: list[SearchHit] = field(default_factory=list)
 
 
 @dataclass
-class Memorized(Event):
+class Memorized(NodeEvent):
     kind: ClassVar[str] = "memorized"
-    node_id: str = ""
     summary: str = ""
-    items: list[dict[str, Any]] = field(default_factory=list)  # info_id, citation, priority, useful
+    items: list[MemorizedItem] = field(default_factory=list)
 
 
 @dataclass
-class Cropped(Event):
+class Cropped(ViewEvent):
     kind: ClassVar[str] = "cropped"
-    node_id: str = ""
-    info_id: str = ""  # the new picture
-    source_info_id: str = ""
     bbox_seen: list[float] = field(default_factory=list)  # as the model gave it
     bbox_raw: list[int] = field(default_factory=list)  # padded, clamped, in the unit's raw pixels
-    citation: str = ""
 
 
 @dataclass
-class Scaled(Event):
+class Scaled(ViewEvent):
     kind: ClassVar[str] = "scaled"
-    node_id: str = ""
-    info_id: str = ""
-    source_info_id: str = ""
     factor: float = 1.0
     pixels: int = 0  # the new view's pixel budget
-    citation: str = ""
 
 
 @dataclass
-class AnswerEvent(Event):
+class AnswerEvent(NodeEvent):
     kind: ClassVar[str] = "answer"
     text: str = ""
-    node_id: str = ""
-    citations: list[dict[str, Any]] = field(default_factory=list)
+    citations: list[Citation] = field(default_factory=list)
     support: dict[str, Any] | None = None  # the sentence and unit the answer was read from, or why none
 
 
@@ -123,7 +183,7 @@ class LimitReached(Event):
 
 
 @dataclass
-class StepRecord:
+class StepRecord(Record):
     """Everything about one model call: what it saw, what it said, what happened, what it cost."""
 
     step: int
@@ -141,16 +201,11 @@ class StepRecord:
     agent_s: float = 0.0
     gold_hit: bool | None = None  # filled by eval/rl when gold evidence is known
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "StepRecord":
-        return cls(**d)
-
 
 @dataclass
-class Trace:
+class Trace(Record):
+    """A whole run in its saved form: the graph, evidence, events and citations as plain dicts (JSON as is)."""
+
     question: str
     protocol: str
     backend: str
@@ -174,16 +229,9 @@ class Trace:
     def peak_image_pixels(self) -> int:
         return max((s.image_pixels for s in self.steps), default=0)
 
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["steps"] = [s.to_dict() for s in self.steps]
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Trace":
-        d = dict(d)
-        d["steps"] = [StepRecord.from_dict(s) for s in d.get("steps", [])]
-        return cls(**d)
+    def events_of(self, cls: type[E]) -> list[E]:
+        """The saved events of one type, rebuilt as typed events."""
+        return [Event.from_dict(d) for d in self.events if d.get("type") == cls.kind]
 
     def memory_graph(self):
         from memory_graph.graph import MemoryGraph
@@ -197,9 +245,6 @@ class Finished(Event):
 
     kind: ClassVar[str] = "finished"
     trace: Trace | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": self.kind, "step": self.step, "trace": self.trace.to_dict() if self.trace else None}
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

@@ -7,7 +7,8 @@
 
 Each step: build the context (protocol), stream the model's reply (policy), parse it (never raises:
 a malformed reply becomes a corrective observation), run the tool (protocol + toolbox). Time is split
-into model, retrieval and agent overhead; pixels and tokens in context are recorded per step.
+into model, retrieval and agent overhead; pixels and tokens in context are recorded per step. A backend
+that sees tokens ends its reply with a `Tokens`, which the step's done `ModelOutput` carries to rl.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ import time
 from typing import Any, Iterator
 
 from agent.actions import Rejection
-from agent.backends.base import Policy, PolicyError, Reasoning
+from agent.backends.base import Policy, PolicyError, Reasoning, Tokens
 from agent.events import (
     ErrorEvent,
     Event,
     Finished,
     LimitReached,
     ModelOutput,
+    NodeEvent,
     StepRecord,
     StepStarted,
     ToolCall,
@@ -114,9 +116,12 @@ class Agent:
                 t_model = time.perf_counter()
                 chunks: list[str] = []
                 thoughts: list[str] = []  # reasoning a server returns apart from the reply (reasoning_content)
+                tokens: Tokens | None = None  # the reply's tokens, from a backend that has them
                 try:
                     for delta in self.policy.stream(messages, view=st):
-                        if isinstance(delta, Reasoning):
+                        if isinstance(delta, Tokens):
+                            tokens = delta
+                        elif isinstance(delta, Reasoning):
                             thoughts.append(delta)
                             yield ModelOutput(st.step, reasoning=str(delta))
                         else:
@@ -132,7 +137,11 @@ class Agent:
                 model_total += rec.model_s
                 rec.output = text = "".join(chunks)
                 rec.reasoning = "".join(thoughts)
-                yield emit(ModelOutput(st.step, done=True, text=text, reasoning=rec.reasoning))
+                done = ModelOutput(st.step, done=True, text=text, reasoning=rec.reasoning)
+                if tokens is not None:  # what rl trains on: the exact tokens, log-probs and inputs
+                    done.token_ids, done.logprobs = tokens.token_ids, tokens.logprobs
+                    done.model_inputs = tokens.model_inputs
+                yield emit(done)
                 action = proto.parse(text, st)
                 if isinstance(action, Rejection):
                     events = proto.reject(st, action.observation, text)
@@ -149,7 +158,8 @@ class Agent:
                 for ev in events:
                     if isinstance(ev, ErrorEvent):
                         rec.observation = ev.message
-                    rec.node_id = getattr(ev, "node_id", "") or rec.node_id
+                    if isinstance(ev, NodeEvent):
+                        rec.node_id = ev.node_id or rec.node_id
                     yield emit(ev)
                 rec.retrieval_s = tools.retrieval_s - r0
                 rec.agent_s = max(0.0, time.perf_counter() - t0 - rec.model_s - rec.retrieval_s)
@@ -163,7 +173,7 @@ class Agent:
             trace.answer = st.answer
             trace.graph = st.graph.to_dict()
             trace.evidence = st.evidence.to_dict()
-            trace.citations = citations(st) if st.done else []
+            trace.citations = [c.to_dict() for c in citations(st)] if st.done else []
             trace.support = st.support if st.done else None
             trace.timings = {
                 "model_s": round(model_total, 4),

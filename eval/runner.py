@@ -127,7 +127,7 @@ def retrieved_units(trace) -> list[dict[str, Any]]:
 
 
 def kept_units(trace, memorized_only: bool) -> list[dict[str, Any]]:
-    kept = {it["info_id"] for n in trace.graph.get("nodes", []) for it in n["items"] if it.get("useful", True)}
+    kept = {it.info_id for _, it in trace.memory_graph().items() if it.useful} if trace.graph else set()
     return [ev["unit"] for i, ev in trace.evidence.items() if not memorized_only or i in kept]
 
 

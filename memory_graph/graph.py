@@ -9,9 +9,10 @@ duplicate ids and self-references are refused with clear errors. Everything roun
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
+
+from memory_graph.record import Record
 
 NODE_KINDS = ("root", "search", "crop", "scale", "answer")
 VISUAL = ("page", "image", "video")  # modalities with pixels
@@ -22,7 +23,7 @@ class GraphError(ValueError):
 
 
 @dataclass
-class Item:
+class Item(Record):
     """One memorized piece of evidence: a unit (page, image, video clip, text chunk) or a crop/scale of one."""
 
     info_id: str  # the id the model used to name it ("Picture 2", "Video 1", ...)
@@ -52,16 +53,9 @@ class Item:
         key timestamp matched a sampled frame)."""
         return self.useful and self.modality in VISUAL and (self.modality != "video" or bool(self.key_timestamps))
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Item":
-        return cls(**d)
-
 
 @dataclass
-class Node:
+class Node(Record):
     id: str
     kind: str
     parents: list[str] = field(default_factory=list)
@@ -70,17 +64,6 @@ class Node:
     items: list[Item] = field(default_factory=list)
     index: int = 0  # creation order t_i: the root is 0, the newest node is T
     args: dict[str, Any] = field(default_factory=dict)  # the call's arguments as the model wrote them
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["items"] = [i.to_dict() for i in self.items]
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Node":
-        d = dict(d)
-        d["items"] = [Item.from_dict(i) for i in d.get("items", [])]
-        return cls(**d)
 
 
 class MemoryGraph:

@@ -310,7 +310,6 @@ def held_out_accuracy(trainer, test_q: Path, corpus: Path, index: Path, args, sa
     right = n = 0
     for item in ds.items:
         for _ in range(samples):
-            policy.reset()
             trace = Agent(trainer.get_retriever(), policy, cfg).ask(item.question)
             right += (trace.answer or "").strip() in item.answers
             n += 1

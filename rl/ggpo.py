@@ -13,7 +13,7 @@ one does not punish the searches that did find the evidence.
 
 Everything here is a pure function of traces, graphs and tensors, so it is tested on hand-built
 graphs and hand-computed numbers. Left out on purpose: tokenisation, rollouts and the optimiser loop
-(the trainer builds segments from `Trace.steps` and calls `ppo_clip_loss`).
+(rl/rollout.py builds segments from the agent's events; the trainer calls `ppo_clip_loss`).
 
 Methods: "grpo" (weights 1, token-level ratios; DeepSeekMath, arXiv 2402.03300), "gspo" (weights 1,
 sequence-level ratios; arXiv 2507.18071, the VimRAG paper's baseline) and "ggpo" (weights 1 - mu_t,
@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import torch
+
+from agent.events import SearchResults, Trace
 
 Method = Literal["ggpo", "grpo", "gspo"]
 Level = Literal["token", "sequence"]
@@ -150,36 +152,32 @@ def all_masked(masks: Sequence[float]) -> bool:
     return all(float(m) >= 1.0 for m in masks)
 
 
-def _get(obj: Any, name: str, default: Any = None) -> Any:
-    return obj.get(name, default) if isinstance(obj, Mapping) else getattr(obj, name, default)
-
-
 def valid_retrievals(trace: Any, gold: Callable[[dict[str, Any]], bool]) -> set[str]:
     """R_val: the node ids of search steps whose results contain gold evidence.
 
-    Reads the trace's "search_results" events (node_id, results[].info_id) and resolves each result
-    through trace.evidence[info_id]["unit"]; `gold(unit_dict) -> bool` says whether a unit is gold,
+    Reads the trace's `SearchResults` events (their node and hits) and resolves each hit through
+    trace.evidence[info_id]["unit"]; `gold(unit_dict) -> bool` says whether a unit is gold,
     e.g. `lambda u: any(g.matches(u) for g in item.evidence)` with eval.datasets.Gold. `trace` is a
     Trace or its to_dict(). Results whose evidence is missing from the trace are skipped.
 
-    >>> trace = {"events": [
-    ...     {"type": "search_results", "node_id": "s1", "results": [{"info_id": "Picture 1"}]},
-    ...     {"type": "search_results", "node_id": "s2", "results": [{"info_id": "Picture 2"}]}],
-    ...     "evidence": {"Picture 1": {"unit": {"source": "a.pdf", "page": 1}},
-    ...                  "Picture 2": {"unit": {"source": "a.pdf", "page": 7}}}}
+    >>> from agent.events import SearchHit
+    >>> trace = Trace("q", "vimrag", "scripted", events=[
+    ...     SearchResults(1, node_id="s1", results=[SearchHit("Picture 1")]).to_dict(),
+    ...     SearchResults(3, node_id="s2", results=[SearchHit("Picture 2")]).to_dict()],
+    ...     evidence={"Picture 1": {"unit": {"source": "a.pdf", "page": 1}},
+    ...               "Picture 2": {"unit": {"source": "a.pdf", "page": 7}}})
     >>> valid_retrievals(trace, lambda u: u["page"] == 7)
     {'s2'}
     """
-    evidence = _get(trace, "evidence", {}) or {}
+    if isinstance(trace, Mapping):
+        trace = Trace.from_dict(trace)
     found: set[str] = set()
-    for ev in _get(trace, "events", []) or []:
-        if ev.get("type") != "search_results" or not ev.get("node_id") or ev["node_id"] in found:
+    for ev in trace.events_of(SearchResults):
+        if not ev.node_id or ev.node_id in found:
             continue
-        for row in ev.get("results") or []:
-            rec = evidence.get(row.get("info_id", ""))
-            if rec is not None and gold(rec["unit"]):
-                found.add(ev["node_id"])
-                break
+        units = [trace.evidence[hit.info_id]["unit"] for hit in ev.results if hit.info_id in trace.evidence]
+        if any(gold(u) for u in units):
+            found.add(ev.node_id)
     return found
 
 

@@ -1,31 +1,33 @@
-"""Policies that sample with a model being trained and record every call as a training segment.
+"""Policies that sample with a model being trained, and the training Segment one model call becomes.
 
     policy = VLPolicy(model, processor, temperature=1.0)      # any Qwen2.5-VL / Qwen3-VL
     policy = TextPolicy(model, tokenizer)                     # a causal LM, for text-only work
-    trace = Agent(retriever, policy, cfg).ask(question)       # the real agent loop
-    policy.segments                                           # one Segment per model call, in step order
+    for ev in Agent(retriever, policy, cfg).stream(question): # the real agent loop
+        ...                                                   # each step's done ModelOutput carries its tokens
 
-A Segment keeps the exact model inputs (token ids, and for VLMs the pixel tensors and grid), the sampled
-token ids and their log-probabilities at sampling time. Only the sampled tokens are ever trained on: the
-prompt, which holds every observation (search results, crops, memory), is context. Log-probabilities are
-taken from `log_softmax(logits / temperature)`, the distribution the tokens were actually drawn from; the
-trainer computes new ones the same way (`sequence_logprobs`), so importance ratios compare like with like.
-Sampling uses the plain tempered distribution (top_k=0, top_p=1) so those log-probs are exact.
+Each reply ends with a `Tokens` (agent/backends/base.py): the exact model inputs (token ids, and for VLMs the
+pixel tensors and grid), the sampled token ids and their log-probabilities at sampling time. The loop puts
+them on the step's done `ModelOutput` event, and rl/rollout.py turns those events into Segments. Only the
+sampled tokens are ever trained on: the prompt, which holds every observation (search results, crops,
+memory), is context. Log-probabilities are taken from `log_softmax(logits / temperature)`, the distribution
+the tokens were actually drawn from; the trainer computes new ones the same way (`sequence_logprobs`), so
+importance ratios compare like with like. Sampling uses the plain tempered distribution (top_k=0, top_p=1)
+so those log-probs are exact.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import torch
 
-from agent.backends.base import Policy, PolicyConfig, PolicyError
+from agent.backends.base import Policy, PolicyConfig, PolicyError, Tokens
 
 
 @dataclass
 class Segment:
-    """One model call: what it saw and what it generated."""
+    """One model call, as its done `ModelOutput` event carried it: what it saw and what it generated."""
 
     step: int
     inputs: dict[str, torch.Tensor]  # input_ids (1, P), attention_mask (1, P), [pixel_values, image_grid_thw]
@@ -36,10 +38,6 @@ class Segment:
     tool: str = ""  # the tool it called ("" for a malformed reply)
     gold_hit: bool | None = None  # retrieval steps: whether the results held gold evidence
     mask: float = 0.0  # GGPO mu_t (1: the step is left out of the update)
-
-    @property
-    def n_prompt(self) -> int:
-        return int(self.inputs["input_ids"].shape[1])
 
 
 def sequence_logprobs(
@@ -61,15 +59,13 @@ def sequence_logprobs(
 
 
 class _Sampler(Policy):
-    """Shared sampling and recording; subclasses turn agent messages into model inputs (`encode`)."""
+    """Shared sampling; subclasses turn agent messages into model inputs (`encode`)."""
 
     def __init__(self, model, tokenizer, temperature: float = 1.0, max_new_tokens: int = 256) -> None:
         if temperature <= 0:
             raise PolicyError("a trainable policy samples: temperature must be > 0 (1.0 is the usual choice)")
         self.model, self.tokenizer = model, tokenizer
         self.temperature, self.max_new_tokens = float(temperature), int(max_new_tokens)
-        self.segments: list[Segment] = []
-        self._step = 0
         eos = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
         self.stop_ids = sorted(i for i in eos if isinstance(i, int) and i >= 0)
         if not self.stop_ids:
@@ -77,10 +73,6 @@ class _Sampler(Policy):
 
     def encode(self, messages: list[dict]) -> dict[str, torch.Tensor]:
         raise NotImplementedError
-
-    def reset(self) -> None:
-        """Start a new trajectory: forget the recorded segments."""
-        self.segments, self._step = [], 0
 
     @torch.no_grad()
     def sample(self, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,7 +97,7 @@ class _Sampler(Policy):
         logp = sequence_logprobs(self.model, inputs, gen, self.temperature)  # (N,)
         return gen.cpu(), logp.cpu()
 
-    def stream(self, messages: list[dict], view: Any = None) -> Iterator[str]:
+    def stream(self, messages: list[dict], view: Any = None) -> Iterator[str | Tokens]:
         was_training = self.model.training
         self.model.eval()
         try:
@@ -113,10 +105,8 @@ class _Sampler(Policy):
             gen, logp = self.sample(inputs)
         finally:
             self.model.train(was_training)
-        self._step += 1
-        text = self.tokenizer.decode(gen, skip_special_tokens=True)
-        self.segments.append(Segment(self._step, inputs, gen, logp, text))
-        yield text
+        yield self.tokenizer.decode(gen, skip_special_tokens=True)
+        yield Tokens(gen.tolist(), logp.tolist(), inputs)
 
 
 class VLPolicy(_Sampler):
@@ -161,23 +151,3 @@ class TextPolicy(_Sampler):
 
     def describe(self) -> str:
         return f"trainable text policy ({type(self.model).__name__}, T={self.temperature})"
-
-
-@dataclass
-class SegmentBatch:
-    """Segments of several trajectories with their per-segment advantage and weight, for one update."""
-
-    segments: list[Segment] = field(default_factory=list)
-    advantages: list[float] = field(default_factory=list)
-    weights: list[float] = field(default_factory=list)
-
-    def add(self, segs: list[Segment], advantage: float, weights: list[float]) -> None:
-        self.segments += segs
-        self.advantages += [advantage] * len(segs)
-        self.weights += weights
-
-    def __len__(self) -> int:
-        return len(self.segments)
-
-    def n_tokens(self) -> int:
-        return sum(int(s.gen_ids.numel()) for s in self.segments)

@@ -225,10 +225,6 @@ REWARDS: dict[str, Callable[..., list[float]]] = {
 # ---------------------------------------------------------------------------------------------------
 
 
-def _steps(trace: Any) -> list[dict[str, Any]]:
-    return [s if isinstance(s, dict) else s.to_dict() for s in trace.steps]
-
-
 def trajectory_reward_inputs(trace: Any, item: Any) -> dict[str, Any]:
     """One sample's reward inputs from an agent Trace (or its dict) and its eval.datasets.EvalItem.
 
@@ -244,12 +240,12 @@ def trajectory_reward_inputs(trace: Any, item: Any) -> dict[str, Any]:
       dropped, exactly as eval.runner.retrieval_scores ranks them;
     - gold_pages: the gold keys; empty when the item has no evidence or its evidence is known wrong.
     """
-    from agent.events import Trace
+    from agent.events import SearchResults, Trace
     from eval.runner import retrieved_units
 
     if isinstance(trace, dict):
         trace = Trace.from_dict(trace)
-    steps = _steps(trace)
+    steps, searches = trace.steps, trace.events_of(SearchResults)
     evidence = list(item.evidence) if getattr(item, "evidence_ok", True) else []
 
     def key(u: dict) -> Any:
@@ -257,17 +253,10 @@ def trajectory_reward_inputs(trace: Any, item: Any) -> dict[str, Any]:
         return hit if hit is not None else ("unit", u["uid"])
 
     ranked = [key(u) for u in retrieved_units(trace)]
-    shown = [
-        trace.evidence[r["info_id"]]["unit"]
-        for ev in trace.events
-        if ev.get("type") == "search_results"
-        for r in ev.get("results", [])
-        if r.get("info_id") in trace.evidence
-    ]
-    searched = any((s.get("action") or {}).get("name") in SEARCH_ACTIONS for s in steps) or any(
-        ev.get("type") == "search_results" for ev in trace.events
-    )
-    malformed = any(s.get("action") is None and s.get("observation") for s in steps)
+    hits = [hit.info_id for ev in searches for hit in ev.results]
+    shown = [trace.evidence[i]["unit"] for i in hits if i in trace.evidence]
+    searched = bool(searches) or any((s.action or {}).get("name") in SEARCH_ACTIONS for s in steps)
+    malformed = any(s.action is None and s.observation for s in steps)
     return {
         "completion": trace.answer or "",
         "question": item.question,
@@ -277,7 +266,7 @@ def trajectory_reward_inputs(trace: Any, item: Any) -> dict[str, Any]:
         "gold_pages": [g.key() for g in evidence],
         "format_ok": not malformed,
         "searched": searched,
-        "replies": "\n".join(s.get("output", "") for s in steps),
+        "replies": "\n".join(s.output for s in steps),
         "inserted": list(dict.fromkeys(key(u) for u in shown)),
     }
 

@@ -11,9 +11,10 @@ from the server under that adapter's name. The server and the trainer must see t
 machine, or a shared file system).
 
 Each reply comes back with its token ids and their log-probs (`logprobs` plus vLLM's
-`return_tokens_as_token_ids`). The segment's inputs are rebuilt locally by the trainer's own processor from
+`return_tokens_as_token_ids`). The model inputs are rebuilt locally by the trainer's own processor from
 the same messages (the chat template and image processing the server applies), and the old log-probs are
-recomputed locally, so the PPO ratio compares the trainer's numbers with the trainer's numbers. The server's
+recomputed locally, so the PPO ratio compares the trainer's numbers with the trainer's numbers; ids, local
+log-probs and inputs end the reply as its `Tokens`, which rl/rollout.py reads off the events. The server's
 log-probs are kept as a check: `served_logp_gap` in metrics.jsonl, the mean |served - local| per token, is
 near 0 when the server runs the trainer's weights on the same inputs, and large when it does not (an adapter
 that failed to load, a different processor resolution, a quantised server).
@@ -32,8 +33,8 @@ from typing import Any, Iterator
 
 import torch
 
-from agent.backends.base import Policy, PolicyConfig, PolicyError
-from rl.policy import Segment, sequence_logprobs
+from agent.backends.base import Policy, PolicyConfig, PolicyError, Tokens
+from rl.policy import sequence_logprobs
 
 TOKEN_ID = re.compile(r"token_id:(\d+)$")  # vLLM's token text under return_tokens_as_token_ids
 ADAPTER_PREFIX = "vimrag-policy"
@@ -109,30 +110,25 @@ def parse_choice(choice: dict) -> tuple[list[int], list[float], str]:
 
 
 class ServedPolicy(Policy):
-    """Samples on the server, records segments like the in-process samplers (`local` builds the inputs and
-    recomputes the log-probs with the trainer's model)."""
+    """Samples on the server and ends each reply with its `Tokens`, like the in-process samplers (`local`
+    builds the inputs and recomputes the log-probs with the trainer's model)."""
 
     def __init__(self, local, client, model_name: str) -> None:
         self.local, self.client, self.model_name = local, client, model_name
         self.is_vlm = local.is_vlm
         self.patch = getattr(local, "patch", 28)
         self.name = "served"
-        self.segments: list[Segment] = []
-        self.gaps: list[float] = []  # per call: mean |served - local| log-prob per token
-        self._step = 0
+        self.gaps: list[float] = []  # per call: mean |served - local| log-prob per token, a diagnostic only
         tok = local.tokenizer
         im_end = tok.convert_tokens_to_ids("<|im_end|>")
         self.end_id = (
             im_end if isinstance(im_end, int) and im_end >= 0 and im_end != tok.unk_token_id else local.stop_ids[0]
         )
 
-    def reset(self) -> None:
-        self.segments, self._step = [], 0
-
     def describe(self) -> str:
         return f"served policy ({self.client.base_url}, adapter {self.model_name})"
 
-    def stream(self, messages: list[dict], view: Any = None) -> Iterator[str]:
+    def stream(self, messages: list[dict], view: Any = None) -> Iterator[str | Tokens]:
         loc = self.local
         choice = self.client.complete(
             messages,
@@ -164,7 +160,5 @@ class ServedPolicy(Policy):
         if served:
             n = len(served)
             self.gaps.append(float((logp[:n] - torch.tensor(served)).abs().mean()))
-        self._step += 1
-        text = loc.tokenizer.decode(gen, skip_special_tokens=True)
-        self.segments.append(Segment(self._step, inputs, gen, logp, text))
-        yield text
+        yield loc.tokenizer.decode(gen, skip_special_tokens=True)
+        yield Tokens(ids, logp.tolist(), inputs)

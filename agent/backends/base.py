@@ -7,7 +7,9 @@ image part carries the PIL image itself, already resized to its allocated pixel 
                                  {"type": "image", "image": <PIL.Image>, "ref": "Picture 1"}]}
 
 Backends translate that form to what their model wants (the OpenAI backend to base64 data URLs, the
-transformers backend to its processor's inputs). A backend streams text chunks; `generate` joins them.
+transformers backend to its processor's inputs). A backend streams text chunks; `generate` joins them. A
+backend that sees tokens may end its stream with one `Tokens`: the reply's token ids, their log-probs and the
+model inputs, which the loop puts on the step's done `ModelOutput` event (that is where rl reads them).
 The optional `view` is the agent's structured state (graph, evidence, last results); model backends
 ignore it, the embedded controller and the scripted test policy read it.
 """
@@ -24,6 +26,15 @@ from agent.config import Config
 class Reasoning(str):
     """A streamed piece of reasoning that a server returns apart from the reply (`reasoning_content`). The
     loop keeps it in the trace and the UI, never in the reply the protocol parses or sends back."""
+
+
+@dataclass
+class Tokens:
+    """The tokens behind a streamed reply, from a backend that has them (yielded after the text)."""
+
+    token_ids: list[int]  # (N,) the reply as generated, end-of-turn token included
+    logprobs: list[float] | None = None  # (N,) their log-probs under the distribution they were drawn from
+    model_inputs: dict[str, Any] | None = None  # the prompt's model tensors (input_ids (1, P), pixels, grid)
 
 
 class PolicyError(RuntimeError):
@@ -97,11 +108,11 @@ class Policy:
         """One line for the UI and traces: which model, where."""
         return self.name
 
-    def stream(self, messages: list[dict], view: Any = None) -> Iterator[str]:
+    def stream(self, messages: list[dict], view: Any = None) -> Iterator[str | Tokens]:
         raise NotImplementedError
 
     def generate(self, messages: list[dict], view: Any = None) -> str:
-        return "".join(self.stream(messages, view))
+        return "".join(c for c in self.stream(messages, view) if isinstance(c, str))
 
     def close(self) -> None:
         """Free resources (HTTP clients, GPU memory). Safe to call twice."""

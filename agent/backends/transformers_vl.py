@@ -12,7 +12,8 @@ an on-grid image of at least one merged patch then passes through unchanged, and
 `config.max_pixels` is still shrunk. `last_inputs_info` records what the model actually saw.
 
 Left out on purpose: batching, video inputs (the agent sends key frames as images), and tool-call
-parsing (the agent parses the text). Generation runs in a thread feeding a TextIteratorStreamer.
+parsing (the agent parses the text). Generation runs in a thread feeding a TextIteratorStreamer; the
+stream ends with the reply's token ids (`Tokens`), without log-probs (rl/policy.py samples with those).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator
 
-from agent.backends.base import Policy, PolicyConfig, PolicyError
+from agent.backends.base import Policy, PolicyConfig, PolicyError, Tokens
 
 # model_type values whose processors follow the Qwen2-VL smart-resize scheme this backend controls
 QWEN_VL_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
@@ -217,7 +218,7 @@ class TransformersPolicy(Policy):
 
     # ---------------------------------------------------------------- generation
 
-    def stream(self, messages: list[dict], view: Any = None) -> Iterator[str]:
+    def stream(self, messages: list[dict], view: Any = None) -> Iterator[str | Tokens]:
         from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
 
         torch = self._torch
@@ -269,9 +270,9 @@ class TransformersPolicy(Policy):
         if "error" in result:
             exc = result["error"]
             raise PolicyError(f"generation with {self.source!r} failed: {type(exc).__name__}: {exc}") from exc
-        self.last_inputs_info["output_tokens"] = (
-            int(result["sequences"].shape[1]) - self.last_inputs_info["input_tokens"]
-        )
+        new = result["sequences"][0, self.last_inputs_info["input_tokens"] :]  # (N,)
+        self.last_inputs_info["output_tokens"] = int(new.shape[0])
+        yield Tokens(new.tolist())  # the ids only: their log-probs would cost a second forward pass
 
     def describe(self) -> str:
         dtype = str(self.dtype).removeprefix("torch.")

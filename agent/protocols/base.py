@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from agent.actions import Action, parse
 from agent.call_format import format_call, format_vrag
-from agent.events import AnswerEvent, Cropped, ErrorEvent, Event
+from agent.events import AnswerEvent, Citation, Cropped, ErrorEvent, Event, SearchHit
 from agent.protocols.schema import specs
 from agent.rejections import Rejection
 from agent.state import EpisodeState
@@ -139,7 +139,7 @@ class Protocol:
 
 
 # ------------------------------------------------------------------------------------------ shared pieces
-def citations(st: EpisodeState) -> list[dict[str, Any]]:
+def citations(st: EpisodeState) -> list[Citation]:
     """The evidence an answer rests on: memorized items on the answer's ancestry, else what was seen."""
     ids: list[str] = []
     g = st.graph
@@ -160,37 +160,25 @@ def citations(st: EpisodeState) -> list[dict[str, Any]]:
         if ev is None:
             continue
         u = ev.unit
-        out.append(
-            {
-                "info_id": i,
-                "citation": ev.citation(),
-                "file": u.source,
-                "page": u.page,
-                "bbox": ev.crop_box,
-                "start": u.start,
-                "end": u.end,
-                "modality": u.modality,
-                "uid": u.uid,
-            }
-        )
+        out.append(Citation(i, ev.citation(), u.source, u.page, ev.crop_box, u.start, u.end, u.modality, u.uid))
     return out
 
 
-def result_rows(st: EpisodeState, ids: list[str], labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def result_rows(st: EpisodeState, ids: list[str], labels: dict[str, str] | None = None) -> list[SearchHit]:
     """SearchResults rows; `labels` maps an information id to the label the model saw, when they differ."""
     rows = []
     for i in ids:
         ev = st.evidence.get(i)
         rows.append(
-            {
-                "info_id": i,
-                "label": (labels or {}).get(i, i),
-                "uid": ev.unit.uid,
-                "citation": ev.citation(),
-                "modality": ev.unit.modality,
-                "score": round(ev.score, 4),
-                "source": ev.unit.source,
-            }
+            SearchHit(
+                info_id=i,
+                label=(labels or {}).get(i, i),
+                uid=ev.unit.uid,
+                citation=ev.citation(),
+                modality=ev.unit.modality,
+                score=round(ev.score, 4),
+                source=ev.unit.source,
+            )
         )
     return rows
 

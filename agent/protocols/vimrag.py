@@ -31,7 +31,7 @@ from typing import Any
 from PIL import Image
 
 from agent.actions import Action
-from agent.events import Event, Memorized, Scaled, SearchResults
+from agent.events import Event, Memorized, MemorizedItem, Scaled, SearchResults
 from agent.evidence import KIND_LABEL
 from agent.media import VRAG_MIN_PIXELS, demo_jpeg, fit_budget, model_view, time_key, vrag_size
 from agent.protocols import schema as S
@@ -412,15 +412,15 @@ class VimragProtocol(Protocol):
             )
             node.items.append(item)
             rows.append(
-                {
-                    "info_id": ev.info_id,
-                    "label": m["information_id"],
-                    "citation": ev.citation(),
-                    "priority": item.priority,
-                    "useful": item.useful,
-                    "in_memory": item.in_memory,
-                    "key_timestamps": item.key_timestamps,
-                }
+                MemorizedItem(
+                    info_id=ev.info_id,
+                    label=m["information_id"],
+                    citation=ev.citation(),
+                    priority=item.priority,
+                    useful=item.useful,
+                    in_memory=item.in_memory,
+                    key_timestamps=item.key_timestamps,
+                )
             )
         st.pending, st.pending_node, st.feedback = [], "", ""
         st.base = None  # demo: need_update_context, the next turn starts from a rebuilt context

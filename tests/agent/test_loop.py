@@ -166,7 +166,7 @@ def test_vrag_tags_one_new_page_per_search_and_bbox_crops_latest(retriever):
     res = next(e for e in events if isinstance(e, SearchResults))
     assert len(res.results) == 1
     crop = next(e for e in events if isinstance(e, Cropped))
-    assert crop.source_info_id == res.results[0]["info_id"]
+    assert crop.source_info_id == res.results[0].info_id
     assert trace.answer == "12"
     imgs = [p for p in policy.calls[1][-1]["content"] if p["type"] == "image"]
     assert imgs and all(0 < i["image"].width * i["image"].height <= 512 * 28 * 28 for i in imgs)

@@ -267,7 +267,7 @@ def test_vimrag_memorize_keeps_useful_visual_items_and_rebuilds(mixed):
     ]
     events, trace, policy = run(Fixed(mixed), script, top_k=4)
     mem = next(e for e in events if isinstance(e, Memorized))
-    assert [(i["label"], i["in_memory"]) for i in mem.items] == [
+    assert [(i.label, i.in_memory) for i in mem.items] == [
         ("Picture 1", True),
         ("Text 1", False),
         ("Picture 2", False),
@@ -277,7 +277,7 @@ def test_vimrag_memorize_keeps_useful_visual_items_and_rebuilds(mixed):
     parts = rebuilt[1]["content"]
     texts = [p["text"] for p in parts if p["type"] == "text"]
     assert texts[1:] == ["### Multimodal Memory\nHistorical information for reference only.\n", "Node: s1"]
-    assert [p["ref"] for p in parts if p["type"] == "image"] == [mem.items[0]["info_id"]]  # bare, one picture
+    assert [p["ref"] for p in parts if p["type"] == "image"] == [mem.items[0].info_id]  # bare, one picture
     graph = texts[0].split("Action graph:\n", 1)[1]
     assert graph.startswith('[{"id": "root", "name": "Initial Node", "content": "Initial query from user: ')
     assert '{"id": "s1", "query": "pilot", "parent_ids": ["root"], "summary": "the poster and the note"}' in graph
@@ -314,6 +314,6 @@ def test_a_60_second_clip_is_sampled_across_its_whole_span(mixed):
     # key timestamps keep the frames whose labels they match to 0.1 s; 30.0 matches no frame
     assert time_key(30.0) not in {time_key(t) for t in times}
     mem = next(e for e in events if isinstance(e, Memorized)).items[0]
-    assert [time_key(t) for t in mem["key_timestamps"]] == ["0.0", "28.8", "59.8"] and mem["in_memory"]
+    assert [time_key(t) for t in mem.key_timestamps] == ["0.0", "28.8", "59.8"] and mem.in_memory
     memory = [p for p in policy.calls[2][1]["content"] if p["type"] == "image"]
-    assert [p["time"] for p in memory] == mem["key_timestamps"]  # exactly those frames, in that order
+    assert [p["time"] for p in memory] == mem.key_timestamps  # exactly those frames, in that order

@@ -6,6 +6,7 @@ import pytest
 from PIL import Image
 
 from agent.backends import PolicyConfig, PolicyError, load_policy
+from agent.backends.base import Tokens
 from tests.tiny_vlm import build_tiny_qwen2_5_vl, build_tiny_qwen3_vl
 
 transformers = pytest.importorskip("transformers")
@@ -86,8 +87,8 @@ def test_stream_joins_to_greedy_generate(policy):
     import torch
 
     messages = _messages(_image(2 * policy.patch, policy.patch, "blue"))
-    chunks = list(policy.stream(messages))
-    assert all(isinstance(c, str) and c for c in chunks)
+    *chunks, tokens = list(policy.stream(messages))
+    assert all(isinstance(c, str) and c for c in chunks) and isinstance(tokens, Tokens)
     assert "".join(chunks) == policy.generate(messages)
     # and to a plain, non-streamed greedy generate decoded in one go
     inputs = policy.prepare(messages)
@@ -95,6 +96,7 @@ def test_stream_joins_to_greedy_generate(policy):
         out = policy.model.generate(**inputs, max_new_tokens=policy.config.max_new_tokens, do_sample=False)
     new = out[0, inputs["input_ids"].shape[1] :]  # (new_tokens,)
     assert "".join(chunks) == policy.processor.tokenizer.decode(new, skip_special_tokens=True)
+    assert tokens.token_ids == new.tolist() and tokens.logprobs is None  # the stream ends with the reply's ids
 
 
 def test_sampling_is_seeded(family):

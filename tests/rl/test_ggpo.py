@@ -147,7 +147,7 @@ def test_failure_without_valid_retrieval_masks_nothing():
 def test_valid_retrievals_reads_only_search_results_events():
     trace = failed_trace()
     # a memorized/answer event naming s1 must not make s1 a retrieval that found gold
-    trace.events.append({"type": "memorized", "node_id": "s1", "items": [{"info_id": "Picture 2"}]})
+    trace.events.append({"type": "memorized", "step": 2, "node_id": "s1", "items": [{"info_id": "Picture 2"}]})
     assert valid_retrievals(trace, gold_pred([Gold("b.pdf", 7)])) == {"s2"}
     assert valid_retrievals(trace, gold_pred([Gold("a.pdf")])) == {"s1", "s3"}  # a file-level gold
 

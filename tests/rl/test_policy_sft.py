@@ -1,4 +1,5 @@
-"""Trainable policies record exact segments (images included); SFT learns the replies of saved traces."""
+"""Trainable policies return the exact tokens, log-probs and inputs of a reply (images included); SFT
+learns the replies of saved traces."""
 
 import json
 
@@ -18,6 +19,7 @@ def tiny(tmp_path_factory):
 
 
 def test_sampled_log_probs_are_reproduced_by_the_training_forward_with_images(tiny):
+    from agent.backends.base import Tokens
     from rl.policy import VLPolicy, sequence_logprobs
 
     _, model, proc = tiny
@@ -32,13 +34,12 @@ def test_sampled_log_probs_are_reproduced_by_the_training_forward_with_images(ti
             ],
         }
     ]
-    text = "".join(pol.stream(msgs))
-    seg = pol.segments[-1]
-    assert "pixel_values" in seg.inputs and seg.gen_ids.numel() <= 8 and isinstance(text, str)
-    again = sequence_logprobs(model, seg.inputs, seg.gen_ids)  # (N,)
-    assert torch.allclose(again, seg.old_logp, atol=1e-4)
-    pol.reset()
-    assert pol.segments == []
+    *chunks, tokens = pol.stream(msgs)  # the reply, then its Tokens
+    assert isinstance(tokens, Tokens) and all(isinstance(c, str) for c in chunks)
+    assert "pixel_values" in tokens.model_inputs and 0 < len(tokens.token_ids) <= 8
+    again = sequence_logprobs(model, tokens.model_inputs, torch.tensor(tokens.token_ids))  # (N,)
+    assert torch.allclose(again, torch.tensor(tokens.logprobs), atol=1e-4)
+    assert "".join(chunks) == proc.tokenizer.decode(tokens.token_ids, skip_special_tokens=True)
 
 
 def test_sft_trains_on_action_tokens_of_saved_traces(tiny, tmp_path):
