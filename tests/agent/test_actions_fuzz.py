@@ -7,6 +7,14 @@ wrong tool names), and pure noise. Each result must be an Action or a Rejection,
 - a Rejection has a known reason (never internal_error) and an observation whose example call runs;
 - an Action passes an independent strict schema check written here, passes `validate`, and survives a
   round trip through `format_call` / `format_vrag` unchanged.
+
+Why a seeded loop and not hypothesis (a test dependency already): the same generators written as hypothesis
+strategies (derandomized, shrinking failures) were measured against this file on the parser. At 1,000 outputs
+per protocol they took 6.6 s of CPU and ran 534 lines of agent/actions.py, validate.py, rejections.py,
+call_format.py and lenient_json.py; this file's 4,000 per protocol take 3.1 s and run 554. The 20 more are
+paths that need volume (true/"no"/0/1 for a boolean, a bbox outside its image, a JSON string as arguments).
+Hypothesis spends about 1.8 ms drawing one output of this many choices. A failure here names its case number
+and text, and the seed replays it; what is given up is only the shrinking.
 """
 
 import copy

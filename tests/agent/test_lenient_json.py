@@ -54,6 +54,38 @@ def test_refusals_say_why(text, words):
         loads(text)
 
 
+CUT_OFF = [  # a reply truncated by max tokens inside a string: repairing it would run a half answer as complete
+    '{"name": "add_answer_node", "arguments": {"answer": "the capital is Par',
+    "{'name': 'search', 'arguments': {'query': 'revenue by reg",
+    '{"memorize": [{"information_id": "Picture 1"}, {"information_id": "Pict',
+    '{"name": "crop", "argu',  # inside a key
+    '{"summarize": "line one\\nline tw',  # after an escape
+    '{"answer": "ends right after a backslash \\',
+    '{"answer": "é 中 😀',
+    '["one", "two", "thr',
+]
+
+
+@pytest.mark.parametrize("text", CUT_OFF)
+def test_strings_cut_off_mid_value_are_refused(text):
+    with pytest.raises(ParseError, match="never closed.*cut off"):
+        loads(text)
+    with pytest.raises(ParseError, match="never closed"):
+        loads_any(text)
+
+
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ('{"answer": "Paris"', {"answer": "Paris"}),
+        ('{"answer": "Paris", "parent_ids": ["s1"', {"answer": "Paris", "parent_ids": ["s1"]}),
+        ("{'query': 'revenue', 'k': 3", {"query": "revenue", "k": 3}),
+    ],
+)
+def test_cut_off_after_a_complete_string_is_repaired(text, want):
+    assert loads(text) == want
+
+
 def test_nesting_up_to_the_limit_is_read():
     want = []
     for _ in range(MAX_DEPTH - 1):
