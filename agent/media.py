@@ -115,12 +115,6 @@ def fit_budget(image: Image.Image, max_pixels: int, patch: int) -> Image.Image:
     return image.resize((w, h), Image.Resampling.BICUBIC)
 
 
-def png_bytes(image: Image.Image) -> bytes:
-    buf = io.BytesIO()
-    image.save(buf, format="PNG", compress_level=3)
-    return buf.getvalue()
-
-
 def sample_times(
     start: float, end: float, native_fps: float, fps: float = VIDEO_FPS, max_frames: int = VIDEO_MAX_FRAMES
 ) -> list[float]:

@@ -25,7 +25,7 @@ last step, so this reproduces the run's answers at its own threshold without run
 
 Answers are scored with MMLongBench-Doc's rules by answer format (eval/answer_metrics.py). Printed: accuracy
 by format and overall for each reader, answerable Str + Int accuracy, "Not answerable" F1, the median
-seconds per question, and how many answers look like a heading or title (`agent.backends.extract.is_heading`).
+seconds per question, and how many answers look like a heading or title (`agent.backends.sentences.is_heading`).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def inputs(items, texts: dict[tuple[str, int], str]) -> list[tuple[object, list[
 
 def headings(texts: list[str]) -> set[str]:
     """The title and heading lines of page texts (lower case, two words or more): what no answer may be."""
-    from agent.backends.extract import is_heading
+    from agent.backends.sentences import is_heading
 
     out = set()
     for text in texts:

@@ -152,14 +152,18 @@ class SmallLM:
         model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
         return cls(model, tok, folder)
 
+    def _prompt(self, user: str, system: str) -> dict:
+        """The chat template over one system and one user message, ready for the assistant's reply."""
+        msgs = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return self.tokenizer.apply_chat_template(
+            msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
+
     def chat(self, user: str, system: str = "You are a concise assistant.", max_new_tokens: int = 24) -> str:
         """One greedy reply to one user message, first line only, stripped."""
         import torch
 
-        msgs = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        enc = self.tokenizer.apply_chat_template(
-            msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )
+        enc = self._prompt(user, system)
         with self._lock, torch.inference_mode():
             out = self.model.generate(
                 **enc,
@@ -181,10 +185,7 @@ class SmallLM:
 
         if not candidates:
             return []
-        msgs = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        enc = self.tokenizer.apply_chat_template(
-            msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )
+        enc = self._prompt(user, system)
         eos = self.tokenizer.eos_token_id
         ids = [self.tokenizer(c, add_special_tokens=False)["input_ids"][:24] + [eos] for c in candidates]
         width = max(len(c) for c in ids)
