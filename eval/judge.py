@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 import httpx
+import tenacity
 
 SYSTEM_PROMPT = "You grade answers to questions about documents. You reply with a single word: yes or no."
 USER_TEMPLATE = """Question: {question}
@@ -40,6 +40,13 @@ _WORD = re.compile(r"[a-z]+")
 
 class JudgeError(RuntimeError):
     """The judge endpoint could not be used: names the URL, the reason and the fix."""
+
+
+def _transient(exc: BaseException) -> bool:
+    """A failure another attempt may fix: no connection, a timeout, a 429 or a 5xx."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return exc.response.status_code == 429 or exc.response.status_code >= 500
+    return isinstance(exc, httpx.TransportError)
 
 
 def parse_verdict(reply: str | None) -> float | None:
@@ -135,23 +142,23 @@ class Judge:
             "max_tokens": self.max_tokens,
         }
         attempts = 1 + (self.retries if retries is None else retries)
-        reason = ""
-        for attempt in range(attempts):
-            if attempt:
-                time.sleep(self.backoff_s * 2 ** (attempt - 1))
-            try:
-                response = self._http().post(self.url, json=payload)
-            except httpx.TimeoutException:
-                reason = f"no reply within {self.timeout_s:g} s (raise timeout_s or check the server load)"
-                continue
-            except httpx.TransportError as exc:
-                reason = f"cannot connect ({type(exc).__name__}: {exc}); start the server or fix the URL"
-                continue
-            if response.status_code == 429 or response.status_code >= 500:
-                reason = f"HTTP {response.status_code}: {response.text[:200].strip()}"
-                continue
-            if response.status_code >= 400:
-                raise self._fatal(response)
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(attempts),
+            wait=tenacity.wait_exponential(multiplier=self.backoff_s),
+            retry=tenacity.retry_if_exception(_transient),
+            reraise=True,
+        )
+        try:
+            response = retrying(self._post, payload)
+        except httpx.TimeoutException:
+            reason = f"no reply within {self.timeout_s:g} s (raise timeout_s or check the server load)"
+        except httpx.TransportError as exc:
+            reason = f"cannot connect ({type(exc).__name__}: {exc}); start the server or fix the URL"
+        except httpx.HTTPStatusError as exc:
+            if not _transient(exc):
+                raise self._fatal(exc.response) from None
+            reason = f"HTTP {exc.response.status_code}: {exc.response.text[:200].strip()}"
+        else:
             try:
                 return response.json()["choices"][0]["message"]["content"] or ""
             except (ValueError, KeyError, IndexError, TypeError) as exc:
@@ -161,6 +168,11 @@ class Judge:
                     f"Got: {response.text[:200]}"
                 ) from exc
         raise JudgeError(f"judge endpoint {self.url} failed after {attempts} attempt(s): {reason}")
+
+    def _post(self, payload: dict) -> httpx.Response:
+        response = self._http().post(self.url, json=payload)
+        response.raise_for_status()  # an HTTPStatusError: retried when `_transient`, else fatal
+        return response
 
     def check(self) -> None:
         """One tiny request, no retries: raises JudgeError naming the URL and the fix if it fails."""

@@ -1,10 +1,10 @@
 """Policy backend for any OpenAI-compatible chat endpoint (vLLM, SGLang, llama.cpp server, OpenAI itself).
 
 It POSTs `{base_url}/chat/completions` with httpx and streams the answer's text chunks from the server-sent
-events. Internal image parts (a PIL image the renderer already sized) become base64 `image_url` data URLs:
-the part's own encoded bytes when the protocol made them (the VimRAG demo's JPEG), else PNG, because page
-renders carry small text that JPEG smears. Images are sent at the size the agent chose; the only resize is a
-safety downscale of anything over `config.max_pixels`.
+events (read in agent/backends/chat_completions.py). Internal image parts (a PIL image the renderer already
+sized) become base64 `image_url` data URLs: the part's own encoded bytes when the protocol made them (the
+VimRAG demo's JPEG), else PNG, because page renders carry small text that JPEG smears. Images are sent at the
+size the agent chose; the only resize is a safety downscale of anything over `config.max_pixels`.
 
 Tool calls (`config.tool_calling`):
 - "text" (default): the model writes `<tool_call>{...}</tool_call>` in its reply, as the VimRAG demo reads it.
@@ -19,7 +19,9 @@ Reasoning a server returns apart from the reply (`reasoning_content`, or `reason
 Connection errors, timeouts, 429 and 5xx are retried with exponential backoff (honouring a short
 Retry-After), but only while no text has been yielded: a stream that breaks mid-answer raises instead, so a
 retry can never repeat text the caller already has. Every failure is a PolicyError naming the endpoint, the
-reason and the fix.
+reason and the fix. tenacity runs the attempts; the rules above are ours (`_retryable`, `_attempt`). Not the
+`openai` SDK (a test dependency only): its retries differ (408 and 409 too, jitter, Retry-After up to 120 s,
+no injectable sleep, so tests would wait for real), and it runs on httpx2, a second HTTP stack beside httpx.
 
 Left out on purpose: sending earlier turns' tool calls back as `tool_calls` / `tool` messages (the history
 keeps them as text, which every server accepts in user/assistant turns).
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import logging
 import math
 import os
@@ -42,9 +43,11 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Iterator
 
 import httpx
+import tenacity
 from PIL import Image
 
 from agent.backends.base import Policy, PolicyConfig, PolicyError, Reasoning
+from agent.backends.chat_completions import choices_of, clip, error_text, parse_json, read_completion
 
 log = logging.getLogger(__name__)
 
@@ -53,23 +56,6 @@ MAX_BACKOFF_S = 30.0
 SERVE_HINT = "Start a server, e.g. `vllm serve Qwen/Qwen2.5-VL-7B-Instruct --port 8000`, or pass --base-url"
 TOOL_CALLING = ("text", "native", "auto")
 _AGENT_KEYS = ("ref", "data", "mime", "max_pixels", "time")  # image-part keys for the agent, not the server
-
-
-def render_tool_call(name: Any, arguments: Any) -> str:
-    """A native tool call as the `<tool_call>` text the protocols parse; arguments stay as the server sent them.
-
-    >>> render_tool_call("crop", '{"image": "Picture 1", "bbox": [1, 2, 3, 4]}')
-    '<tool_call>\\n{"name": "crop", "arguments": {"image": "Picture 1", "bbox": [1, 2, 3, 4]}}\\n</tool_call>'
-    """
-    if isinstance(arguments, str):
-        try:
-            json.loads(arguments)
-            args_text = arguments.strip() or "{}"
-        except ValueError:  # broken JSON goes through as a string: the parser repairs or rejects it
-            args_text = json.dumps(arguments, ensure_ascii=False)
-    else:
-        args_text = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
-    return f'<tool_call>\n{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {args_text}}}\n</tool_call>'
 
 
 class OpenAIPolicy(Policy):
@@ -164,7 +150,7 @@ class OpenAIPolicy(Policy):
         }
 
         def read(response: httpx.Response, url: str) -> Iterator[dict]:
-            choices = _choices(_parse_json(response.read().decode("utf-8", errors="replace"), url), url)
+            choices = choices_of(parse_json(response.read().decode("utf-8", errors="replace"), url), url)
             if not choices or not isinstance(choices[0], dict):
                 raise PolicyError(f"malformed response from {url}: no choices")
             yield choices[0]
@@ -255,147 +241,71 @@ class OpenAIPolicy(Policy):
         nothing has been yielded (connect errors, timeouts, 429, 5xx)."""
         url = self.base_url + path
         tries = max(0, self.config.retries) + 1
-        for attempt in range(1, tries + 1):
-            yielded = 0
-            try:
-                with self._http().stream(method, url, json=body) as response:
-                    if response.status_code >= 400:
-                        response.read()
-                        wait = self._retry_wait(response, attempt) if attempt < tries else None
-                        if wait is None:
-                            raise self._status_error(response, url, attempt)
-                        log.warning(
-                            "%s %s: HTTP %d; retry %d/%d in %.1f s",
-                            method,
-                            url,
-                            response.status_code,
-                            attempt,
-                            tries - 1,
-                            wait,
-                        )
-                        self._sleep(wait)
-                        continue
-                    for item in read(response, url):
-                        yielded += len(item) if isinstance(item, str) else 1
-                        yield item
-                    return
-            except httpx.TransportError as exc:
-                if yielded:
-                    raise PolicyError(
-                        f"the OpenAI-compatible endpoint at {url} broke off mid-answer after {yielded} "
-                        f"characters: {self._reason(exc)}. Not retried, so no text is repeated; "
-                        f"{self._timeout_fix(exc)}"
-                    ) from exc
-                if attempt < tries and _retryable(exc):
-                    wait = self._backoff(attempt)
-                    log.warning(
-                        "%s %s: %s; retry %d/%d in %.1f s", method, url, self._reason(exc), attempt, tries - 1, wait
-                    )
-                    self._sleep(wait)
-                    continue
-                raise self._transport_error(exc, url, attempt) from exc
+        backoff = tenacity.wait_exponential(multiplier=self.backoff_s, max=MAX_BACKOFF_S)
 
-    def _backoff(self, attempt: int) -> float:
-        return min(self.backoff_s * 2 ** (attempt - 1), MAX_BACKOFF_S)
+        def wait(state: tenacity.RetryCallState) -> float:
+            exc = state.outcome.exception()
+            after = _retry_after(exc.response) if isinstance(exc, httpx.HTTPStatusError) else None
+            return backoff(state) if after is None else after
 
-    def _retry_wait(self, response: httpx.Response, attempt: int) -> float | None:
-        """Seconds to wait before retrying this error response, or None when it must not be retried."""
-        status = response.status_code
-        if status != 429 and status < 500:
-            return None  # other 4xx: the request itself is wrong; repeating it cannot help
-        after = _retry_after(response)
-        if after is None:
-            return self._backoff(attempt)
-        return after if after <= MAX_RETRY_AFTER_S else None
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            exc = state.outcome.exception()
+            why = f"HTTP {exc.response.status_code}" if isinstance(exc, httpx.HTTPStatusError) else self._reason(exc)
+            retry = (state.attempt_number, tries - 1, state.next_action.sleep)
+            log.warning("%s %s: %s; retry %d/%d in %.1f s", method, url, why, *retry)
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(tries),
+            wait=wait,
+            retry=tenacity.retry_if_exception(_retryable),
+            sleep=self._sleep,
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    yield from self._attempt(method, url, body, read)
+        except httpx.HTTPStatusError as exc:
+            raise self._status_error(exc.response, url, attempt.retry_state.attempt_number) from None
+        except httpx.TransportError as exc:
+            raise self._transport_error(exc, url, attempt.retry_state.attempt_number) from exc
+
+    def _attempt(
+        self, method: str, url: str, body: dict | None, read: Callable[[httpx.Response, str], Iterator]
+    ) -> Iterator:
+        """One request: an error status raises HTTPStatusError, and a transport error after the first yielded
+        item raises a PolicyError, which is never retried."""
+        yielded = 0
+        try:
+            with self._http().stream(method, url, json=body) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    response.raise_for_status()  # an HTTPStatusError, for the retry policy
+                for item in read(response, url):
+                    yielded += len(item) if isinstance(item, str) else 1
+                    yield item
+        except httpx.TransportError as exc:
+            if yielded:
+                raise PolicyError(
+                    f"the OpenAI-compatible endpoint at {url} broke off mid-answer after {yielded} "
+                    f"characters: {self._reason(exc)}. Not retried, so no text is repeated; "
+                    f"{self._timeout_fix(exc)}"
+                ) from exc
+            raise
 
     # --- reading responses --------------------------------------------------------------------------
 
-    def _read_completion(self, response: httpx.Response, url: str) -> Iterator[str]:
-        """Text chunks from an SSE stream, or from one JSON body when the server ignored stream=True."""
-        if "event-stream" not in response.headers.get("content-type", ""):
-            text = response.read().decode("utf-8", errors="replace")
-            if not text.lstrip().startswith("data:"):
-                yield from self._message_content(_parse_json(text, url), url)
-                return
-            lines: Iterator[str] = iter(text.splitlines())
-        else:
-            lines = response.iter_lines()
-        finished = False
-        calls: dict[int, dict[str, Any]] = {}  # streamed native tool calls, by index, assembled piece by piece
-        for line in lines:
-            line = line.strip()
-            # blank lines end an event; ":" lines are keep-alive comments; event:/id:/retry: carry nothing we use
-            if not line.startswith("data:"):
-                continue
-            data = line[len("data:") :].strip()
-            if data == "[DONE]":
-                break
-            chunk = _parse_json(data, url)
-            if isinstance(chunk, dict) and chunk.get("error"):
-                raise PolicyError(
-                    f"the OpenAI-compatible endpoint at {url} failed mid-stream: {_error_text(chunk)}. "
-                    "Check the server's log"
-                )
-            for choice in _choices(chunk, url):
-                delta = choice.get("delta") or choice.get("message") or {}
-                if not isinstance(delta, dict):
-                    delta = {}
-                thought = delta.get("reasoning_content") or delta.get("reasoning")
-                if isinstance(thought, str) and thought:
-                    yield Reasoning(thought)
-                text = delta.get("content")
-                if text:  # None on role-only and finish chunks
-                    yield text
-                for tc in delta.get("tool_calls") or []:
-                    if not isinstance(tc, dict):
-                        continue
-                    slot = calls.setdefault(int(tc.get("index", len(calls))), {"name": "", "arguments": ""})
-                    fn = tc.get("function") or {}
-                    slot["name"] += fn.get("name") or ""
-                    args = fn.get("arguments")
-                    if isinstance(args, str):
-                        slot["arguments"] += args
-                    elif args is not None:
-                        slot["arguments"] = args
-                if choice.get("finish_reason") == "length":
-                    log.warning(
-                        "answer cut at max_new_tokens=%d; raise it if answers end mid-sentence",
-                        self.config.max_new_tokens,
-                    )
-                finished = finished or bool(choice.get("finish_reason"))
-        for i in sorted(calls):
-            yield ("\n" if i else "") + render_tool_call(calls[i]["name"], calls[i]["arguments"])
-        if not finished:
-            log.debug("stream from %s ended without [DONE] or a finish_reason", url)
-
-    def _message_content(self, payload: Any, url: str) -> Iterator[str]:
-        """A whole (non-streamed) message: its reasoning, its text, then its native tool calls."""
-        choices = _choices(payload, url)
-        if not choices:
-            raise PolicyError(f"malformed response from {url}: no choices in {_clip(json.dumps(payload))}")
-        message = choices[0].get("message")
-        if not isinstance(message, dict):
-            raise PolicyError(f"malformed response from {url}: choice without a message: {_clip(str(choices[0]))}")
-        if choices[0].get("finish_reason") == "length":
-            log.warning(
-                "answer cut at max_new_tokens=%d; raise it if answers end mid-sentence", self.config.max_new_tokens
-            )
-        thought = message.get("reasoning_content") or message.get("reasoning")
-        if isinstance(thought, str) and thought:
-            yield Reasoning(thought)
-        if message.get("content"):
-            yield message["content"]
-        for i, tc in enumerate(c for c in message.get("tool_calls") or [] if isinstance(c, dict)):
-            fn = tc.get("function") or {}
-            yield ("\n" if i else "") + render_tool_call(fn.get("name", ""), fn.get("arguments"))
+    def _read_completion(self, response: httpx.Response, url: str) -> Iterator[str | Reasoning]:
+        return read_completion(response, url, self.config.max_new_tokens)
 
     def _first_served_model(self) -> str:
         def read(response: httpx.Response, url: str) -> Iterator[list]:
-            payload = _parse_json(response.read().decode("utf-8", errors="replace"), url)
+            payload = parse_json(response.read().decode("utf-8", errors="replace"), url)
             data = payload.get("data") if isinstance(payload, dict) else None
             if not isinstance(data, list):
                 raise PolicyError(
-                    f"malformed response from {url}: expected {{'data': [...]}}, got {_clip(str(payload))}"
+                    f"malformed response from {url}: expected {{'data': [...]}}, got {clip(str(payload))}"
                 )
             yield [m.get("id") for m in data if isinstance(m, dict) and m.get("id")]
 
@@ -418,7 +328,7 @@ class OpenAIPolicy(Policy):
 
     def _status_error(self, response: httpx.Response, url: str, attempts: int) -> PolicyError:
         status = response.status_code
-        said = _error_text(response)
+        said = error_text(response)
         where = f"the OpenAI-compatible endpoint at {url}"
         if status in (401, 403):
             return PolicyError(
@@ -492,7 +402,12 @@ class OpenAIPolicy(Policy):
         return "check the server's log; it may have crashed or dropped the connection"
 
 
-def _retryable(exc: httpx.TransportError) -> bool:
+def _retryable(exc: BaseException) -> bool:
+    """Worth another attempt: a dropped or timed-out connection, a 429 or a 5xx, unless the server asks for
+    a wait over MAX_RETRY_AFTER_S. Other 4xx mean the request itself is wrong; repeating it cannot help."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        status, after = exc.response.status_code, _retry_after(exc.response)
+        return (status == 429 or status >= 500) and (after is None or after <= MAX_RETRY_AFTER_S)
     return isinstance(exc, (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError))
 
 
@@ -509,46 +424,3 @@ def _retry_after(response: httpx.Response) -> float | None:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError):
         return None
-
-
-def _parse_json(text: str, url: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        raise PolicyError(
-            f"malformed response from {url}: not JSON: {_clip(text)!r}. Is that an OpenAI-compatible server?"
-        ) from None
-
-
-def _choices(payload: Any, url: str) -> list[dict]:
-    if not isinstance(payload, dict):
-        raise PolicyError(f"malformed response from {url}: expected a JSON object, got {_clip(str(payload))}")
-    choices = payload.get("choices") or []  # usage-only chunks have an empty list
-    if not isinstance(choices, list):
-        raise PolicyError(f"malformed response from {url}: 'choices' is {type(choices).__name__}, not a list")
-    return [c for c in choices if isinstance(c, dict)]
-
-
-def _error_text(source: httpx.Response | dict) -> str:
-    """The server's own words: OpenAI {'error': {'message'}}, vLLM {'message'}, FastAPI {'detail'}, or the body."""
-    if isinstance(source, httpx.Response):
-        try:
-            payload = source.json()
-        except (ValueError, UnicodeDecodeError):
-            return _clip(source.text.strip()) or source.reason_phrase
-    else:
-        payload = source
-    if isinstance(payload, dict):
-        error = payload.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return _clip(str(error["message"]))
-        for key in ("message", "detail"):
-            if payload.get(key):
-                return _clip(str(payload[key]))
-        if isinstance(error, str) and error:
-            return _clip(error)
-    return _clip(json.dumps(payload))
-
-
-def _clip(text: str, limit: int = 500) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."

@@ -313,6 +313,19 @@ def test_load_policy_builds_it_and_close_is_idempotent(server):
     policy.close()
 
 
+def test_sse_framing_crlf_named_events_and_fields_without_data(server, make_policy):
+    """Any framing the SSE spec allows: CRLF line ends, events without data, id:/retry: fields, comments."""
+    server.replies[:] = [
+        sse(
+            delta("a").replace("\n", "\r\n"),
+            "event: ping\n\n",
+            ": comment\nid: 7\nretry: 100\n" + delta("b"),
+            "event: message\n" + delta("c"),
+        )
+    ]
+    assert make_policy().generate([{"role": "user", "content": "hi"}]) == "abc"
+
+
 # --- retries --------------------------------------------------------------------------------------------
 
 
@@ -350,6 +363,17 @@ def test_429_with_long_retry_after_is_reported_not_slept(server, make_policy):
     with pytest.raises(PolicyError, match="quota exceeded.*retry after 3600 s"):
         make_policy().generate([{"role": "user", "content": "hi"}])
     assert len(server.posts()) == 1 and make_policy.sleeps == []
+
+
+def test_429_retry_after_as_an_http_date(server, make_policy, caplog):
+    from email.utils import formatdate
+
+    when = formatdate(time.time() + 5, usegmt=True)
+    server.replies[:] = [body(429, {"error": {"message": "slow down"}}, {"Retry-After": when}), sse(delta("ok"))]
+    with caplog.at_level(logging.WARNING, logger="agent.backends.openai_compat"):
+        assert make_policy().generate([{"role": "user", "content": "hi"}]) == "ok"
+    assert len(make_policy.sleeps) == 1 and 3.0 < make_policy.sleeps[0] <= 5.0  # the date, not the backoff
+    assert "HTTP 429; retry 1/2 in" in caplog.text
 
 
 def test_no_retry_once_text_was_yielded(server, make_policy):

@@ -14,20 +14,20 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agent.backends.base import PolicyConfig, Reasoning, load_policy
+from agent.backends.chat_completions import message_chunks
 from agent.events import ErrorEvent, LimitReached, SearchResults
 from agent.loop import Agent
 from agent.state import AgentConfig
 from retrieval.retriever import Retriever
+from retrieval.server import free_port
+from tests.search_server import stop, wait_healthy
 from tests.tiny_vlm import build_scripted_qwen2_5_vl, build_tiny_qwen2_5_vl
 
 pytestmark = [
@@ -50,12 +50,6 @@ SCRIPT = [
 SMALL = dict(s_total=200_704, max_image_pixels=100_352, max_frame_pixels=50_176, top_k=2)  # fast on CPU
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("served")
@@ -70,7 +64,7 @@ def server(models, tmp_path_factory):
     exe = shutil.which("transformers", path=str(Path(sys.executable).parent)) or shutil.which("transformers")
     if exe is None:
         pytest.fail("the transformers CLI is not installed next to this Python")
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("serve_log") / "serve.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     with open(log, "w") as out:
@@ -82,23 +76,10 @@ def server(models, tmp_path_factory):
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                pytest.fail(f"transformers serve did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.3)
+        wait_healthy(proc, url, "transformers serve", lambda: log.read_text()[-2000:], timeout=60)
         yield url + "/v1"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +131,7 @@ def test_native_tool_calls_round_trip(server, models, stream):
         out = list(p.stream(messages, view=View()))
     else:  # the same request without streaming: the whole message, read the same way
         choice = p.complete(messages, tools=View.tool_specs, max_tokens=32, temperature=0)
-        out = list(p._message_content({"choices": [choice]}, server))
+        out = list(message_chunks({"choices": [choice]}, server, max_new_tokens=32))
     p.close()
     thoughts = "".join(c for c in out if isinstance(c, Reasoning))
     text = "".join(c for c in out if not isinstance(c, Reasoning))

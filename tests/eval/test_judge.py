@@ -151,6 +151,24 @@ def test_server_errors_are_retried():
             judge.score("q", ["Paris"], "Paris")
 
 
+def test_429_backs_off_exponentially_and_other_4xx_are_not_retried(monkeypatch):
+    sleeps: list[float] = []
+    monkeypatch.setattr("time.sleep", sleeps.append)  # the waits are recorded, not slept
+    calls = {"n": 0}
+
+    def limited(prompt: str):
+        calls["n"] += 1
+        return (429, '{"error": "rate limited"}') if calls["n"] <= 2 else reply_fn(prompt)
+
+    with FakeOpenAI(limited) as fake, Judge(fake.url, "m", timeout_s=5, retries=3, backoff_s=0.5) as judge:
+        assert judge.score("q", ["Paris"], "Paris") == 1.0
+    assert calls["n"] == 3 and sleeps == [0.5, 1.0]
+    with FakeOpenAI(lambda p: (400, "bad request")) as fake, Judge(fake.url, "m", timeout_s=5) as judge:
+        with pytest.raises(JudgeError, match=r"rejected the request \(HTTP 400\): bad request"):
+            judge.score("q", ["Paris"], "Paris")
+        assert len(fake.requests) == 1
+
+
 def test_non_openai_reply_is_a_clear_error():
     with FakeOpenAI(lambda p: (200, "<html>hello</html>")) as fake, Judge(fake.url, "m") as judge:
         with pytest.raises(JudgeError, match="OpenAI-compatible"):

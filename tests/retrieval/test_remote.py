@@ -264,7 +264,7 @@ def test_a_server_that_answers_another_shape_or_fails_or_is_slow():
     from fastapi.responses import JSONResponse
 
     app = FastAPI()
-    calls = {"flaky": 0}
+    calls = {"flaky": 0, "broken": 0}
 
     @app.post("/other")
     def other():
@@ -272,6 +272,7 @@ def test_a_server_that_answers_another_shape_or_fails_or_is_slow():
 
     @app.post("/broken")
     def broken():
+        calls["broken"] += 1
         return JSONResponse({"detail": "index not loaded"}, status_code=500)
 
     @app.post("/flaky")
@@ -295,7 +296,9 @@ def test_a_server_that_answers_another_shape_or_fails_or_is_slow():
             RemoteRetriever(base + "/other").search("x")
         with pytest.raises(SearchServerError, match="HTTP 500.*index not loaded.*after 2 tries"):
             RemoteRetriever(base + "/broken", retries=1).search("x")
+        assert calls["broken"] == 2  # one retry, then the error
         assert RemoteRetriever(base + "/flaky", retries=1).search("x")[0].unit.text == "ok"  # retried once
+        assert calls["flaky"] == 2
         with pytest.raises(SearchServerError, match="did not answer within 0.5 s"):
             RemoteRetriever(base + "/slow", timeout=0.5, retries=0).search("x")
         with pytest.raises(SearchServerError, match="refused the request: HTTP 422.*must be a list"):
