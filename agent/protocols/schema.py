@@ -1,7 +1,7 @@
 """Building blocks for the tools' JSON Schemas, and the plain function specs a prompt or `tools=` field gets.
 
 A protocol module declares its tools as `{name: tool(...)}`. Keys starting "x-" are ours: the validator in
-agent/actions.py reads them, and `specs` strips them before a schema reaches the model.
+agent/validate.py reads them, and `specs` strips them before a schema reaches the model.
 - "x-kind" on a tool: what the step is (search, memorize, crop, scale, answer); rewards, rollouts and the UI
   read tool lists from it, never from tool names.
 - "x-ref" on a string: the pool an id must come from: "node" (an existing node), "new_node" (an unused id),
