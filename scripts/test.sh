@@ -23,7 +23,10 @@ lint=0
 [ $lint -eq 0 ] || { echo "test: ruff found problems (.venv/bin/ruff check --fix . && .venv/bin/ruff format .)"; exit 1; }
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False TOKENIZERS_PARALLELISM=false
 set +e
-.venv/bin/python -m pytest "$@"
+# Two workers (pytest-xdist), one per core of the 2-core machines this runs on; a file's tests stay on one worker
+# so its module fixtures (a demo app, a search server, a converted model) are built once. VIMRAG_TEST_WORKERS=0
+# runs everything in this process.
+.venv/bin/python -m pytest -n "${VIMRAG_TEST_WORKERS:-2}" --dist loadfile "$@"
 rc=$?
 set -e
 # pytest exits 5 when it collected no test: that is a failure of the suite, not a pass.
