@@ -147,28 +147,38 @@ def with_prompt_file(agent, args):
 
 def format_event(ev, show_model: bool = False) -> str | None:
     """One printable line per event (None for events not worth a line)."""
-    k = ev.kind
-    if k == "step_started":
+    from agent.events import (
+        Cropped,
+        ErrorEvent,
+        LimitReached,
+        Memorized,
+        ModelOutput,
+        Scaled,
+        SearchResults,
+        StepStarted,
+    )
+
+    if isinstance(ev, StepStarted):
         return (
             f"[step {ev.step}] context: {ev.image_pixels:,} image px (~{ev.visual_tokens:,} visual tokens), "
             f"~{ev.text_tokens:,} text tokens"
         )
-    if k == "model_output" and ev.done and show_model:
+    if isinstance(ev, ModelOutput) and ev.done and show_model:
         return "  model: " + ev.text.strip().replace("\n", "\n         ")
-    if k == "search_results":
-        found = "; ".join(f"{r['info_id']} {r['citation']}" for r in ev.results) or "nothing"
+    if isinstance(ev, SearchResults):
+        found = "; ".join(f"{r.info_id} {r.citation}" for r in ev.results) or "nothing"
         how = f"region of {ev.by_image}" if ev.by_image else repr(ev.query)
         return f"  search {ev.node_id}: {how} -> {found}"
-    if k == "memorized":
-        kept = ", ".join(f"{i['info_id']} (p{i['priority']})" for i in ev.items if i["useful"]) or "nothing"
+    if isinstance(ev, Memorized):
+        kept = ", ".join(f"{i.info_id} (p{i.priority})" for i in ev.items if i.useful) or "nothing"
         return f"  memorize {ev.node_id}: kept {kept}; summary: {ev.summary[:120]}"
-    if k == "cropped":
+    if isinstance(ev, Cropped):
         return f"  crop {ev.source_info_id} {ev.bbox_seen} -> {ev.info_id} {ev.citation}"
-    if k == "scaled":
+    if isinstance(ev, Scaled):
         return f"  scale {ev.source_info_id} x{ev.factor} -> {ev.info_id} ({ev.pixels:,} px)"
-    if k == "error":
+    if isinstance(ev, ErrorEvent):
         return f"  ! {ev.message}"
-    if k == "limit_reached":
+    if isinstance(ev, LimitReached):
         return f"  ! {ev.message}"
     return None
 

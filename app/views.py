@@ -22,6 +22,21 @@ from typing import Any
 import gradio as gr
 from PIL import Image, ImageDraw
 
+from agent.events import (
+    AnswerEvent,
+    Cropped,
+    ErrorEvent,
+    Finished,
+    LimitReached,
+    Memorized,
+    MemorizedItem,
+    ModelOutput,
+    Scaled,
+    SearchHit,
+    SearchResults,
+    StepStarted,
+    ToolCall,
+)
 from agent.protocols import tool_kinds
 
 # tool name (per protocol) -> the kind of step it is. Titles are plain text: emoji fonts are missing on
@@ -34,10 +49,10 @@ def _fmt_bbox(b) -> str:
     return "[" + ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in b) + "]"
 
 
-def _name(row: dict[str, Any]) -> str:
+def _name(row: SearchHit | MemorizedItem) -> str:
     """An evidence id as the UI shows it, with the label the model saw when the protocol relabels each response."""
-    label = row.get("label") or row["info_id"]
-    return row["info_id"] if label == row["info_id"] else f"{row['info_id']} (model: {label})"
+    label = row.label or row.info_id
+    return row.info_id if label == row.info_id else f"{row.info_id} (model: {label})"
 
 
 def step_title(name: str, args: dict[str, Any]) -> str:
@@ -101,8 +116,7 @@ class ChatView:
     # -- events -------------------------------------------------------------------------------------
     def apply(self, ev) -> bool:
         """Update the messages for one event; True when the graph or evidence changed (time to redraw)."""
-        k = ev.kind
-        if k == "step_started":
+        if isinstance(ev, StepStarted):
             self._done()
             self._raw, self._think, self._body, self._t0 = "", "", [], time.perf_counter()
             self.cur = gr.ChatMessage(
@@ -115,19 +129,19 @@ class ChatView:
                 },
             )
             self.messages.append(self.cur)
-        elif k == "model_output":
+        elif isinstance(ev, ModelOutput):
             self._raw = ev.text if ev.done else self._raw + ev.delta
-        elif k == "tool_call" and self.cur is not None:
+        elif isinstance(ev, ToolCall) and self.cur is not None:
             self.cur.metadata["title"] = f"Step {ev.step} · " + step_title(ev.name, ev.args)
             self._think = ev.think
-        elif k == "search_results":
-            rows = [f"- **{_name(r)}** {r['citation']} · score {r.get('score', 0):.3f}" for r in ev.results]
+        elif isinstance(ev, SearchResults):
+            rows = [f"- **{_name(r)}** {r.citation} · score {r.score:.3f}" for r in ev.results]
             self._body.append("Found:\n" + "\n".join(rows) if rows else "Found nothing.")
             self._render()
             self._done()
             return True
-        elif k == "memorized":
-            kept = [f"- **{_name(i)}** {i['citation']} · priority {i['priority']}" for i in ev.items if i.get("useful")]
+        elif isinstance(ev, Memorized):
+            kept = [f"- **{_name(i)}** {i.citation} · priority {i.priority}" for i in ev.items if i.useful]
             self._body.append(
                 (f"Summary: {ev.summary}\n\n" if ev.summary else "")
                 + ("Kept:\n" + "\n".join(kept) if kept else "Kept nothing.")
@@ -135,19 +149,19 @@ class ChatView:
             self._render()
             self._done()
             return True
-        elif k == "cropped":
+        elif isinstance(ev, Cropped):
             self._body.append(
                 f"{ev.source_info_id} {_fmt_bbox(ev.bbox_seen)} (as seen) → **{ev.info_id}**: {ev.citation}"
             )
             self._render()
             self._done()
             return True
-        elif k == "scaled":
+        elif isinstance(ev, Scaled):
             self._body.append(f"{ev.source_info_id} ×{ev.factor:g} → **{ev.info_id}** at {ev.pixels:,} px")
             self._render()
             self._done()
             return True
-        elif k == "error":
+        elif isinstance(ev, ErrorEvent):
             if self.cur is not None and self.cur.metadata.get("status") == "pending":
                 if not self.cur.metadata["title"].startswith("Step"):
                     self.cur.metadata["title"] = f"Step {ev.step}: the reply was not a valid call"
@@ -156,19 +170,19 @@ class ChatView:
                 self._done()
             else:
                 self.note("Error", ev.message)
-        elif k == "limit_reached":
+        elif isinstance(ev, LimitReached):
             self.note("Step limit", ev.message)
-        elif k == "answer":
+        elif isinstance(ev, AnswerEvent):
             self._render()
             self._done()
             return True
-        elif k == "finished":
+        elif isinstance(ev, Finished):
             self._render()
             self._done()
             self.trace = ev.trace
             self.messages.append(gr.ChatMessage(role="assistant", content=answer_markdown(ev.trace)))
             return True
-        if k in ("model_output", "tool_call"):
+        if isinstance(ev, (ModelOutput, ToolCall)):
             self._render()
         return False
 

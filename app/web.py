@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.backends.base import PolicyConfig
+from agent.events import Finished, ModelOutput
 from agent.protocols import names as protocol_names
 from app.settings import BACKEND_LABELS, DemoConfig, apply_form, default_settings, describe_backend
 from app.workspace import SCOPE_ALL, SCOPE_BUNDLED, SCOPE_UPLOADS, Workspace, load_questions
@@ -98,7 +99,7 @@ class DemoApp:
             for ev in agent.stream(question):
                 changed = view.apply(ev)
                 now = time.perf_counter()
-                if ev.kind == "model_output" and not ev.done and now - last < REDRAW_EVERY_S:
+                if isinstance(ev, ModelOutput) and not ev.done and now - last < REDRAW_EVERY_S:
                     continue
                 if changed or graph is None:
                     gallery = self._gallery(agent.state, run, pics)
@@ -106,7 +107,7 @@ class DemoApp:
                     redraws += 1
                     graph_picture(agent.state).save(graph)
                 last = now
-                if ev.kind == "finished":
+                if isinstance(ev, Finished):
                     path = run / "trace.json"
                     path.write_text(trace_json(ev.trace), encoding="utf-8")
                     status = (
