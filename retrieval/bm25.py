@@ -31,6 +31,11 @@ class Tokenizer:
         toks = [t for t in _TOKEN.findall(text.lower()) if t not in self.stop]
         return self._stem(toks) if self._stem else toks
 
+    def stem(self, word: str) -> str:
+        """One word as `__call__` stems it (lower-cased), stop words included: for matching word by word."""
+        w = word.lower()
+        return self._stem([w])[0] if self._stem else w
+
 
 class Bm25Index:
     def __init__(self, texts: list[str], k1: float = 1.2, b: float = 0.75) -> None:

@@ -22,6 +22,7 @@ import threading
 from typing import Any, Iterator
 
 from agent.backends.base import Policy, PolicyConfig, PolicyError
+from agent.backends.words import search_terms
 
 QUESTION_WORDS = {
     "what",
@@ -71,32 +72,17 @@ _STAMP = re.compile(r"\[(\d{1,2}):(\d{2})\]")
 _SENT = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
-class _Words:
-    """Stemmed content words (the BM25 tokenizer, so 'matching' here means what search means)."""
-
-    _tok = None
-    _lock = threading.Lock()
-
-    @classmethod
-    def of(cls, text: str) -> set[str]:
-        with cls._lock:
-            if cls._tok is None:
-                from retrieval.bm25 import Tokenizer
-
-                cls._tok = Tokenizer()
-        return set(cls._tok(text or ""))
-
-
 def keywords(question: str) -> set[str]:
-    q = _Words.of(question)
-    return (q - _Words.of(" ".join(QUESTION_WORDS))) or q
+    """The question's search terms (the BM25 tokenizer's, so 'matching' here means what search means)."""
+    q = search_terms(question)
+    return (q - search_terms(" ".join(QUESTION_WORDS))) or q
 
 
 def relevance(kw: set[str], text: str) -> float:
     """Share of the question's content words present in `text` (0..1)."""
     if not kw:
         return 0.0
-    return len(kw & _Words.of(text)) / len(kw)
+    return len(kw & search_terms(text)) / len(kw)
 
 
 def best_sentences(kw: set[str], text: str, n: int = 2) -> list[str]:

@@ -11,10 +11,13 @@ Pure functions over strings; nothing here loads a model.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+import threading
 
 NOT_ANSWERABLE = "Not answerable"  # what a reader answers when the evidence does not hold the answer
+_LOCAL = threading.local()
 
 # question scaffolding: words that say what kind of answer is wanted, not what it is about
 SCAFFOLD = set(
@@ -57,16 +60,35 @@ def keyword_query(question: str, max_words: int = 12) -> str:
     return " ".join(words[:max_words]) or question.strip()
 
 
+def _tokenizer():
+    """The BM25 tokenizer, one per thread (a Snowball stemmer object is not safe to share between threads)."""
+    tok = getattr(_LOCAL, "tokenizer", None)
+    if tok is None:
+        from retrieval.bm25 import Tokenizer
+
+        tok = _LOCAL.tokenizer = Tokenizer()
+    return tok
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
-    w = word.lower().strip("'’-")
-    for suffix in ("ies", "es", "s", "ing", "ed", "ly"):
-        if len(w) > len(suffix) + 3 and w.endswith(suffix):
-            return w[: -len(suffix)] + ("y" if suffix == "ies" else "")
-    return w
+    """A word's stem as search has it (the BM25 tokenizer's Snowball stemmer), so that "the same word" means
+    one thing to retrieval, the embedded policy and the readers.
+
+    >>> stem("Assembles"), stem("assembled"), stem("countries")
+    ('assembl', 'assembl', 'countri')
+    """
+    return _tokenizer().stem(word.strip("'’-"))
 
 
 def terms(text: str) -> list[str]:
+    """The stem of every word of `text`, stop words included, in order."""
     return [stem(w) for w in WORD.findall(text.replace("’", "'"))]
+
+
+def search_terms(text: str) -> set[str]:
+    """The terms BM25 indexes `text` by: lower-cased, stop words dropped, stemmed."""
+    return set(_tokenizer()(text or ""))
 
 
 def split_sentences(texts: list[str], max_chars: int = 320) -> list[str]:
