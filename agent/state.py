@@ -88,6 +88,17 @@ class AgentConfig(Config):
         if self.top_k < 1 or self.vanilla_k < 1:
             raise ValueError("top_k and vanilla_k must be >= 1")
 
+    def memory_budget(self) -> dict[str, int | float]:
+        """The visual memory's knobs as `memory_graph.energy.allocate` (and `memory_plan`) take them."""
+        return {
+            "k": self.memory_k,
+            "s_total": self.s_total,
+            "max_image": self.max_image_pixels,
+            "max_frame": self.max_frame_pixels,
+            "lam": self.lam,
+            "gamma": self.gamma,
+        }
+
 
 @dataclass
 class EpisodeState:

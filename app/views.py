@@ -321,16 +321,7 @@ def graph_picture(state):
     from memory_graph.draw import draw_graph
     from memory_graph.energy import allocate
 
-    cfg = state.config
-    allocs = allocate(
-        state.graph,
-        k=cfg.memory_k,
-        s_total=cfg.s_total,
-        max_image=cfg.max_image_pixels,
-        max_frame=cfg.max_frame_pixels,
-        lam=cfg.lam,
-        gamma=cfg.gamma,
-    )
+    allocs = allocate(state.graph, **state.config.memory_budget())
     return draw_graph(state.graph, allocs, thumbnails=state.evidence.thumbnail, max_width=1200)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memory_graph.energy import GAMMA, LAMBDA, MAX_FRAME_PIXELS, MAX_IMAGE_PIXELS, S_TOTAL, TOP_K, allocate
+from memory_graph.energy import TOP_K, allocate
 from memory_graph.graph import Item, MemoryGraph
 
 ROOT_NAME = "Initial Node"  # vimrag_agent.py line 364: the root node's name
@@ -79,16 +79,10 @@ class Slot:
     per_frame: int  # pixels per image: the budget split evenly over a video's kept frames
 
 
-def memory_plan(
-    graph: MemoryGraph,
-    k: int = TOP_K,
-    s_total: int = S_TOTAL,
-    max_image: int = MAX_IMAGE_PIXELS,
-    max_frame: int = MAX_FRAME_PIXELS,
-    lam: float = LAMBDA,
-    gamma: float = GAMMA,
-) -> list[tuple[str, list[Slot]]]:
+def memory_plan(graph: MemoryGraph, k: int = TOP_K, **budget) -> list[tuple[str, list[Slot]]]:
     """[(node id, slots)] of the memory section: nodes in graph order, each node's selected items best first.
+
+    `k` and `budget` (s_total, max_image, max_frame, lam, gamma) are `energy.allocate`'s knobs, with its defaults.
 
     >>> g = MemoryGraph("q")
     >>> _ = g.add_node("s1", "search", ["root"], "a")
@@ -97,11 +91,7 @@ def memory_plan(
     >>> [(n, [(s.item.info_id, s.pixels) for s in slots]) for n, slots in memory_plan(g)]
     [('s1', [('Picture 2', 1003520), ('Picture 1', 573440)])]
     """
-    chosen = [
-        a
-        for a in allocate(graph, k=k, s_total=s_total, max_image=max_image, max_frame=max_frame, lam=lam, gamma=gamma)
-        if a.pixels > 0
-    ][:k]
+    chosen = [a for a in allocate(graph, k=k, **budget) if a.pixels > 0][:k]
     by_node: dict[str, list[Slot]] = {}
     for a in chosen:  # best first, so each node's list is best first too
         item = graph.nodes[a.node_id].items[a.item_index]

@@ -197,15 +197,7 @@ class VimragProtocol(Protocol):
         graph_json = json.dumps(action_graph(st.graph), ensure_ascii=False)
         user = self.prompt(st, "user").replace("{query}", st.question).replace("{action_graph}", graph_json)
         parts: list[dict[str, Any]] = [{"type": "text", "text": user}]
-        plan = memory_plan(
-            st.graph,
-            k=cfg.memory_k,
-            s_total=cfg.s_total,
-            max_image=cfg.max_image_pixels,
-            max_frame=cfg.max_frame_pixels,
-            lam=cfg.lam,
-            gamma=cfg.gamma,
-        )
+        plan = memory_plan(st.graph, **cfg.memory_budget())
         if plan:
             parts.append({"type": "text", "text": MEMORY_HEADER})
             slots = [slot for _, group in plan for slot in group]
