@@ -151,6 +151,38 @@ def _write_folder(path: Path, model, tokenizer, image_processor, video_processor
     return path
 
 
+def _vl_config(tokenizer, text: dict, vision: dict) -> dict:
+    """The config arguments both tiny Qwen-VL families share (2 text layers, a 2-block 32-wide vision tower, the
+    tokenizer's special ids), with each family's own `text` and `vision` settings on top."""
+    ids = _token_ids(tokenizer)
+    return dict(
+        text_config=dict(
+            vocab_size=len(tokenizer),
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_key_value_heads=2,
+            max_position_embeddings=4096,
+            bos_token_id=ids["<|endoftext|>"],
+            eos_token_id=ids["<|im_end|>"],
+            pad_token_id=ids["<|endoftext|>"],
+            **text,
+        ),
+        vision_config=dict(
+            depth=2,
+            hidden_size=32,
+            intermediate_size=64,
+            num_heads=2,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+            **vision,
+        ),
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+    )
+
+
 def build_tiny_qwen2_5_vl(path: str | Path, seed: int = 0) -> Path:
     """Write a random tiny Qwen2.5-VL (14 px patches, 2x2 merge: a 28 px grid) into `path`; return it."""
     import torch
@@ -164,38 +196,17 @@ def build_tiny_qwen2_5_vl(path: str | Path, seed: int = 0) -> Path:
 
     path = Path(path)
     tokenizer = train_tokenizer()
-    ids = _token_ids(tokenizer)
     hidden, heads = 64, 4  # head_dim 16: mrope_section (t, h, w) must sum to head_dim / 2 = 8
     config = Qwen2_5_VLConfig(
-        text_config=dict(
-            vocab_size=len(tokenizer),
-            hidden_size=hidden,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=heads,
-            num_key_value_heads=2,
-            max_position_embeddings=4096,
-            rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [2, 3, 3]},
-            bos_token_id=ids["<|endoftext|>"],
-            eos_token_id=ids["<|im_end|>"],
-            pad_token_id=ids["<|endoftext|>"],
-        ),
-        vision_config=dict(
-            depth=2,
-            hidden_size=32,
-            intermediate_size=64,
-            num_heads=2,
-            out_hidden_size=hidden,
-            patch_size=14,
-            spatial_merge_size=2,
-            temporal_patch_size=2,
-            window_size=112,
-            fullatt_block_indexes=[1],
-        ),
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
+        **_vl_config(
+            tokenizer,
+            text=dict(
+                hidden_size=hidden,
+                num_attention_heads=heads,
+                rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [2, 3, 3]},
+            ),
+            vision=dict(out_hidden_size=hidden, patch_size=14, window_size=112, fullatt_block_indexes=[1]),
+        )
     )
     torch.manual_seed(seed)
     model = Qwen2_5_VLForConditionalGeneration(config).eval()
@@ -223,44 +234,28 @@ def build_tiny_qwen3_vl(path: str | Path, seed: int = 0) -> Path:
 
     path = Path(path)
     tokenizer = train_tokenizer()
-    ids = _token_ids(tokenizer)
     hidden, heads, head_dim = 64, 4, 16  # mrope_section (t, h, w) must sum to head_dim / 2 = 8
     config = Qwen3VLConfig(
-        text_config=dict(
-            vocab_size=len(tokenizer),
-            hidden_size=hidden,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=heads,
-            num_key_value_heads=2,
-            head_dim=head_dim,
-            max_position_embeddings=4096,
-            rope_parameters={
-                "rope_type": "default",
-                "rope_theta": 5_000_000.0,
-                "mrope_section": [2, 3, 3],
-                "mrope_interleaved": True,
-            },
-            bos_token_id=ids["<|endoftext|>"],
-            eos_token_id=ids["<|im_end|>"],
-            pad_token_id=ids["<|endoftext|>"],
-        ),
-        vision_config=dict(
-            depth=2,
-            hidden_size=32,
-            intermediate_size=64,
-            num_heads=2,
-            out_hidden_size=hidden,
-            patch_size=16,
-            spatial_merge_size=2,
-            temporal_patch_size=2,
-            num_position_embeddings=256,
-            deepstack_visual_indexes=[0],  # a 16x16 learned position grid
-        ),
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
+        **_vl_config(
+            tokenizer,
+            text=dict(
+                hidden_size=hidden,
+                num_attention_heads=heads,
+                head_dim=head_dim,
+                rope_parameters={
+                    "rope_type": "default",
+                    "rope_theta": 5_000_000.0,
+                    "mrope_section": [2, 3, 3],
+                    "mrope_interleaved": True,
+                },
+            ),
+            vision=dict(
+                out_hidden_size=hidden,
+                patch_size=16,
+                num_position_embeddings=256,  # a 16x16 learned position grid
+                deepstack_visual_indexes=[0],
+            ),
+        )
     )
     torch.manual_seed(seed)
     model = Qwen3VLForConditionalGeneration(config).eval()
