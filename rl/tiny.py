@@ -129,7 +129,8 @@ def _token_ids(tokenizer) -> dict[str, int]:
     return ids
 
 
-def _write_folder(path: Path, model, tokenizer, image_processor, video_processor, processor_cls) -> Path:
+def _save_model(path: Path, model, tokenizer) -> None:
+    """Save `model` into `path` with greedy decoding that stops at the end of a turn or of the text."""
     from transformers import GenerationConfig
 
     ids = _token_ids(tokenizer)
@@ -141,6 +142,10 @@ def _write_folder(path: Path, model, tokenizer, image_processor, video_processor
     )
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path)
+
+
+def _write_folder(path: Path, model, tokenizer, image_processor, video_processor, processor_cls) -> Path:
+    _save_model(path, model, tokenizer)
     processor = processor_cls(
         image_processor=image_processor,
         tokenizer=tokenizer,
@@ -282,7 +287,7 @@ def build_tiny_causal_lm(
 ) -> Path:
     """Write a random tiny Qwen2 causal LM (text only) with a tokenizer trained on `_CORPUS` + `texts`."""
     import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     path = Path(path)
     tokenizer = train_tokenizer(vocab_size, texts)
@@ -302,14 +307,7 @@ def build_tiny_causal_lm(
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config).eval()
-    model.generation_config = GenerationConfig(
-        bos_token_id=ids["<|endoftext|>"],
-        eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
-        pad_token_id=ids["<|endoftext|>"],
-        do_sample=False,
-    )
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
+    _save_model(path, model, tokenizer)
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.save_pretrained(path)
     return path
