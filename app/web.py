@@ -338,24 +338,18 @@ class DemoApp:
                     top_k = gr.Slider(1, 10, value=a0.top_k, step=1, label="Results per search (top-k)")
                 apply_btn = gr.Button("Apply settings", elem_id="apply")
 
-            outs = [chat, gallery, graph, trace_file, status]
-            ask_evt = gr.on(
-                [ask_btn.click, question.submit],
-                self.ask,
-                [question, chat, settings, scope],
-                outs,
+            # asking, from the box or from an example: one queue, so at most `concurrency` episodes run at once
+            asking = dict(
+                fn=self.ask,
+                inputs=[question, chat, settings, scope],
+                outputs=[chat, gallery, graph, trace_file, status],
                 concurrency_limit=self.concurrency,
                 concurrency_id="agent",
-                api_name="ask",
             )
+            ask_evt = gr.on([ask_btn.click, question.submit], **asking, api_name="ask")
             ask_evt.then(lambda: "", None, question, api_visibility="private")
             ex_evt = examples.click(lambda i: qs[i], examples, question, api_visibility="private").then(
-                self.ask,
-                [question, chat, settings, scope],
-                outs,
-                concurrency_limit=self.concurrency,
-                concurrency_id="agent",
-                api_visibility="private",
+                **asking, api_visibility="private"
             )
             stop_btn.click(self.stop, chat, [chat, status], cancels=[ask_evt, ex_evt], queue=False, api_name="stop")
             backend.change(

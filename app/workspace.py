@@ -124,21 +124,11 @@ class Workspace:
         for d in (self.index_dir, self.uploads, self.runs, self.cache):
             d.mkdir(parents=True, exist_ok=True)
 
-    @property
-    def index_dir(self) -> Path:
-        return self.root / "index"
-
-    @property
-    def uploads(self) -> Path:
-        return self.root / "uploads"
-
-    @property
-    def runs(self) -> Path:
-        return self.root / "runs"
-
-    @property
-    def cache(self) -> Path:
-        return self.root / "cache"
+    # the workspace's folders, under root
+    index_dir = property(lambda self: self.root / "index")
+    uploads = property(lambda self: self.root / "uploads")
+    runs = property(lambda self: self.root / "runs")
+    cache = property(lambda self: self.root / "cache")
 
     def served_roots(self) -> list[str]:
         """The only folders the web server may serve files from (besides its cache): never the index."""
