@@ -199,6 +199,8 @@ def test_acc_f1_zero_denominators():
         ("Unanswerable", "Float", NOT_ANSWERABLE),
         ("There are 1,240 respondents.", "Int", "1240"),
         ("Answer: 12.0", "Int", "12"),
+        ("12.0", "Int", "12"),
+        ("Answer: twelve charts", "Int", "12"),
         ("twelve figures appear", "Int", "12"),
         ("There are two charts on page 5.", "Int", "2"),  # the first number, digits or words
         ("COVID-19 caused 3 waves", "Int", "19"),  # hyphen is not a minus sign
@@ -207,6 +209,7 @@ def test_acc_f1_zero_denominators():
         ("It rose by 7 percent.", "Float", "7%"),
         ("The total is $1,240.50.", "Float", "1240.50"),
         ("The change was -0.45", "Float", "-0.45"),
+        ("The ratio is -0.45", "Float", "-0.45"),
         ("The colors are ['green', 'yellow'].", "List", "['green', 'yellow']"),
         ("See [1]: the items are ['a', 'b']", "List", "['a', 'b']"),
         ("[1500, 8000]", "List", "['1500', '8000']"),
