@@ -8,7 +8,7 @@ test:
 	./scripts/test.sh
 # the quick loop: lint, then every test not marked slow (no subprocess, browser, conversion or trainer launch)
 test-fast:
-	./scripts/test.sh -m "not slow"
+	VIMRAG_TEST_WORKERS=2 ./scripts/test.sh -m "not slow"
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
 bench:

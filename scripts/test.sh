@@ -23,10 +23,11 @@ lint=0
 [ $lint -eq 0 ] || { echo "test: ruff found problems (.venv/bin/ruff check --fix . && .venv/bin/ruff format .)"; exit 1; }
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False TOKENIZERS_PARALLELISM=false
 set +e
-# Two workers (pytest-xdist), one per core of the 2-core machines this runs on; a file's tests stay on one worker
-# so its module fixtures (a demo app, a search server, a converted model) are built once. VIMRAG_TEST_WORKERS=0
-# runs everything in this process.
-.venv/bin/python -m pytest -n "${VIMRAG_TEST_WORKERS:-2}" --dist loadfile "$@"
+# VIMRAG_TEST_WORKERS=N runs N pytest-xdist workers, a file's tests on one worker so its module fixtures (a demo
+# app, a search server, a converted model) are built once. One process by default: on the 2-core box the full
+# suite took 337 s in one process and 408 s on two workers (torch threads, subprocess servers and accelerate
+# launches oversubscribe the cores); `make test-fast`, lighter, uses two.
+.venv/bin/python -m pytest -n "${VIMRAG_TEST_WORKERS:-0}" --dist loadfile "$@"
 rc=$?
 set -e
 # pytest exits 5 when it collected no test: that is a failure of the suite, not a pass.
