@@ -48,48 +48,26 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def add_sft_parser(sub) -> None:
+    from agent.config import add_arguments
+    from rl.config import SFTConfig
+
     ps = sub.add_parser(
         "sft",
         help="SFT cold start on saved agent traces (loss on action tokens only)",
-        description="Fine-tune a policy on the steps of saved traces (a `vimrag eval` run folder, "
-        "its traces/, trace files or a glob). Each parsed step is one example: the "
+        description="Fine-tune a policy on the steps of saved traces. Each parsed step is one example: the "
         "context the model saw as prompt, its reply as target.",
     )
-    ps.add_argument("--traces", required=True, help="run folder, traces folder, trace file or glob")
-    ps.add_argument("--model", required=True, help="model folder or HF id to start from")
-    ps.add_argument("--output-dir", required=True)
-    ps.add_argument("--epochs", type=int, default=1)
-    ps.add_argument("--lr", type=float, default=1e-5)
-    ps.add_argument("--grad-accum", type=int, default=8)
-    ps.add_argument(
-        "--min-score",
-        type=float,
-        default=None,
-        help="only traces whose prediction scored at least this (needs the run's predictions.jsonl)",
-    )
-    ps.add_argument("--no-images", action="store_true", help="text only: images become [Picture k]")
-    ps.add_argument("--max-examples", type=int, default=0)
-    ps.add_argument("--seed", type=int, default=0)
-    ps.add_argument("-q", "--quiet", action="store_true")
+    ps.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_arguments(ps, SFTConfig)
     ps.set_defaults(func=cmd_sft)
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
+    from agent.config import from_args
+    from rl.config import SFTConfig
     from rl.sft import train_sft
 
-    res = train_sft(
-        args.model,
-        args.traces,
-        args.output_dir,
-        epochs=args.epochs,
-        lr=args.lr,
-        grad_accum=args.grad_accum,
-        min_score=args.min_score,
-        seed=args.seed,
-        with_images=not args.no_images,
-        max_examples=args.max_examples,
-        progress=not args.quiet,
-    )
+    res = train_sft(from_args(SFTConfig, args), progress=not args.quiet)
     print(
         f"trained on {res['examples']} steps; loss by epoch "
         + ", ".join(f"{h['loss']:.3f}" for h in res["history"])

@@ -1,6 +1,8 @@
-"""`TrainConfig`: every setting of a GGPO / GRPO / GSPO run, with its help, read from YAML and `key=value`.
+"""`TrainConfig`: every setting of a GGPO / GRPO / GSPO run, with its help, read from YAML and `key=value`;
+and `SFTConfig`, the SFT cold start's.
 
     vimrag train --config rl/configs/tiny_cpu.yaml updates=4 agent.max_steps=3
+    vimrag sft --traces runs/eval/RUN --model PATH --output-dir runs/sft
 
 It lives apart from rl/trainer.py so that `vimrag train --help` builds its flags without importing torch.
 The agent's settings are the agent's own config (`agent: AgentConfig`, so `agent.top_k=2` or `--top-k 2`);
@@ -157,3 +159,29 @@ class TrainConfig(Config):
                 "rollout=served needs `lora`: the server hot-loads each update's adapter, but it "
                 "cannot swap full fine-tuned weights; use rollout=local for full fine-tuning"
             )
+
+
+@dataclass
+class SFTConfig(Config):
+    """SFT cold start (rl/sft.py): the saved traces, the model it starts from, and the schedule."""
+
+    config_name = "sft"
+
+    traces: str = field(default="", metadata={"help": "a `vimrag eval` run folder, its traces/, trace files or a glob"})
+    model: str = field(default="", metadata={"help": "model folder or HF id to start from"})
+    output_dir: str = field(default="", metadata={"help": "where the tuned model and sft_config.json are saved"})
+    epochs: int = field(default=1, metadata={"help": "passes over the examples"})
+    lr: float = field(default=1e-5, metadata={"help": "AdamW learning rate"})
+    grad_accum: int = field(default=8, metadata={"help": "examples whose gradients are summed per optimizer step"})
+    min_score: float | None = field(
+        default=None,
+        metadata={"help": "only traces whose prediction scored at least this (needs the run's predictions.jsonl)"},
+    )
+    images: bool = field(default=True, metadata={"help": "show the pictures (--no-images: they become [Picture k])"})
+    max_examples: int = field(default=0, metadata={"help": "use at most this many steps (0: all)"})
+    seed: int = field(default=0, metadata={"help": "seed of the example order and initialisation"})
+
+    def __post_init__(self) -> None:
+        missing = [f"--{n.replace('_', '-')}" for n in ("traces", "model", "output_dir") if not getattr(self, n)]
+        if missing:
+            raise ValueError(f"SFT needs {', '.join(missing)}: the traces, the model to start from, and where to save")

@@ -182,6 +182,7 @@ def run(args) -> dict:
     from agent.state import AgentConfig
     from eval.datasets import load_dataset
     from eval.runner import ensure_index
+    from rl.config import SFTConfig
     from rl.sft import load_examples, train_sft
     from rl.tiny import build_tiny_causal_lm
     from rl.trainer import TrainConfig, Trainer
@@ -210,16 +211,8 @@ def run(args) -> dict:
         )
         exs = load_examples(str(out / "expert" / "traces"), with_images=False)
         t0 = time.perf_counter()
-        sft = train_sft(
-            str(base),
-            "-",
-            str(out / "sft"),
-            epochs=args.sft_epochs,
-            lr=args.sft_lr,
-            grad_accum=1,
-            examples=exs,
-            progress=False,
-        )
+        cfg = SFTConfig("-", str(base), str(out / "sft"), epochs=args.sft_epochs, lr=args.sft_lr, grad_accum=1)
+        sft = train_sft(cfg, examples=exs, progress=False)
         print(
             f"SFT warm start: {sft['examples']} steps x {args.sft_epochs} epochs in "
             f"{time.perf_counter() - t0:.0f} s, loss {sft['history'][0]['loss']:.3f} -> "

@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from rl.config import SFTConfig
+
 
 @dataclass
 class Example:
@@ -110,48 +112,36 @@ def example_loss(policy, model, ex: Example) -> tuple[torch.Tensor, int]:
 
 
 def train_sft(
-    model_path: str,
-    trace_spec: str,
-    output_dir: str,
-    epochs: int = 1,
-    lr: float = 1e-5,
-    grad_accum: int = 8,
-    min_score: float | None = None,
-    seed: int = 0,
-    with_images: bool = True,
-    max_examples: int = 0,
-    progress: bool = True,
-    examples: list[Example] | None = None,
-    model=None,
-    proc=None,
+    sft: SFTConfig, progress: bool = True, examples: list[Example] | None = None, model=None, proc=None
 ) -> dict[str, Any]:
-    """Fine-tune on trace steps; saves the model (and processor/tokenizer) to `output_dir`."""
+    """Fine-tune on trace steps (or on `examples`, when given); saves the model, its processor or tokenizer,
+    and the resolved sft_config.json to `sft.output_dir`."""
     from accelerate import Accelerator
     from tqdm.auto import tqdm
 
     from rl.trainer import TrainConfig, load_model, make_policy
 
-    acc = Accelerator(gradient_accumulation_steps=grad_accum)
-    rng = random.Random(seed)
-    torch.manual_seed(seed)
-    cfg = TrainConfig(model=model_path, dataset="-")
+    acc = Accelerator(gradient_accumulation_steps=sft.grad_accum)
+    rng = random.Random(sft.seed)
+    torch.manual_seed(sft.seed)
+    cfg = TrainConfig(model=sft.model, dataset="-")
     if model is None:
         model, proc, is_vl = load_model(cfg)
     else:
         is_vl = hasattr(model.config, "vision_config")
-    exs = examples if examples is not None else load_examples(trace_spec, min_score, with_images and is_vl)
-    if max_examples:
-        exs = exs[:max_examples]
+    exs = examples if examples is not None else load_examples(sft.traces, sft.min_score, sft.images and is_vl)
+    if sft.max_examples:
+        exs = exs[: sft.max_examples]
     if not exs:
-        raise ValueError(f"no training examples in {trace_spec} (min_score={min_score}); check the traces")
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+        raise ValueError(f"no training examples in {sft.traces} (min_score={sft.min_score}); check the traces")
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=sft.lr)
     model, opt = acc.prepare(model, opt)
     policy = make_policy(acc.unwrap_model(model), proc, is_vl, cfg)
     history = []
-    total = epochs * len(exs)
+    total = sft.epochs * len(exs)
     bar = tqdm(total=total, desc="sft", disable=not (progress and acc.is_main_process))
     model.train()
-    for epoch in range(epochs):
+    for epoch in range(sft.epochs):
         order = list(range(len(exs)))
         rng.shuffle(order)
         run_loss, n = 0.0, 0
@@ -168,10 +158,11 @@ def train_sft(
         history.append({"epoch": epoch + 1, "loss": run_loss / max(1, n)})
     bar.close()
     acc.wait_for_everyone()
-    out = Path(output_dir)
+    out = Path(sft.output_dir)
     if acc.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
         acc.unwrap_model(model).save_pretrained(out)
         proc.save_pretrained(out)
         (out / "sft_history.json").write_text(json.dumps({"examples": len(exs), "history": history}))
+        (out / "sft_config.json").write_text(json.dumps(sft.to_dict(), indent=1))
     return {"examples": len(exs), "history": history, "output_dir": str(out)}

@@ -14,12 +14,13 @@ from app.cli import build_parser, main
 from app.settings import DemoConfig, apply_form
 from eval.runner import JudgeConfig, RunConfig
 from retrieval.ingest import IngestConfig
-from rl.config import TrainConfig
+from rl.config import SFTConfig, TrainConfig
 
-CONFIGS = [AgentConfig, PolicyConfig, RunConfig, JudgeConfig, TrainConfig, IngestConfig, DemoConfig]
+CONFIGS = [AgentConfig, PolicyConfig, RunConfig, JudgeConfig, TrainConfig, SFTConfig, IngestConfig, DemoConfig]
 # which configs each command's flags are generated from
 COMMANDS = {
     "train": [TrainConfig],
+    "sft": [SFTConfig],
     "eval": [RunConfig],
     "demo": [DemoConfig],
     "ask": [PolicyConfig, AgentConfig],

@@ -44,6 +44,7 @@ def test_sampled_log_probs_are_reproduced_by_the_training_forward_with_images(ti
 
 def test_sft_trains_on_action_tokens_of_saved_traces(tiny, tmp_path):
     from agent.events import StepRecord, Trace
+    from rl.config import SFTConfig
     from rl.sft import Example, example_loss, load_examples, train_sft
     from rl.trainer import TrainConfig, make_policy
 
@@ -83,19 +84,12 @@ def test_sft_trains_on_action_tokens_of_saved_traces(tiny, tmp_path):
     pol = make_policy(model, proc, True, TrainConfig(model="m", dataset="d"))
     _, n = example_loss(pol, model, exs[0])
     assert n == len(proc.tokenizer(reply + "<|im_end|>", add_special_tokens=False)["input_ids"])  # target only
-    res = train_sft(
-        str(path),
-        str(tmp_path / "run"),
-        str(tmp_path / "out"),
-        epochs=4,
-        lr=3e-3,
-        grad_accum=1,
-        progress=False,
-        min_score=1.0,
-    )
+    sft = SFTConfig(str(tmp_path / "run"), str(path), str(tmp_path / "out"), 4, lr=3e-3, grad_accum=1, min_score=1.0)
+    res = train_sft(sft, progress=False)
     losses = [h["loss"] for h in res["history"]]
     assert res["examples"] == 1 and losses == sorted(losses, reverse=True) and losses[-1] < 0.9 * losses[0], losses
     assert (tmp_path / "out" / "config.json").is_file()
+    assert json.loads((tmp_path / "out" / "sft_config.json").read_text())["min_score"] == 1.0
     with pytest.raises(FileNotFoundError, match="no traces"):
         load_examples(str(tmp_path / "nothing"))
     assert isinstance(Example([], "x").target, str)
