@@ -14,6 +14,7 @@ fields, one level deep (`RunConfig.policy: PolicyConfig`). This module knows non
   namespace, so a default stays declared once: on the dataclass.
 
 Other metadata keys: `choices` (a sequence, or a function returning one for registries that load lazily),
+`nargs` on a list (its flag takes the values in one go, `--seeds 0 1 2`, instead of one per flag),
 `aliases` (extra flag names, e.g. `budget` for `s_total`, kept for command lines people already type),
 and on a nested field `flag_prefix` (its flags read `--judge-model`; without it they are unprefixed).
 
@@ -321,6 +322,9 @@ def add_arguments(parser, cls, prefix: str = "", flag_prefix: str = "", exclude:
         origin = typing.get_origin(base) or base
         if base is bool:
             kw["action"] = argparse.BooleanOptionalAction
+        elif origin in (list, tuple) and f.metadata.get("nargs"):  # `--seeds 0 1 2`
+            elem = (typing.get_args(base) or (str,))[0]
+            kw.update(nargs=f.metadata["nargs"], type=elem, metavar={int: "N", float: "X"}.get(elem, "X"))
         elif origin in (list, tuple):
             kw.update(action="append", metavar=f.name.upper().rstrip("S") or "X")
         elif origin is dict:

@@ -32,7 +32,10 @@ import random
 import resource
 import statistics
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from agent.config import Config
 
 # Short system prompts: a tiny model's context should be the task, not instructions it cannot read.
 SYSTEM = {
@@ -189,6 +192,7 @@ def run(args) -> dict:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(args.to_dict(), indent=1))  # the resolved settings of the run
     corpus, train_q, test_q = make_task(out / "task", args.lockers, kind=args.task)
     dataset = f"jsonl:{train_q}"
     index = out / "task" / "index"
@@ -445,59 +449,57 @@ def summarize(curves, heldout, args, out: Path, throughput, shares, peak_mb, plt
     return summary
 
 
+TASKS = ("code", "color")
+PROTOCOLS = ("vrag", "vimrag")
+
+
+def _opt(default, help: str, **meta):
+    """A field of `ExperimentConfig`: its default and its help (lists get a fresh copy each time)."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help, **meta})
+    return field(default=default, metadata={"help": help, **meta})
+
+
+@dataclass
+class ExperimentConfig(Config):
+    """Every setting of the experiment; `python -m rl.experiment --help` lists them."""
+
+    config_name = "experiment"
+
+    out: str = _opt("runs/rl_experiment", "run folder: corpus, models, results.json, the table and the curves")
+    seeds: list[int] = _opt([0, 1, 2], "training seeds, each run with GGPO and with GRPO", nargs="+")
+    updates: int = _opt(25, "policy updates per training run")
+    group: int = _opt(4, "trajectories sampled per question (the group of the advantages)")
+    questions: int = _opt(2, "questions per update")
+    lr: float = _opt(1e-4, "RL learning rate")
+    lockers: int = _opt(24, "lockers in the corpus (a quarter of them held out)")
+    task: str = _opt("code", "what a locker file holds: a 4-digit code, or one of four colours", choices=TASKS)
+    hidden: int = _opt(128, "hidden size of the tiny causal LM")
+    layers: int = _opt(2, "layers of the tiny causal LM")
+    vocab: int = _opt(900, "vocabulary size of the tokenizer trained on the corpus")
+    sft_epochs: int = _opt(60, "epochs of the SFT warm start on the expert's traces")
+    sft_lr: float = _opt(1e-3, "learning rate of the SFT warm start")
+    max_new_tokens: int = _opt(16, "cap on generated tokens per agent step")
+    threshold: float = _opt(0.8, "the table reports the updates until the reward (3-update mean) reaches this")
+    protocol: str = _opt(
+        "vrag", "vrag: short tag actions, a chain; vimrag: JSON tool calls that build a DAG", choices=PROTOCOLS
+    )
+    detour: float = _opt(0.0, "vimrag only: share of expert traces that start with a dead-end search")
+    max_steps: int = _opt(4, "agent steps per trajectory")
+    reuse_sft: bool = _opt(False, "keep OUT/sft from an earlier run with the same task flags (skips steps 2-3)")
+    temperature: float = _opt(1.0, "sampling temperature of the rollouts")
+    dead_threshold: float = _opt(
+        0.1, "the table reports the updates until dead-end searches per trajectory drop to this"
+    )
+    resummarize: bool = _opt(False, "only rewrite the table and figure from OUT/results.json (after a summary change)")
+
+
 def main(argv: list[str] | None = None) -> int:
+    from agent.config import add_arguments, from_args
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="runs/rl_experiment")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--updates", type=int, default=25)
-    ap.add_argument("--group", type=int, default=4)
-    ap.add_argument("--questions", type=int, default=2)
-    ap.add_argument("--lr", type=float, default=1e-4)
-    ap.add_argument("--lockers", type=int, default=24)
-    ap.add_argument(
-        "--task",
-        default="code",
-        choices=["code", "color"],
-        help="what each locker file holds: a 4-digit code, or one of four colours",
-    )
-    ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--vocab", type=int, default=900)
-    ap.add_argument("--sft-epochs", type=int, default=60)
-    ap.add_argument("--sft-lr", type=float, default=1e-3)
-    ap.add_argument("--max-new-tokens", type=int, default=16)
-    ap.add_argument("--threshold", type=float, default=0.8)
-    ap.add_argument(
-        "--protocol",
-        default="vrag",
-        choices=["vrag", "vimrag"],
-        help="vrag: short tag actions, a chain; vimrag: JSON tool calls that build a DAG",
-    )
-    ap.add_argument(
-        "--detour",
-        type=float,
-        default=0.0,
-        help="vimrag only: share of expert traces that start with a dead-end search",
-    )
-    ap.add_argument("--max-steps", type=int, default=4, help="agent steps per trajectory")
-    ap.add_argument(
-        "--reuse-sft",
-        action="store_true",
-        help="keep OUT/sft from an earlier run with the same task flags (skips steps 2-3)",
-    )
-    ap.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the rollouts")
-    ap.add_argument(
-        "--dead-threshold",
-        type=float,
-        default=0.1,
-        help="the table reports the updates until dead-end searches per trajectory fall to this",
-    )
-    ap.add_argument(
-        "--resummarize",
-        action="store_true",
-        help="only rewrite the table and figure from OUT/results.json (after a change to the summary)",
-    )
-    args = ap.parse_args(argv)
+    add_arguments(ap, ExperimentConfig)
+    args = from_args(ExperimentConfig, ap.parse_args(argv))
     if args.resummarize:
         resummarize(args)
     else:
