@@ -1,7 +1,6 @@
 """The eval runner end to end on a generated corpus with a scripted policy: outputs, resume, config checks."""
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,44 +11,15 @@ from agent.loop import Agent
 from eval.datasets import DatasetError, check_evidence, load_dataset
 from eval.runner import RunConfig, RunError, read_predictions, run_eval
 from retrieval.retriever import Retriever
+from tests.mixed_task import QUESTIONS, write_task
 
-QUESTIONS = [
-    {
-        "id": "staff",
-        "question": "How many people does the Tampere factory employ?",
-        "answer": ["85"],
-        "evidence": [{"file": "tampere_factory_notes.md"}],
-    },
-    {
-        "id": "revenue",
-        "question": "What was total revenue in 2025?",
-        "answer": ["48.6 million dollars"],
-        "evidence": [{"file": "aurora_annual_report_2025.pdf", "page": 1}],
-    },
-    {
-        "id": "battery",
-        "question": "How long is the runtime after the battery upgrade?",
-        "answer": ["14 hours"],
-        "evidence": [{"file": "product_update.mp4", "time": [10, 20]}],
-    },
-    {
-        "id": "pilot",
-        "question": "How many customers can join the pilot?",
-        "answer": ["12"],
-        "evidence": [{"file": "logimat_poster.png"}],
-    },
-]
 # what the scripted agent answers: right for three, wrong for the pilot question
 ANSWERS = {"staff": "85", "revenue": "48.6 million dollars", "battery": "14 hours", "pilot": "7"}
 
 
 @pytest.fixture
 def setup(mixed_corpus, mixed_index, tmp_path):
-    qs = tmp_path / "qs.jsonl"
-    qs.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
-    index = tmp_path / "idx"
-    shutil.copytree(mixed_index, index)
-    return qs, index, mixed_corpus
+    return (*write_task(tmp_path, QUESTIONS, mixed_index), mixed_corpus)
 
 
 def factory(index: Path, crash_after: int | None = None):

@@ -1,24 +1,11 @@
 """Fixtures shared by the trainer tests: a two-question task over the mixed corpus, and a reward that alternates."""
 
-import json
-import shutil
-
 import pytest
 
-QUESTIONS = [
-    {
-        "id": "staff",
-        "question": "How many people does the Tampere factory employ?",
-        "answer": ["85"],
-        "evidence": [{"file": "tampere_factory_notes.md"}],
-    },
-    {
-        "id": "revenue",
-        "question": "What was total revenue in 2025?",
-        "answer": ["48.6 million dollars"],
-        "evidence": [{"file": "aurora_annual_report_2025.pdf", "page": 1}],
-    },
-]
+from tests.mixed_task import QUESTIONS as MIXED_QUESTIONS
+from tests.mixed_task import write_task
+
+QUESTIONS = MIXED_QUESTIONS[:2]  # a text note and a PDF page
 
 
 @pytest.fixture
@@ -29,10 +16,7 @@ def questions() -> list[dict]:
 
 @pytest.fixture
 def task(mixed_corpus, mixed_index, tmp_path):
-    qs = tmp_path / "qs.jsonl"
-    qs.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
-    idx = tmp_path / "idx"
-    shutil.copytree(mixed_index, idx)
+    qs, idx = write_task(tmp_path, QUESTIONS, mixed_index)
     return {"dataset": f"jsonl:{qs}", "corpus": str(mixed_corpus), "index": str(idx)}
 
 

@@ -8,6 +8,7 @@ import pytest
 from agent.backends.base import PolicyError
 from rl.tiny import build_tiny_causal_lm
 from tests.rl.fake_vllm import FakeVLLM
+from tests.rl.tiny_config import tiny_config
 
 pytest.importorskip("peft", reason="served rollouts need LoRA: install the train extra (scripts/setup.sh train)")
 
@@ -18,31 +19,10 @@ def tiny_lm(tmp_path_factory):
 
 
 def served_config(model, task, out, url, **kw):
-    from agent.state import AgentConfig
-    from rl.trainer import TrainConfig
-
-    base = dict(
-        model=str(model),
-        **task,
-        group_size=2,
-        questions_per_update=1,
-        updates=2,
-        lr=5e-2,
-        max_new_tokens=10,
-        agent=AgentConfig(max_steps=2),
-        save_every=0,
-        output_dir=str(out),
-        log_with=[],
-        seed=1,
-        temperature=1.0,
-        lora={"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]},
-        rollout="served",
-        rollout_url=url,
-    )
-    base.update(kw)
-    cfg = TrainConfig(**base)
-    cfg.validate()
-    return cfg
+    """Two updates of a LoRA policy sampled by the server at `url`."""
+    served = dict(updates=2, lr=5e-2, max_new_tokens=10, save_every=0, seed=1, temperature=1.0)
+    lora = {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}
+    return tiny_config(model, task, out, **{**served, "lora": lora, "rollout": "served", "rollout_url": url, **kw})
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from rl.tiny import build_tiny_causal_lm, build_tiny_qwen2_5_vl
+from tests.rl.tiny_config import tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,30 +20,6 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def tiny_vl(tmp_path_factory):
     return build_tiny_qwen2_5_vl(tmp_path_factory.mktemp("vl") / "m")
-
-
-def config(tiny_vl, task, out, **kw):
-    from agent.state import AgentConfig
-    from rl.trainer import TrainConfig
-
-    base = dict(
-        model=str(tiny_vl),
-        **task,
-        group_size=2,
-        questions_per_update=1,
-        updates=1,
-        lr=1e-2,
-        max_new_tokens=12,
-        agent=AgentConfig(max_steps=2),
-        save_every=1,
-        output_dir=str(out),
-        log_with=[],
-        seed=3,
-    )
-    base.update(kw)
-    cfg = TrainConfig(**base)
-    cfg.validate()
-    return cfg
 
 
 def params(model) -> torch.Tensor:
@@ -55,7 +32,7 @@ def test_rollout_and_one_update_change_the_weights_and_train_only_generated_toke
 ):
     from rl.trainer import Trainer
 
-    tr = Trainer(config(tiny_vl, task, tmp_path / "run"))
+    tr = Trainer(tiny_config(tiny_vl, task, tmp_path / "run"))
     before = params(tr.acc.unwrap_model(tr.model))
     log = tr.step()
     after = params(tr.acc.unwrap_model(tr.model))
@@ -83,12 +60,12 @@ def test_rollout_and_one_update_change_the_weights_and_train_only_generated_toke
 def test_checkpoint_and_resume_continue_exactly(tiny_vl, task, tmp_path, parity_reward):
     from rl.trainer import Trainer
 
-    whole = Trainer(config(tiny_vl, task, tmp_path / "whole", updates=2))
+    whole = Trainer(tiny_config(tiny_vl, task, tmp_path / "whole", updates=2))
     whole.train(progress=False)
-    first = Trainer(config(tiny_vl, task, tmp_path / "split", updates=1))
+    first = Trainer(tiny_config(tiny_vl, task, tmp_path / "split", updates=1))
     first.train(progress=False)
     assert (tmp_path / "split" / "checkpoint-000001").is_dir()
-    resumed = Trainer(config(tiny_vl, task, tmp_path / "split", updates=2))
+    resumed = Trainer(tiny_config(tiny_vl, task, tmp_path / "split", updates=2))
     assert resumed.update == 1 and resumed.pos == first.pos
     resumed.train(progress=False)
     a = params(whole.acc.unwrap_model(whole.model))
