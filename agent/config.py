@@ -10,9 +10,11 @@ fields, one level deep (`RunConfig.policy: PolicyConfig`). This module knows non
   nested setting; values are read as YAML, except for text settings, which take the value as written);
 - `to_dict(cfg)` is the inverse, with secrets (`metadata["secret"]`) masked unless asked otherwise;
 - `add_arguments(parser, cls)` generates one flag per field (help, type, choices and default from the
-  field), and `args_to_dict` / `from_args` read them back. Flags left out are absent from the parsed
-  namespace, so a default stays declared once: on the dataclass.
+  field), `add_command` makes a subcommand of them, and `args_to_dict` / `from_args` read them back. Flags
+  left out are absent from the parsed namespace, so a default stays declared once: on the dataclass.
 
+Fields are declared with `setting(default, help, **metadata)`, short for `dataclasses.field` with the help
+in its metadata (`setting(factory=PolicyConfig, help=...)` for a mutable or nested default).
 Other metadata keys: `choices` (a sequence, or a function returning one for registries that load lazily),
 `nargs` on a list (its flag takes the values in one go, `--seeds 0 1 2`, instead of one per flag),
 `aliases` (extra flag names, e.g. `budget` for `s_total`, kept for command lines people already type),
@@ -52,6 +54,20 @@ class Config:
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: Sequence[str] = (), values: Mapping | None = None):
         return load(cls, path, overrides, values)
+
+
+_METADATA_KEYS = frozenset({"choices", "nargs", "aliases", "secret", "flag_prefix"})
+
+
+def setting(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = dataclasses.MISSING, **metadata):
+    """A config field with its help: `retries: int = setting(2, "retries on 5xx / 429")`.
+
+    `factory` builds a mutable or nested default (`setting(factory=PolicyConfig, help=...)`); `metadata` takes
+    the keys this module reads (choices, nargs, aliases, secret, flag_prefix), and a misspelt one is refused."""
+    unknown = sorted(set(metadata) - _METADATA_KEYS)
+    if unknown:
+        raise TypeError(f"setting() got unknown metadata {unknown}; valid: {sorted(_METADATA_KEYS)}")
+    return dataclasses.field(default=default, default_factory=factory, metadata={"help": help, **metadata})
 
 
 # -- types ------------------------------------------------------------------------------------------
@@ -347,6 +363,20 @@ def _yaml_mapping(text: str) -> dict:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"{text!r} is not a YAML mapping, e.g. '{{name: value}}'")
     return value
+
+
+def add_command(sub, name: str, cls, func, help: str, quiet: bool = True):
+    """The subcommand `name` of the `sub` subparsers, run by `func(args)` and described by its docstring: `cls`'s
+    flags, then (with `quiet`) `-q/--quiet` for "no progress bar". Returns the parser and `add_arguments`'
+    groups, for more flags."""
+    import inspect
+
+    parser = sub.add_parser(name, help=help, description=inspect.getdoc(func))
+    groups = add_arguments(parser, cls)
+    if quiet:
+        parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=func)
+    return parser, groups
 
 
 def args_to_dict(cls, args: argparse.Namespace, prefix: str = "") -> dict[str, Any]:

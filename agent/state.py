@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.config import Config
+from agent.config import Config, setting
 from agent.evidence import EvidenceStore
 from agent.tools import OBS_MAX_PIXELS
 from memory_graph.energy import GAMMA, LAMBDA, MAX_FRAME_PIXELS, MAX_IMAGE_PIXELS, S_TOTAL, TOP_K
@@ -34,47 +34,31 @@ class AgentConfig(Config):
 
     config_name = "agent"
 
-    protocol: str = field(
-        default="vimrag",
-        metadata={
-            "help": "the protocol (agent/protocols/): its tools, context layout and prompts",
-            "choices": _protocols,
-        },
+    protocol: str = setting(
+        "vimrag", "the protocol (agent/protocols/): its tools, context layout and prompts", choices=_protocols
     )
-    max_steps: int | None = field(
-        default=None,
-        metadata={"help": "model calls before the episode is stopped; default: the protocol's own"},
+    max_steps: int | None = setting(None, "model calls before the episode is stopped; default: the protocol's own")
+    top_k: int = setting(3, "results shown per search (vimrag, react)")
+    vanilla_k: int = setting(5, "pages put in context by the vanilla baseline")
+    s_total: int = setting(S_TOTAL, "pixel budget of the whole visual context (vimrag)", aliases=["budget"])
+    memory_k: int = setting(TOP_K, "memorized items that keep pixels (top-K by energy)")
+    max_image_pixels: int = setting(MAX_IMAGE_PIXELS, "cap per memorized image")
+    max_frame_pixels: int = setting(MAX_FRAME_PIXELS, "cap per video frame")
+    obs_pixels: int = setting(OBS_MAX_PIXELS, "pixels per freshly retrieved image")
+    lam: float = setting(LAMBDA, "energy time decay")
+    gamma: float = setting(GAMMA, "energy back-propagation weight")
+    search_mode: str = setting(
+        "hybrid", "how searches rank: hybrid (BM25 + dense, fused), bm25 or dense", choices=_search_modes
     )
-    top_k: int = field(default=3, metadata={"help": "results shown per search (vimrag, react)"})
-    vanilla_k: int = field(default=5, metadata={"help": "pages put in context by the vanilla baseline"})
-    s_total: int = field(
-        default=S_TOTAL, metadata={"help": "pixel budget of the whole visual context (vimrag)", "aliases": ["budget"]}
+    docs: list[str] | None = setting(
+        None, "search only these documents (file name or path; repeatable)", aliases=["doc"]
     )
-    memory_k: int = field(default=TOP_K, metadata={"help": "memorized items that keep pixels (top-K by energy)"})
-    max_image_pixels: int = field(default=MAX_IMAGE_PIXELS, metadata={"help": "cap per memorized image"})
-    max_frame_pixels: int = field(default=MAX_FRAME_PIXELS, metadata={"help": "cap per video frame"})
-    obs_pixels: int = field(default=OBS_MAX_PIXELS, metadata={"help": "pixels per freshly retrieved image"})
-    lam: float = field(default=LAMBDA, metadata={"help": "energy time decay"})
-    gamma: float = field(default=GAMMA, metadata={"help": "energy back-propagation weight"})
-    search_mode: str = field(
-        default="hybrid",
-        metadata={"help": "how searches rank: hybrid (BM25 + dense, fused), bm25 or dense", "choices": _search_modes},
+    prompts: dict[str, str] = setting(
+        factory=dict,
+        help="the protocol's prompts replaced by name, a mapping (vimrag: system, user, summary; vrag: user, "
+        "system, nudge, invalid); on the command line YAML, e.g. '{system: ...}', or see --prompt-file",
     )
-    docs: list[str] | None = field(
-        default=None,
-        metadata={"help": "search only these documents (file name or path; repeatable)", "aliases": ["doc"]},
-    )
-    prompts: dict[str, str] = field(
-        default_factory=dict,
-        metadata={
-            "help": "the protocol's prompts replaced by name, a mapping (vimrag: system, user, summary; vrag: user, "
-            "system, nudge, invalid); on the command line YAML, e.g. '{system: ...}', or see --prompt-file"
-        },
-    )
-    demo_jpeg: bool = field(
-        default=True,
-        metadata={"help": "vimrag: send pictures as the VimRAG demo does, JPEG quality 75 under 38,000 bytes"},
-    )
+    demo_jpeg: bool = setting(True, "vimrag: send pictures as the VimRAG demo does, JPEG quality 75 under 38,000 bytes")
 
     def __post_init__(self) -> None:
         from agent.protocols import check_prompts, get

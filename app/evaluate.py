@@ -16,29 +16,24 @@ from app.ask import add_prompt_file, with_prompt_file
 
 
 def add_parser(sub) -> None:
-    from agent.config import add_arguments
+    from agent.config import add_command
     from eval.runner import RunConfig
 
-    pe = sub.add_parser(
-        "eval",
-        help="evaluate the agent on a benchmark (or: eval compare RUN...)",
-        description="Run an agent over a dataset, score answers and retrieval, measure cost, and "
-        "write predictions, traces, metrics, a report, plots and the resolved config.json to a run folder. "
-        "A stopped run continues where it stopped. `vimrag eval compare RUN...` "
-        "puts finished runs side by side.",
+    pe, groups = add_command(
+        sub, "eval", RunConfig, cmd_eval, "evaluate the agent on a benchmark (or: eval compare RUN...)"
     )
     pe.add_argument("compare", nargs="*", metavar="compare RUN", help="compare finished run folders")
     pe.add_argument(
         "--config",
         help="settings from a YAML file (RunConfig's fields; policy: and agent: nested); flags override them",
     )
-    pe.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    groups = add_arguments(pe, RunConfig)
     add_prompt_file(groups["agent"])
-    pe.set_defaults(func=cmd_eval)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    """Run an agent over a dataset, score answers and retrieval, measure cost, and write predictions, traces,
+    metrics, a report, plots and the resolved config.json to a run folder. A stopped run continues where it
+    stopped. `vimrag eval compare RUN...` puts finished runs side by side."""
     out = getattr(args, "out", "")
     if args.compare:
         if args.compare[0] != "compare":

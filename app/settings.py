@@ -9,11 +9,11 @@ model answer one question at a time, belong to the `Workspace` (app/workspace.py
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agent.backends.base import PolicyConfig
-from agent.config import Config
+from agent.config import Config, setting
 from agent.state import AgentConfig
 from app.workspace import Workspace
 
@@ -31,31 +31,25 @@ class DemoConfig(Config):
 
     config_name = "demo"
 
-    workdir: str = field(
-        default_factory=lambda: os.environ.get("VIMRAG_DEMO_DIR", "vimrag-demo"),
-        metadata={"help": "index, uploads and run outputs ($VIMRAG_DEMO_DIR)"},
+    workdir: str = setting(
+        factory=lambda: os.environ.get("VIMRAG_DEMO_DIR", "vimrag-demo"),
+        help="index, uploads and run outputs ($VIMRAG_DEMO_DIR)",
     )
-    corpus: str | None = field(
-        default=None, metadata={"help": "the bundled corpus folder, indexed at start (default: assets/corpus)"}
+    corpus: str | None = setting(None, "the bundled corpus folder, indexed at start (default: assets/corpus)")
+    bundled: bool = setting(True, "index the bundled corpus at start (new or changed files)")
+    host: str = setting("127.0.0.1", "bind address (127.0.0.1: this machine only)")
+    port: int = setting(7860, "the port to serve on")
+    concurrency: int = setting(2, "questions answered at once (others queue)")
+    max_upload_mb: int = setting(Workspace.max_upload_mb, "largest upload accepted (MB)")
+    keep_runs: int = setting(Workspace.keep_runs, "answered questions kept under WORKDIR/runs (oldest go first)")
+    warmup: bool = setting(True, "load the model and the index before serving")
+    search_url: str = setting(
+        "",
+        "search through this server (`vimrag serve-search`'s or VRAG's) instead of WORKDIR/index; "
+        "uploads are then refused",
     )
-    bundled: bool = field(default=True, metadata={"help": "index the bundled corpus at start (new or changed files)"})
-    host: str = field(default="127.0.0.1", metadata={"help": "bind address (127.0.0.1: this machine only)"})
-    port: int = field(default=7860, metadata={"help": "the port to serve on"})
-    concurrency: int = field(default=2, metadata={"help": "questions answered at once (others queue)"})
-    max_upload_mb: int = field(default=Workspace.max_upload_mb, metadata={"help": "largest upload accepted (MB)"})
-    keep_runs: int = field(
-        default=Workspace.keep_runs, metadata={"help": "answered questions kept under WORKDIR/runs (oldest go first)"}
-    )
-    warmup: bool = field(default=True, metadata={"help": "load the model and the index before serving"})
-    search_url: str = field(
-        default="",
-        metadata={
-            "help": "search through this server (`vimrag serve-search`'s or VRAG's) instead of WORKDIR/index; "
-            "uploads are then refused"
-        },
-    )
-    policy: PolicyConfig = field(default_factory=PolicyConfig, metadata={"help": "the model that answers"})
-    agent: AgentConfig = field(default_factory=AgentConfig, metadata={"help": "the agent"})
+    policy: PolicyConfig = setting(factory=PolicyConfig, help="the model that answers")
+    agent: AgentConfig = setting(factory=AgentConfig, help="the agent")
 
 
 def default_settings(backend: str | None = None, **policy: Any) -> DemoConfig:

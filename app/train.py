@@ -11,24 +11,19 @@ import json
 
 
 def add_parser(sub) -> None:
-    from agent.config import add_arguments
+    from agent.config import add_command
     from rl.config import TrainConfig
 
-    pt = sub.add_parser(
-        "train",
-        help="RL fine-tuning (GGPO, GRPO, GSPO) of a policy through the agent loop",
-        description="Train a policy with GGPO (or GRPO / GSPO) on rollouts through the real agent "
-        "loop. Settings come from --config YAML; key=value arguments (agent.top_k=2 for the agent's) "
-        "and the flags below override them, in that order. Resumes from the newest checkpoint in output_dir.",
-    )
+    help = "RL fine-tuning (GGPO, GRPO, GSPO) of a policy through the agent loop"
+    pt, _ = add_command(sub, "train", TrainConfig, cmd_train, help)
     pt.add_argument("--config", help="YAML training config (see rl/configs/)")
     pt.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. lr=5e-7 group_size=8 agent.max_steps=4")
-    pt.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    add_arguments(pt, TrainConfig)
-    pt.set_defaults(func=cmd_train)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    """Train a policy with GGPO (or GRPO / GSPO) on rollouts through the real agent loop. Settings come from
+    --config YAML; key=value arguments (agent.top_k=2 for the agent's) and the flags below override them, in that
+    order. Resumes from the newest checkpoint in output_dir."""
     from agent.config import args_to_dict
     from rl.config import TrainConfig
     from rl.trainer import Trainer
@@ -48,21 +43,15 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def add_sft_parser(sub) -> None:
-    from agent.config import add_arguments
+    from agent.config import add_command
     from rl.config import SFTConfig
 
-    ps = sub.add_parser(
-        "sft",
-        help="SFT cold start on saved agent traces (loss on action tokens only)",
-        description="Fine-tune a policy on the steps of saved traces. Each parsed step is one example: the "
-        "context the model saw as prompt, its reply as target.",
-    )
-    ps.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    add_arguments(ps, SFTConfig)
-    ps.set_defaults(func=cmd_sft)
+    add_command(sub, "sft", SFTConfig, cmd_sft, "SFT cold start on saved agent traces (loss on action tokens only)")
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
+    """Fine-tune a policy on the steps of saved traces. Each parsed step is one example: the context the model
+    saw as prompt, its reply as target."""
     from agent.config import from_args
     from rl.config import SFTConfig
     from rl.sft import train_sft

@@ -422,19 +422,14 @@ def prepare_env(ws: Workspace) -> None:
 
 
 def add_parser(sub) -> None:
-    from agent.config import add_arguments
+    from agent.config import add_command
 
-    pd = sub.add_parser(
-        "demo",
-        help="the web demo (Gradio) on 127.0.0.1:7860",
-        description="Serve the web demo. The bundled corpus is indexed into WORKDIR/index at "
-        "start (only new or changed files), so the first question works offline.",
-    )
-    add_arguments(pd, DemoConfig)
-    pd.set_defaults(func=cmd_demo)
+    add_command(sub, "demo", DemoConfig, cmd_demo, "the web demo (Gradio) on 127.0.0.1:7860", quiet=False)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """Serve the web demo. The bundled corpus is indexed into WORKDIR/index at start (only new or changed files),
+    so the first question works offline."""
     from agent.config import from_args
     from app.workspace import BUNDLED
 

@@ -26,12 +26,12 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from agent.backends.base import PolicyConfig
-from agent.config import Config, flatten
+from agent.config import Config, flatten, setting
 from agent.protocols import get as get_protocol
 from agent.state import AgentConfig
 from eval.datasets import Dataset, EvalItem, check_evidence, load_dataset
@@ -48,13 +48,9 @@ class JudgeConfig(Config):
 
     config_name = "judge"
 
-    base_url: str = field(
-        default="", metadata={"help": "OpenAI-compatible endpoint of the judge model", "aliases": ["url"]}
-    )
-    model: str = field(default="", metadata={"help": "the judge model's name (empty: the first one served)"})
-    api_key: str = field(
-        default="", metadata={"help": "the judge endpoint's API key", "secret": True, "aliases": ["key"]}
-    )
+    base_url: str = setting("", "OpenAI-compatible endpoint of the judge model", aliases=["url"])
+    model: str = setting("", "the judge model's name (empty: the first one served)")
+    api_key: str = setting("", "the judge endpoint's API key", secret=True, aliases=["key"])
 
 
 @dataclass
@@ -63,43 +59,31 @@ class RunConfig(Config):
 
     config_name = "run"
 
-    dataset: str = field(
-        default="",
-        metadata={
-            "help": "mmlongbench-doc | mmlongbench-doc-smoke | demo | jsonl:PATH | vidoseek:PATH | slidevqa:PATH"
-        },
+    dataset: str = setting(
+        "", "mmlongbench-doc | mmlongbench-doc-smoke | demo | jsonl:PATH | vidoseek:PATH | slidevqa:PATH"
     )
-    policy: PolicyConfig = field(default_factory=PolicyConfig, metadata={"help": "the model that answers"})
-    agent: AgentConfig = field(default_factory=AgentConfig, metadata={"help": "the agent"})
-    corpus: str | None = field(default=None, metadata={"help": "documents for jsonl:/vidoseek:/slidevqa: datasets"})
-    index: str | None = field(
-        default=None, metadata={"help": "index folder (default: the dataset's own, built on first use)"}
+    policy: PolicyConfig = setting(factory=PolicyConfig, help="the model that answers")
+    agent: AgentConfig = setting(factory=AgentConfig, help="the agent")
+    corpus: str | None = setting(None, "documents for jsonl:/vidoseek:/slidevqa: datasets")
+    index: str | None = setting(None, "index folder (default: the dataset's own, built on first use)")
+    scope: str = setting(
+        "auto",
+        "doc: search only the question's document (MMLongBench-Doc's setting); corpus: all (or "
+        "--doc); auto: doc when the dataset names documents",
+        choices=("auto", "doc", "corpus"),
     )
-    scope: str = field(
-        default="auto",
-        metadata={
-            "help": "doc: search only the question's document (MMLongBench-Doc's setting); corpus: all (or "
-            "--doc); auto: doc when the dataset names documents",
-            "choices": ("auto", "doc", "corpus"),
-        },
+    limit: int = setting(0, "only the first N questions (0: all)")
+    concurrency: int = setting(1, "questions in flight (endpoint backends)")
+    out: str = setting("", "run folder (default runs/eval/DATASET-PROTOCOL-BACKEND)")
+    judge: JudgeConfig = setting(factory=JudgeConfig, help="LLM judge (optional)", flag_prefix="judge-")
+    page_base: int = setting(
+        1, "whether the dataset's pages count from 1 or 0 (vidoseek/slidevqa/jsonl)", choices=(0, 1)
     )
-    limit: int = field(default=0, metadata={"help": "only the first N questions (0: all)"})
-    concurrency: int = field(default=1, metadata={"help": "questions in flight (endpoint backends)"})
-    out: str = field(default="", metadata={"help": "run folder (default runs/eval/DATASET-PROTOCOL-BACKEND)"})
-    judge: JudgeConfig = field(
-        default_factory=JudgeConfig, metadata={"help": "LLM judge (optional)", "flag_prefix": "judge-"}
+    allow_missing_evidence: bool = setting(
+        False, "run even when gold evidence names files or pages the corpus lacks (jsonl)"
     )
-    page_base: int = field(
-        default=1,
-        metadata={"help": "whether the dataset's pages count from 1 or 0 (vidoseek/slidevqa/jsonl)", "choices": (0, 1)},
-    )
-    allow_missing_evidence: bool = field(
-        default=False,
-        metadata={"help": "run even when gold evidence names files or pages the corpus lacks (jsonl)"},
-    )
-    search_url: str = field(
-        default="",
-        metadata={"help": "search through this server (`vimrag serve-search`'s or VRAG's) instead of a local index"},
+    search_url: str = setting(
+        "", "search through this server (`vimrag serve-search`'s or VRAG's) instead of a local index"
     )
 
     def run_dir(self) -> Path:

@@ -411,11 +411,24 @@ def index_distributed(
             dist.destroy_process_group()
 
 
+def launch_command(num_processes: int, program: list[str], cpu: bool = False) -> list[str]:
+    """The `accelerate launch` command line running `program` (`["-m", "app.cli", ...]`) in `num_processes`
+    local processes: one per GPU, or with `cpu` (or on a machine without GPUs) CPU processes joined by gloo,
+    the cores split between them."""
+    from retrieval.server import free_port
+
+    threads = max(1, (os.cpu_count() or 1) // num_processes)
+    return [
+        *(sys.executable, "-m", "accelerate.commands.launch", "--cpu" if cpu else "--multi_gpu"),
+        *("--num_processes", str(num_processes), "--num_machines", "1", "--num_cpu_threads_per_process", str(threads)),
+        *("--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())),
+        *program,
+    ]
+
+
 def launch(argv: list[str], num_processes: int, index_dir: str | Path) -> int:
     """Run `vimrag ARGV` in `num_processes` processes via accelerate launch (one per GPU, or CPU with gloo)."""
     import torch
-
-    from retrieval.server import free_port
 
     gpus = torch.cuda.device_count()
     if gpus and num_processes > gpus:
@@ -423,29 +436,7 @@ def launch(argv: list[str], num_processes: int, index_dir: str | Path) -> int:
             f"--num-processes {num_processes} asks for more processes than this machine's {gpus} "
             f"GPUs; use one process per GPU (--num-processes {gpus})"
         )
-    threads = max(1, (os.cpu_count() or 1) // num_processes)
-    cmd = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--multi_gpu",
-        "--num_processes",
-        str(num_processes),
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "--num_cpu_threads_per_process",
-        str(threads),
-        "--main_process_port",
-        str(free_port()),
-        "-m",
-        "app.cli",
-        *argv,
-    ]
-    rc = subprocess.call(cmd)
+    rc = subprocess.call(launch_command(num_processes, ["-m", "app.cli", *argv]))
     if rc != 0:
         print(
             f"vimrag index: a worker process failed (exit {rc}); each shard keeps what it committed under "

@@ -12,12 +12,12 @@ trains rather than through a policy backend.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from agent.backends.base import PolicyConfig
-from agent.config import Config, load
+from agent.config import Config, load, setting
 from agent.state import AgentConfig
 
 
@@ -27,100 +27,64 @@ class TrainConfig(Config):
 
     config_name = "training"
 
-    model: str = field(
-        default="", metadata={"help": "a local folder or HF id: Qwen2.5-VL / Qwen3-VL, or a causal LM (text-only work)"}
+    model: str = setting("", "a local folder or HF id: Qwen2.5-VL / Qwen3-VL, or a causal LM (text-only work)")
+    dataset: str = setting("", "an eval dataset name (eval/datasets.py), e.g. demo or jsonl:PATH")
+    corpus: str | None = setting(None, "the documents, for datasets that do not carry their own")
+    index: str | None = setting(None, "index folder (default: the dataset's own)")
+    search_url: str = setting(
+        "", "search through this server (`vimrag serve-search`'s or VRAG's) instead of the local index"
     )
-    dataset: str = field(
-        default="", metadata={"help": "an eval dataset name (eval/datasets.py), e.g. demo or jsonl:PATH"}
+    agent: AgentConfig = setting(factory=AgentConfig, help="the agent the rollouts run through (agent.KEY=VALUE)")
+    prompt_file: str | None = setting(
+        None, "read the protocol's prompts from a file (agent.protocols.read_prompt_file)"
     )
-    corpus: str | None = field(
-        default=None, metadata={"help": "the documents, for datasets that do not carry their own"}
+    prompt_role: str = setting("", "which prompt a plain-text prompt_file replaces (default: the protocol's main one)")
+    method: str = setting("ggpo", "the policy-gradient method: ggpo, grpo or gspo (rl/ggpo.py)")
+    level: str | None = setting(
+        None, "ggpo: token or sequence ratios (default: sequence, the paper's GSPO base)", choices=("token", "sequence")
     )
-    index: str | None = field(default=None, metadata={"help": "index folder (default: the dataset's own)"})
-    search_url: str = field(
-        default="",
-        metadata={"help": "search through this server (`vimrag serve-search`'s or VRAG's) instead of the local index"},
+    group_size: int = setting(4, "trajectories sampled per question (>= 2)")
+    questions_per_update: int = setting(2, "questions per update, split across processes")
+    updates: int = setting(10, "optimizer updates in the run")
+    lr: float = setting(1e-6, "AdamW learning rate")
+    weight_decay: float = setting(0.0, "AdamW weight decay")
+    warmup_updates: int = setting(0, "updates of linear learning-rate warm-up")
+    max_grad_norm: float = setting(1.0, "gradient clipping norm (0: none)")
+    clip_eps: float = setting(0.2, "PPO clip range below 1")
+    clip_eps_high: float | None = setting(None, "PPO clip range above 1 (default: clip_eps)")
+    kl_coef: float = setting(0.0, "k3 KL to the frozen initial policy (0: no reference model is kept)")
+    length_norm: str = setting(
+        "token_mean",
+        "token_mean: every generated token of the update weighs the same; seq_mean: mean within each "
+        "segment, then over segments",
+        choices=("token_mean", "seq_mean"),
     )
-    agent: AgentConfig = field(
-        default_factory=AgentConfig, metadata={"help": "the agent the rollouts run through (agent.KEY=VALUE)"}
+    temperature: float = setting(1.0, "sampling temperature of the rollouts")
+    max_new_tokens: int = setting(256, "cap on generated tokens per agent step")
+    reward: str = setting("vimrag", "the reward function, a name in rl/rewards.py REWARDS")
+    grad_accum: int = setting(1, "updates whose gradients are summed before one optimizer step")
+    mixed_precision: str = setting(
+        "auto", "auto: bf16 on a GPU that has it, else fp32", choices=("auto", "no", "bf16", "fp16")
     )
-    prompt_file: str | None = field(
-        default=None, metadata={"help": "read the protocol's prompts from a file (agent.protocols.read_prompt_file)"}
+    lora: dict[str, Any] | None = setting(
+        None, "LoRA instead of full fine-tuning: {r: 16, alpha: 32, dropout: 0.05, target_modules: [...]}"
     )
-    prompt_role: str = field(
-        default="",
-        metadata={"help": "which prompt a plain-text prompt_file replaces (default: the protocol's main one)"},
+    save_every: int = setting(50, "a checkpoint every this many updates (0: only at the end)")
+    output_dir: str = setting("runs/train/default", "checkpoints, metrics.jsonl, logs and the resolved config.json")
+    resume: bool = setting(True, "continue from the newest checkpoint in output_dir")
+    seed: int = setting(0, "seed of sampling, data order and initialisation")
+    log_with: list[str] = setting(
+        factory=lambda: ["tensorboard"], help="trackers besides metrics.jsonl: tensorboard, wandb"
     )
-    method: str = field(
-        default="ggpo", metadata={"help": "the policy-gradient method: ggpo, grpo or gspo (rl/ggpo.py)"}
+    rollout: str = setting(
+        "local",
+        "local: the model being trained samples; served: a vLLM server that hot-loads each update's "
+        "LoRA adapter (rl/served.py)",
+        choices=("local", "served"),
     )
-    level: str | None = field(
-        default=None,
-        metadata={
-            "help": "ggpo: token or sequence ratios (default: sequence, the paper's GSPO base)",
-            "choices": ("token", "sequence"),
-        },
-    )
-    group_size: int = field(default=4, metadata={"help": "trajectories sampled per question (>= 2)"})
-    questions_per_update: int = field(default=2, metadata={"help": "questions per update, split across processes"})
-    updates: int = field(default=10, metadata={"help": "optimizer updates in the run"})
-    lr: float = field(default=1e-6, metadata={"help": "AdamW learning rate"})
-    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
-    warmup_updates: int = field(default=0, metadata={"help": "updates of linear learning-rate warm-up"})
-    max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm (0: none)"})
-    clip_eps: float = field(default=0.2, metadata={"help": "PPO clip range below 1"})
-    clip_eps_high: float | None = field(default=None, metadata={"help": "PPO clip range above 1 (default: clip_eps)"})
-    kl_coef: float = field(
-        default=0.0, metadata={"help": "k3 KL to the frozen initial policy (0: no reference model is kept)"}
-    )
-    length_norm: str = field(
-        default="token_mean",
-        metadata={
-            "help": "token_mean: every generated token of the update weighs the same; seq_mean: mean within each "
-            "segment, then over segments",
-            "choices": ("token_mean", "seq_mean"),
-        },
-    )
-    temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the rollouts"})
-    max_new_tokens: int = field(default=256, metadata={"help": "cap on generated tokens per agent step"})
-    reward: str = field(default="vimrag", metadata={"help": "the reward function, a name in rl/rewards.py REWARDS"})
-    grad_accum: int = field(
-        default=1, metadata={"help": "updates whose gradients are summed before one optimizer step"}
-    )
-    mixed_precision: str = field(
-        default="auto",
-        metadata={"help": "auto: bf16 on a GPU that has it, else fp32", "choices": ("auto", "no", "bf16", "fp16")},
-    )
-    lora: dict[str, Any] | None = field(
-        default=None,
-        metadata={"help": "LoRA instead of full fine-tuning: {r: 16, alpha: 32, dropout: 0.05, target_modules: [...]}"},
-    )
-    save_every: int = field(default=50, metadata={"help": "a checkpoint every this many updates (0: only at the end)"})
-    output_dir: str = field(
-        default="runs/train/default", metadata={"help": "checkpoints, metrics.jsonl, logs and the resolved config.json"}
-    )
-    resume: bool = field(default=True, metadata={"help": "continue from the newest checkpoint in output_dir"})
-    seed: int = field(default=0, metadata={"help": "seed of sampling, data order and initialisation"})
-    log_with: list[str] = field(
-        default_factory=lambda: ["tensorboard"], metadata={"help": "trackers besides metrics.jsonl: tensorboard, wandb"}
-    )
-    rollout: str = field(
-        default="local",
-        metadata={
-            "help": "local: the model being trained samples; served: a vLLM server that hot-loads each update's "
-            "LoRA adapter (rl/served.py)",
-            "choices": ("local", "served"),
-        },
-    )
-    rollout_url: str = field(
-        default="", metadata={"help": "served: the server's OpenAI-compatible API root, e.g. http://HOST:8000/v1"}
-    )
-    rollout_api_key: str = field(
-        default="", metadata={"help": "served: the server's --api-key, if it has one", "secret": True}
-    )
-    rollout_workers: int = field(
-        default=16, metadata={"help": "served: trajectories sampled at once (the server batches)"}
-    )
+    rollout_url: str = setting("", "served: the server's OpenAI-compatible API root, e.g. http://HOST:8000/v1")
+    rollout_api_key: str = setting("", "served: the server's --api-key, if it has one", secret=True)
+    rollout_workers: int = setting(16, "served: trajectories sampled at once (the server batches)")
 
     @classmethod
     def load(
@@ -167,19 +131,18 @@ class SFTConfig(Config):
 
     config_name = "sft"
 
-    traces: str = field(default="", metadata={"help": "a `vimrag eval` run folder, its traces/, trace files or a glob"})
-    model: str = field(default="", metadata={"help": "model folder or HF id to start from"})
-    output_dir: str = field(default="", metadata={"help": "where the tuned model and sft_config.json are saved"})
-    epochs: int = field(default=1, metadata={"help": "passes over the examples"})
-    lr: float = field(default=1e-5, metadata={"help": "AdamW learning rate"})
-    grad_accum: int = field(default=8, metadata={"help": "examples whose gradients are summed per optimizer step"})
-    min_score: float | None = field(
-        default=None,
-        metadata={"help": "only traces whose prediction scored at least this (needs the run's predictions.jsonl)"},
+    traces: str = setting("", "a `vimrag eval` run folder, its traces/, trace files or a glob")
+    model: str = setting("", "model folder or HF id to start from")
+    output_dir: str = setting("", "where the tuned model and sft_config.json are saved")
+    epochs: int = setting(1, "passes over the examples")
+    lr: float = setting(1e-5, "AdamW learning rate")
+    grad_accum: int = setting(8, "examples whose gradients are summed per optimizer step")
+    min_score: float | None = setting(
+        None, "only traces whose prediction scored at least this (needs the run's predictions.jsonl)"
     )
-    images: bool = field(default=True, metadata={"help": "show the pictures (--no-images: they become [Picture k])"})
-    max_examples: int = field(default=0, metadata={"help": "use at most this many steps (0: all)"})
-    seed: int = field(default=0, metadata={"help": "seed of the example order and initialisation"})
+    images: bool = setting(True, "show the pictures (--no-images: they become [Picture k])")
+    max_examples: int = setting(0, "use at most this many steps (0: all)")
+    seed: int = setting(0, "seed of the example order and initialisation")
 
     def __post_init__(self) -> None:
         missing = [f"--{n.replace('_', '-')}" for n in ("traces", "model", "output_dir") if not getattr(self, n)]

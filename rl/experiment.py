@@ -32,10 +32,10 @@ import random
 import resource
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from agent.config import Config
+from agent.config import Config, setting
 
 # Short system prompts: a tiny model's context should be the task, not instructions it cannot read.
 SYSTEM = {
@@ -453,45 +453,42 @@ TASKS = ("code", "color")
 PROTOCOLS = ("vrag", "vimrag")
 
 
-def _opt(default, help: str, **meta):
-    """A field of `ExperimentConfig`: its default and its help (lists get a fresh copy each time)."""
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"help": help, **meta})
-    return field(default=default, metadata={"help": help, **meta})
-
-
 @dataclass
 class ExperimentConfig(Config):
     """Every setting of the experiment; `python -m rl.experiment --help` lists them."""
 
     config_name = "experiment"
 
-    out: str = _opt("runs/rl_experiment", "run folder: corpus, models, results.json, the table and the curves")
-    seeds: list[int] = _opt([0, 1, 2], "training seeds, each run with GGPO and with GRPO", nargs="+")
-    updates: int = _opt(25, "policy updates per training run")
-    group: int = _opt(4, "trajectories sampled per question (the group of the advantages)")
-    questions: int = _opt(2, "questions per update")
-    lr: float = _opt(1e-4, "RL learning rate")
-    lockers: int = _opt(24, "lockers in the corpus (a quarter of them held out)")
-    task: str = _opt("code", "what a locker file holds: a 4-digit code, or one of four colours", choices=TASKS)
-    hidden: int = _opt(128, "hidden size of the tiny causal LM")
-    layers: int = _opt(2, "layers of the tiny causal LM")
-    vocab: int = _opt(900, "vocabulary size of the tokenizer trained on the corpus")
-    sft_epochs: int = _opt(60, "epochs of the SFT warm start on the expert's traces")
-    sft_lr: float = _opt(1e-3, "learning rate of the SFT warm start")
-    max_new_tokens: int = _opt(16, "cap on generated tokens per agent step")
-    threshold: float = _opt(0.8, "the table reports the updates until the reward (3-update mean) reaches this")
-    protocol: str = _opt(
+    out: str = setting("runs/rl_experiment", "run folder: corpus, models, results.json, the table and the curves")
+    seeds: list[int] = setting(
+        factory=lambda: [0, 1, 2], help="training seeds, each run with GGPO and with GRPO", nargs="+"
+    )
+    updates: int = setting(25, "policy updates per training run")
+    group: int = setting(4, "trajectories sampled per question (the group of the advantages)")
+    questions: int = setting(2, "questions per update")
+    lr: float = setting(1e-4, "RL learning rate")
+    lockers: int = setting(24, "lockers in the corpus (a quarter of them held out)")
+    task: str = setting("code", "what a locker file holds: a 4-digit code, or one of four colours", choices=TASKS)
+    hidden: int = setting(128, "hidden size of the tiny causal LM")
+    layers: int = setting(2, "layers of the tiny causal LM")
+    vocab: int = setting(900, "vocabulary size of the tokenizer trained on the corpus")
+    sft_epochs: int = setting(60, "epochs of the SFT warm start on the expert's traces")
+    sft_lr: float = setting(1e-3, "learning rate of the SFT warm start")
+    max_new_tokens: int = setting(16, "cap on generated tokens per agent step")
+    threshold: float = setting(0.8, "the table reports the updates until the reward (3-update mean) reaches this")
+    protocol: str = setting(
         "vrag", "vrag: short tag actions, a chain; vimrag: JSON tool calls that build a DAG", choices=PROTOCOLS
     )
-    detour: float = _opt(0.0, "vimrag only: share of expert traces that start with a dead-end search")
-    max_steps: int = _opt(4, "agent steps per trajectory")
-    reuse_sft: bool = _opt(False, "keep OUT/sft from an earlier run with the same task flags (skips steps 2-3)")
-    temperature: float = _opt(1.0, "sampling temperature of the rollouts")
-    dead_threshold: float = _opt(
+    detour: float = setting(0.0, "vimrag only: share of expert traces that start with a dead-end search")
+    max_steps: int = setting(4, "agent steps per trajectory")
+    reuse_sft: bool = setting(False, "keep OUT/sft from an earlier run with the same task flags (skips steps 2-3)")
+    temperature: float = setting(1.0, "sampling temperature of the rollouts")
+    dead_threshold: float = setting(
         0.1, "the table reports the updates until dead-end searches per trajectory drop to this"
     )
-    resummarize: bool = _opt(False, "only rewrite the table and figure from OUT/results.json (after a summary change)")
+    resummarize: bool = setting(
+        False, "only rewrite the table and figure from OUT/results.json (after a summary change)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -156,36 +156,26 @@ def _write_folder(path: Path, model, tokenizer, image_processor, video_processor
     return path
 
 
+# The sizes both tiny Qwen-VL families share: 2 text layers, a 2-block 32-wide vision tower.
+_TEXT = dict(intermediate_size=128, num_hidden_layers=2, num_key_value_heads=2, max_position_embeddings=4096)
+_VISION = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, spatial_merge_size=2, temporal_patch_size=2)
+
+
+def qwen_vl_token_ids(ids: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+    """The Qwen-VL config's special-token ids from a {token: id} map of `SPECIAL_TOKENS`: those of the text
+    config (bos, eos, pad) and those of the top-level config (image, video, vision start and end)."""
+    text = dict(bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
+    top = dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"])
+    top.update(vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"])
+    return text, top
+
+
 def _vl_config(tokenizer, text: dict, vision: dict) -> dict:
-    """The config arguments both tiny Qwen-VL families share (2 text layers, a 2-block 32-wide vision tower, the
-    tokenizer's special ids), with each family's own `text` and `vision` settings on top."""
-    ids = _token_ids(tokenizer)
-    return dict(
-        text_config=dict(
-            vocab_size=len(tokenizer),
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_key_value_heads=2,
-            max_position_embeddings=4096,
-            bos_token_id=ids["<|endoftext|>"],
-            eos_token_id=ids["<|im_end|>"],
-            pad_token_id=ids["<|endoftext|>"],
-            **text,
-        ),
-        vision_config=dict(
-            depth=2,
-            hidden_size=32,
-            intermediate_size=64,
-            num_heads=2,
-            spatial_merge_size=2,
-            temporal_patch_size=2,
-            **vision,
-        ),
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-    )
+    """The config arguments both tiny Qwen-VL families share (`_TEXT`, `_VISION` and the tokenizer's special
+    ids), with each family's own `text` and `vision` settings on top."""
+    text_ids, top_ids = qwen_vl_token_ids(_token_ids(tokenizer))
+    text_config = dict(vocab_size=len(tokenizer), **_TEXT, **text_ids, **text)
+    return dict(text_config=text_config, vision_config=dict(**_VISION, **vision), **top_ids)
 
 
 def build_tiny_qwen2_5_vl(path: str | Path, seed: int = 0) -> Path:

@@ -17,10 +17,10 @@ ignore it, the embedded controller and the scripted test policy read it.
 from __future__ import annotations
 
 import importlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Iterator
 
-from agent.config import Config
+from agent.config import Config, setting
 
 
 class Reasoning(str):
@@ -47,51 +47,39 @@ class PolicyConfig(Config):
 
     config_name = "policy"
 
-    backend: str = field(
-        default="embedded",
-        metadata={
-            "help": "embedded: the offline default (a controller reading text and OCR, no VLM); openai: any "
-            "OpenAI-compatible endpoint (vLLM, SGLang, DashScope, OpenAI); transformers: a local Qwen2.5-VL / "
-            "Qwen3-VL; scripted: replays a script (tests)",
-            "choices": lambda: tuple(BACKENDS),
-        },
+    backend: str = setting(
+        "embedded",
+        "embedded: the offline default (a controller reading text and OCR, no VLM); openai: any "
+        "OpenAI-compatible endpoint (vLLM, SGLang, DashScope, OpenAI); transformers: a local Qwen2.5-VL / "
+        "Qwen3-VL; scripted: replays a script (tests)",
+        choices=lambda: tuple(BACKENDS),
     )
-    model: str = field(
-        default="",
-        metadata={
-            "help": "model name (openai; empty: the first one served), HF id or local path (transformers), "
-            "'keyword' (embedded without SmolLM2), script JSON (scripted)"
-        },
+    model: str = setting(
+        "",
+        "model name (openai; empty: the first one served), HF id or local path (transformers), "
+        "'keyword' (embedded without SmolLM2), script JSON (scripted)",
     )
-    base_url: str = field(default="http://127.0.0.1:8000/v1", metadata={"help": "OpenAI-compatible endpoint"})
-    api_key: str = field(
-        default="", metadata={"help": "API key; defaults to $OPENAI_API_KEY, else 'EMPTY'", "secret": True}
+    base_url: str = setting("http://127.0.0.1:8000/v1", "OpenAI-compatible endpoint")
+    api_key: str = setting("", "API key; defaults to $OPENAI_API_KEY, else 'EMPTY'", secret=True)
+    timeout_s: float = setting(120.0, "per-request timeout of endpoint calls (s)", aliases=["timeout"])
+    retries: int = setting(2, "retries on connection errors / 5xx / 429")
+    temperature: float = setting(0.0, "sampling temperature; 0 = greedy")
+    max_new_tokens: int = setting(1024, "cap on generated tokens per step")
+    device: str = setting("auto", "transformers backend: auto | cpu | cuda[:n]")
+    dtype: str = setting("auto", "transformers backend: auto | bfloat16 | float32")
+    max_pixels: int = setting(1_003_520, "upper bound on any one image's pixels")
+    seed: int = setting(0, "sampling seed (an eval run also seeds random, numpy, torch)")
+    coords: str = setting(
+        "auto",
+        "how the model writes boxes: auto (from the model: Qwen3-VL relative 0-1000, else absolute "
+        "pixels), absolute or relative",
+        choices=("auto", "absolute", "relative"),
     )
-    timeout_s: float = field(
-        default=120.0, metadata={"help": "per-request timeout of endpoint calls (s)", "aliases": ["timeout"]}
-    )
-    retries: int = field(default=2, metadata={"help": "retries on connection errors / 5xx / 429"})
-    temperature: float = field(default=0.0, metadata={"help": "sampling temperature; 0 = greedy"})
-    max_new_tokens: int = field(default=1024, metadata={"help": "cap on generated tokens per step"})
-    device: str = field(default="auto", metadata={"help": "transformers backend: auto | cpu | cuda[:n]"})
-    dtype: str = field(default="auto", metadata={"help": "transformers backend: auto | bfloat16 | float32"})
-    max_pixels: int = field(default=1_003_520, metadata={"help": "upper bound on any one image's pixels"})
-    seed: int = field(default=0, metadata={"help": "sampling seed (an eval run also seeds random, numpy, torch)"})
-    coords: str = field(
-        default="auto",
-        metadata={
-            "help": "how the model writes boxes: auto (from the model: Qwen3-VL relative 0-1000, else absolute "
-            "pixels), absolute or relative",
-            "choices": ("auto", "absolute", "relative"),
-        },
-    )
-    tool_calling: str = field(
-        default="text",
-        metadata={
-            "help": "openai: text (tool calls written in the reply, as the VimRAG demo reads them), native (send "
-            "`tools`, read `tool_calls`) or auto (native, falling back to text if the server refuses tools)",
-            "choices": ("text", "native", "auto"),
-        },
+    tool_calling: str = setting(
+        "text",
+        "openai: text (tool calls written in the reply, as the VimRAG demo reads them), native (send "
+        "`tools`, read `tool_calls`) or auto (native, falling back to text if the server refuses tools)",
+        choices=("text", "native", "auto"),
     )
 
 

@@ -17,6 +17,7 @@ from retrieval.embedder_base import Embedder, batches
 from retrieval.embedder_specs import KINDS, canonical_spec, parse_spec
 from retrieval.embedders import load_embedder
 from retrieval.errors import RetrievalError
+from rl.tiny import SPECIAL_TOKENS, qwen_vl_token_ids
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -28,15 +29,6 @@ CORPUS = [
     "tables, charts and figures in a report",
     "revenue grew in the third quarter",
 ] * 4
-QWEN_SPECIALS = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-]
 
 
 pytestmark = pytest.mark.usefixtures("hub_offline")
@@ -156,41 +148,20 @@ def build_tiny_colqwen2(path):
         Qwen2VLImageProcessor,
     )
 
-    tok = _bpe(QWEN_SPECIALS)
-    ids = {s: tok.token_to_id(s) for s in QWEN_SPECIALS}
+    tok = _bpe(SPECIAL_TOKENS)
+    ids = {s: tok.token_to_id(s) for s in SPECIAL_TOKENS}
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", model_max_length=512
     )
-    vlm = dict(
-        model_type="qwen2_vl",
-        # head_dim = 32 / 2 heads = 16, and the mrope sections must sum to head_dim / 2.
-        text_config=dict(
-            vocab_size=tok.get_vocab_size(),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            max_position_embeddings=512,
-            rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 3, 3]),
-            bos_token_id=ids["<|endoftext|>"],
-            eos_token_id=ids["<|im_end|>"],
-            pad_token_id=ids["<|endoftext|>"],
-        ),
-        vision_config=dict(
-            depth=1,
-            embed_dim=32,
-            hidden_size=32,
-            num_heads=2,
-            patch_size=14,
-            spatial_merge_size=2,
-            temporal_patch_size=2,
-        ),
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-    )
+    text_ids, top_ids = qwen_vl_token_ids(ids)
+    # head_dim = 32 / 2 heads = 16, and the mrope sections must sum to head_dim / 2.
+    rope = dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 3, 3])
+    text = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2)
+    text.update(num_key_value_heads=1, max_position_embeddings=512, rope_parameters=rope)
+    vision = dict(depth=1, embed_dim=32, hidden_size=32, num_heads=2, patch_size=14)
+    vision.update(spatial_merge_size=2, temporal_patch_size=2)
+    text_config = dict(vocab_size=tok.get_vocab_size(), **text, **text_ids)
+    vlm = dict(model_type="qwen2_vl", text_config=text_config, vision_config=vision, **top_ids)
     torch.manual_seed(0)
     ColQwen2ForRetrieval(ColQwen2Config(vlm_config=vlm, embedding_dim=16)).save_pretrained(path)
     image_processor = Qwen2VLImageProcessor(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from retrieval.sharded import launch_command
 from rl.tiny import build_tiny_causal_lm, build_tiny_qwen2_5_vl
 from tests.rl.tiny_config import tiny_config
 
@@ -157,21 +158,7 @@ def test_vimrag_train_under_accelerate_launch_with_two_cpu_processes(tiny_vl, mi
     shutil.copytree(mixed_index, idx)
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--cpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "--main_process_port",
-        str(29600 + os.getpid() % 1000),
+    program = [
         "-m",
         "app.cli",
         "train",
@@ -183,6 +170,7 @@ def test_vimrag_train_under_accelerate_launch_with_two_cpu_processes(tiny_vl, mi
         "questions_per_update=2",
         "-q",
     ]
+    cmd = launch_command(2, program, cpu=True)
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert run.returncode == 0, run.stderr[-3000:]
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
