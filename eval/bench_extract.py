@@ -31,6 +31,7 @@ seconds per question, and how many answers look like a heading or title (`agent.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -56,12 +57,14 @@ def page_texts(index: Path | None) -> dict[tuple[str, int], str]:
     return {page_id(u): u.text for u in units if u.modality == "page"}
 
 
-def pdf_text(path: Path, page: int) -> str:
+@functools.cache
+def pdf_pages(path: Path) -> tuple[str, ...]:
+    """Every page's text layer of a PDF, read once per run (questions share documents)."""
     import pypdfium2 as pdfium
 
     doc = pdfium.PdfDocument(str(path))
     try:
-        return doc[page - 1].get_textpage().get_text_range() if 0 < page <= len(doc) else ""
+        return tuple(page.get_textpage().get_text_range() for page in doc)
     finally:
         doc.close()
 
@@ -79,14 +82,12 @@ def inputs(items, texts: dict[tuple[str, int], str]) -> list[tuple[object, list[
             continue
         if it.evidence:
             pages = sorted({g.page for g in it.evidence if g.page})
-            got = [(p, texts.get((it.doc, p)) or pdf_text(MMLB / "documents" / it.doc, p)) for p in pages]
+            pdf = pdf_pages(MMLB / "documents" / it.doc)
+            got = [(p, texts.get((it.doc, p)) or (pdf[p - 1] if p <= len(pdf) else "")) for p in pages]
         else:
             pages = sorted(docs.get(it.doc, []))
             if not pages:
-                import pypdfium2 as pdfium
-
-                n = len(pdfium.PdfDocument(str(MMLB / "documents" / it.doc)))
-                pages = [(p, pdf_text(MMLB / "documents" / it.doc, p)) for p in range(1, n + 1)]
+                pages = list(enumerate(pdf_pages(MMLB / "documents" / it.doc), start=1))
             scores = Bm25Index([t for _, t in pages]).scores(it.question)  # (n_pages,)
             got = sorted(pages[i] for i in scores.argsort()[::-1][:3])
         out.append((it, [(f"{it.doc} p.{p}", t) for p, t in got]))
