@@ -14,7 +14,8 @@ fields, one level deep (`RunConfig.policy: PolicyConfig`). This module knows non
   left out are absent from the parsed namespace, so a default stays declared once: on the dataclass.
 
 Fields are declared with `setting(default, help, **metadata)`, short for `dataclasses.field` with the help
-in its metadata (`setting(factory=PolicyConfig, help=...)` for a mutable or nested default).
+in its metadata (`setting(factory=PolicyConfig, help=...)` for a mutable or nested default), and a setting
+that one config passes on to another with `setting_like(OtherConfig, "name", default)`.
 Other metadata keys: `choices` (a sequence, or a function returning one for registries that load lazily),
 `nargs` on a list (its flag takes the values in one go, `--seeds 0 1 2`, instead of one per flag),
 `aliases` (extra flag names, e.g. `budget` for `s_total`, kept for command lines people already type),
@@ -68,6 +69,14 @@ def setting(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any 
     if unknown:
         raise TypeError(f"setting() got unknown metadata {unknown}; valid: {sorted(_METADATA_KEYS)}")
     return dataclasses.field(default=default, default_factory=factory, metadata={"help": help, **metadata})
+
+
+def setting_like(cls, name: str, default: Any = dataclasses.MISSING, **metadata):
+    """The setting `cls.name` again under another default (and field name), with its help and metadata, so a
+    setting one config passes on to another is described once: `updates: int = setting_like(TrainConfig,
+    "updates", 25)`. `metadata` overrides keys of the original (e.g. narrower `choices`)."""
+    original = {f.name: f for f in dataclasses.fields(cls)}[name]
+    return setting(default, **{**original.metadata, **metadata})
 
 
 # -- types ------------------------------------------------------------------------------------------

@@ -35,7 +35,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.config import Config, setting
+from agent.config import Config, setting, setting_like
+from rl.config import TrainConfig
 
 # Short system prompts: a tiny model's context should be the task, not instructions it cannot read.
 SYSTEM = {
@@ -188,7 +189,7 @@ def run(args) -> dict:
     from rl.config import SFTConfig
     from rl.sft import load_examples, train_sft
     from rl.tiny import build_tiny_causal_lm
-    from rl.trainer import TrainConfig, Trainer
+    from rl.trainer import Trainer
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -463,10 +464,10 @@ class ExperimentConfig(Config):
     seeds: list[int] = setting(
         factory=lambda: [0, 1, 2], help="training seeds, each run with GGPO and with GRPO", nargs="+"
     )
-    updates: int = setting(25, "policy updates per training run")
-    group: int = setting(4, "trajectories sampled per question (the group of the advantages)")
-    questions: int = setting(2, "questions per update")
-    lr: float = setting(1e-4, "RL learning rate")
+    updates: int = setting_like(TrainConfig, "updates", 25)
+    group: int = setting_like(TrainConfig, "group_size", 4)
+    questions: int = setting_like(TrainConfig, "questions_per_update", 2)
+    lr: float = setting_like(TrainConfig, "lr", 1e-4)
     lockers: int = setting(24, "lockers in the corpus (a quarter of them held out)")
     task: str = setting("code", "what a locker file holds: a 4-digit code, or one of four colours", choices=TASKS)
     hidden: int = setting(128, "hidden size of the tiny causal LM")
@@ -474,7 +475,7 @@ class ExperimentConfig(Config):
     vocab: int = setting(900, "vocabulary size of the tokenizer trained on the corpus")
     sft_epochs: int = setting(60, "epochs of the SFT warm start on the expert's traces")
     sft_lr: float = setting(1e-3, "learning rate of the SFT warm start")
-    max_new_tokens: int = setting(16, "cap on generated tokens per agent step")
+    max_new_tokens: int = setting_like(TrainConfig, "max_new_tokens", 16)
     threshold: float = setting(0.8, "the table reports the updates until the reward (3-update mean) reaches this")
     protocol: str = setting(
         "vrag", "vrag: short tag actions, a chain; vimrag: JSON tool calls that build a DAG", choices=PROTOCOLS
@@ -482,7 +483,7 @@ class ExperimentConfig(Config):
     detour: float = setting(0.0, "vimrag only: share of expert traces that start with a dead-end search")
     max_steps: int = setting(4, "agent steps per trajectory")
     reuse_sft: bool = setting(False, "keep OUT/sft from an earlier run with the same task flags (skips steps 2-3)")
-    temperature: float = setting(1.0, "sampling temperature of the rollouts")
+    temperature: float = setting_like(TrainConfig, "temperature", 1.0)
     dead_threshold: float = setting(
         0.1, "the table reports the updates until dead-end searches per trajectory drop to this"
     )

@@ -8,15 +8,17 @@ from dataclasses import fields
 import pytest
 
 from agent.backends.base import PolicyConfig
-from agent.config import args_to_dict, field_help, from_args, load, to_dict
+from agent.config import add_command, args_to_dict, field_help, from_args, load, setting, setting_like, to_dict
 from agent.state import AgentConfig
 from app.cli import build_parser, main
 from app.settings import DemoConfig, apply_form
 from eval.runner import JudgeConfig, RunConfig
 from retrieval.ingest import IngestConfig
 from rl.config import SFTConfig, TrainConfig
+from rl.experiment import ExperimentConfig
 
 CONFIGS = [AgentConfig, PolicyConfig, RunConfig, JudgeConfig, TrainConfig, SFTConfig, IngestConfig, DemoConfig]
+CONFIGS += [ExperimentConfig]  # rl.experiment's own command line
 # which configs each command's flags are generated from
 COMMANDS = {
     "train": [TrainConfig],
@@ -108,6 +110,35 @@ def test_help_shows_every_field_generated_from_the_dataclasses(command, capsys, 
     for cls in COMMANDS[command]:
         for key, text in field_help(cls).items():
             assert " ".join(text.split()) in out, f"vimrag {command} --help lacks {cls.__name__}.{key}"
+
+
+def test_setting_declares_a_field_with_its_help_and_setting_like_borrows_one():
+    f = setting(2, "retries on 5xx", aliases=["r"])
+    assert (f.default, dict(f.metadata)) == (2, {"help": "retries on 5xx", "aliases": ["r"]})
+    assert setting(factory=list, help="ids").default_factory() == []
+    with pytest.raises(TypeError, match=r"unknown metadata \['alias'\]; valid: .*'aliases'"):
+        setting(2, "retries", alias=["r"])
+    # the experiment's settings that it hands to the trainer are described by the trainer's fields
+    exp, train = {f.name: f for f in fields(ExperimentConfig)}, {f.name: f for f in fields(TrainConfig)}
+    assert exp["group"].metadata == train["group_size"].metadata and exp["group"].default == 4
+    assert exp["lr"].metadata["help"] == train["lr"].metadata["help"] and exp["lr"].default != train["lr"].default
+    narrowed = setting_like(PolicyConfig, "coords", "absolute", choices=("absolute",))
+    assert narrowed.metadata["choices"] == ("absolute",) and narrowed.metadata["help"].startswith("how the model")
+
+
+def test_add_command_takes_its_description_from_the_command_and_adds_quiet():
+    import argparse
+
+    def cmd_run(args):
+        """Runs the thing from start to end."""
+
+    sub = argparse.ArgumentParser(prog="x").add_subparsers()
+    parser, groups = add_command(sub, "run", RunConfig, cmd_run, "run it")
+    assert parser.description == "Runs the thing from start to end." and "agent" in groups
+    args = parser.parse_args(["-q", "--limit", "3"])
+    assert args.func is cmd_run and args.quiet and from_args(RunConfig, args).limit == 3
+    quiet = add_command(sub, "other", JudgeConfig, cmd_run, "other", quiet=False)[0]
+    assert not hasattr(quiet.parse_args([]), "quiet")
 
 
 def test_flags_fill_the_nested_config_and_leave_the_rest_at_the_dataclass_defaults():
