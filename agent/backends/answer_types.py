@@ -2,7 +2,8 @@
 question, and the side of a change it wants.
 
     question -> number, percent, money, duration, date, year, person, organization, place, yes/no, choice,
-                list, frequency, expansion (an abbreviation spelled out), e-mail / phone / URL, or free text
+                list, frequency, expansion (an abbreviation spelled out), the document's title, a figure's or
+                table's caption, e-mail / phone / URL, or free text
 
 Rules over the question's wording, in order of how specific the cue is (an e-mail before a date before a
 number). Entity types come from rules: no package on PyPI ships an English NER model inside its wheel
@@ -13,6 +14,8 @@ their weights from the hub), so there is nothing to load offline that beats thes
 from __future__ import annotations
 
 import re
+
+from agent.backends.doc_spans import doc_kind
 
 ANSWER_TYPES = (
     "number",
@@ -29,6 +32,8 @@ ANSWER_TYPES = (
     "list",
     "frequency",
     "expansion",
+    "doc_title",
+    "caption",
     "email",
     "phone",
     "url",
@@ -77,6 +82,9 @@ def answer_type(question: str) -> str:
     if re.search(r"website|\burl\b|web address|\blink\b", q):
         return "url"
     start = q.strip()
+    laid_out = doc_kind(question)  # the document's title, or a figure's or table's caption
+    if laid_out:
+        return laid_out
     if re.search(r"\bstand for\b|\bstands for\b|\babbreviation\b|\bacronym\b|\bshort for\b|\bfull (form|name)\b", q):
         return "expansion"
     if re.search(r"['\"]?yes['\"]? or ['\"]?no['\"]?", q):

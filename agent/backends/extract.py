@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agent.backends.answer_types import NUMERIC, answer_type
+from agent.backends.doc_spans import byline, caption, doc_title, expansion, wants_byline
 from agent.backends.name_spans import entity_spans, expansion_spans, label_spans, phrase_spans
 from agent.backends.sentences import Passage, Sentence, is_heading, passage_sentences, score_sentences, visual_hint
 from agent.backends.spans import (
@@ -201,12 +202,19 @@ def read_answer(
     passages = [p for p in passages if p.text and p.text.strip()]
     if not passages:
         return Reading(NOT_ANSWERABLE, kind, note="no evidence text to read")
+    laid_out = _from_layout(question, kind, passages)
+    if laid_out is not None:
+        return laid_out
     missing = [w for w in missing_anchors(question, [p.text for p in passages]) if w.lower() not in _CUES]
     if missing:
         return Reading(NOT_ANSWERABLE, kind, note=f"the evidence never mentions {', '.join(missing[:3])}")
     sents = passage_sentences(passages)
     if not sents:
         return Reading(NOT_ANSWERABLE, kind, note=_limit_note(question, passages, sents))
+    if kind == "expansion":  # printed anywhere, a heading included: 'National Atmospheric Research Laboratory (NARL)'
+        found = expansion(sents, lambda ss: expansion_spans(question, ss))
+        if found:
+            return _reading(found[0], kind, found[1], passages, 1.0)
     score_sentences(question, sents, passages, encoder)
     entity = kind in ("place", "person", "organization")
     body = sorted((s for s in sents if not (s.title or s.heading and not entity)), key=lambda s: (-s.score, s.index))
@@ -333,6 +341,25 @@ def _lm_order(lm: Any, question: str, ranked: list[tuple[float, Span]]) -> list[
     rescored = [(sc + 0.1 * lp, sp) for (sc, sp), lp in zip(top, lps)]
     rescored.sort(key=lambda x: -x[0])
     return rescored + ranked[8:]
+
+
+def _from_layout(question: str, kind: str, passages: list[Passage]) -> Reading | None:
+    """The document's title, a caption or the byline, read from where the page prints them (doc_spans); None
+    when the question asks for none of them, or (byline) none is printed and the sentences may still say."""
+    if kind == "doc_title":
+        found = doc_title(passages)
+        what = "no title line at the top of the evidence's pages"
+    elif kind == "caption":
+        found = caption(question, passages)
+        what = "the evidence's text holds no such caption; it may be drawn in the figure, which a VLM backend can read"
+    elif kind == "person" and wants_byline(question):
+        found, what = byline(passages), ""
+    else:
+        return None
+    if found is None:
+        return Reading(NOT_ANSWERABLE, kind, note=what) if what else None
+    text, p = found
+    return Reading(text, kind, sentence=text, citation=p.citation, info_id=p.info_id, score=1.0)
 
 
 def _reading(answer: str, kind: str, s: Sentence, passages: list[Passage], score: float) -> Reading:
