@@ -47,7 +47,7 @@ from agent.backends.spans import (
     numeric_spans,
     q_hits,
 )
-from agent.backends.words import NOT_ANSWERABLE, SCAFFOLD, WORD, missing_anchors, stem, terms
+from agent.backends.words import NOT_ANSWERABLE, SCAFFOLD, WORD, missing_anchors, missing_phrases, stem, terms
 
 _CUES = {
     "email",
@@ -205,7 +205,8 @@ def read_answer(
     laid_out = _from_layout(question, kind, passages)
     if laid_out is not None:
         return laid_out
-    missing = [w for w in missing_anchors(question, [p.text for p in passages]) if w.lower() not in _CUES]
+    texts = [p.text for p in passages]
+    missing = [w for w in missing_anchors(question, texts) if w.lower() not in _CUES] + missing_phrases(question, texts)
     if missing:
         return Reading(NOT_ANSWERABLE, kind, note=f"the evidence never mentions {', '.join(missing[:3])}")
     sents = passage_sentences(passages)

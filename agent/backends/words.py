@@ -188,3 +188,55 @@ def missing_anchors(question: str, texts: list[str], caps: bool = True) -> list[
             ):
                 missing.append(w)
     return missing
+
+
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+_CONNECT = {"of", "the", "for", "&", "de"}  # inside a name; "and", "on", "in" join two of them
+
+
+def _squash(text: str) -> str:
+    """Lower case, no possessive or plural s, no spaces or punctuation: 'the Center’s Rules' -> 'thecenterrule'."""
+    words = re.findall(r"[a-z0-9]+", re.sub(r"['’]s\b", "", text.lower()))
+    return "".join(w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words)
+
+
+def missing_phrases(question: str, texts: list[str]) -> list[str]:
+    """Multi-word specifics of the question that no evidence text prints as a whole: a name of two or more
+    capitalised words ('Care Quality Commission' where the pages only say 'Quality' and 'Commission'), a month
+    with its year ('May 2018'), a number range ('port 10-13'). Compared with case, spacing, line breaks and
+    punctuation ignored. `missing_anchors` checks single words; benchmark "Not answerable" questions often
+    change one specific of an answerable one, and a changed word of a name is still a word of the pages.
+
+    >>> missing_phrases("What is the phone of the Care Quality Commission?", ["Quality Commission, care home"])
+    ['Care Quality Commission']
+    >>> missing_phrases("Who produced the report revised on May 2016?", ["Revised\\nMay  2016 by the Department"])
+    []
+    """
+    joined = _squash(" ".join(texts))
+    out = []
+    for m in re.finditer(r"\b" + _MONTH + r",?\s+(?:\d{1,2},?\s+)?(\d{4})\b", question, re.I):
+        month = m.group()[:3].lower()
+        if not re.search(month + r"[a-z]*(?:\d{1,2})?" + m.group(1), joined):
+            out.append(m.group())
+    where = r"(?:page|pages|p\.|figure|figures|fig\.?|table|tables|slide|slides|chapter|chapters|section|sections)"
+    for m in re.finditer(r"\b\d+\s?[-–]\s?\d+\b", question):  # a range, unless it says where to look
+        if not re.search(where + r"\s*$", question[: m.start()].lower()) and _squash(m.group()) not in joined:
+            out.append(m.group())
+    letters = re.sub(r"[^A-Za-z]", "", question)
+    if sum(c.isupper() for c in letters) > 0.6 * max(len(letters), 1):  # ALL-CAPS: case says nothing
+        return out
+    for sentence in re.split(r"(?<=[.?!])\s+", question.strip()):
+        # words (digits included: 'PaLM-2L') and the punctuation between them, which ends a name
+        tokens = [t.group() for t in re.finditer(r"[A-Za-z0-9][\w.'’&-]*[\w]|[A-Za-z0-9]|[^\s\w]", sentence)][1:]
+        run: list[str] = []
+        for w in tokens + [","]:
+            w = re.sub(r"['’]s$", "", w)
+            if (w[:1].isupper() and not re.fullmatch(_MONTH, w.lower())) or (run and w.lower() in _CONNECT):
+                run.append(w)
+                continue
+            while run and run[-1].lower() in _CONNECT:
+                run.pop()
+            if len(run) >= 2 and _squash(" ".join(run)) not in joined:
+                out.append(" ".join(run))
+            run = []
+    return out

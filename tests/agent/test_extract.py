@@ -116,6 +116,14 @@ def test_abstains_without_evidence_or_when_a_specific_is_missing():
     assert read_answer("What was revenue in 2025?", []).answer == NOT_ANSWERABLE
     r = read_answer("How many people does the Oulu factory employ?", [NOTES])
     assert r.answer == NOT_ANSWERABLE and "Oulu" in r.note
+    # every word of the name is printed, the name is not; a changed month and year, a changed range
+    health = Passage("Florida Department of Health, 4052 Bald Cypress Way. Revised May 2016.", "plan.pdf p.1")
+    r = read_answer("What is the address of the Florida Department of Science?", [health])
+    assert r.answer == NOT_ANSWERABLE and "Florida Department of Science" in r.note
+    assert read_answer("What is the address of the Florida Department of Health?", [health]).answered
+    assert read_answer("Who revised the plan in May 2018?", [health]).answer == NOT_ANSWERABLE
+    ports = Passage("Pins 0-3 of port 1 capture the trigger input; pins 10 and 13 drive the LEDs.", "chip.pdf p.2")
+    assert read_answer("Which port captures the trigger from pins 10-13?", [ports]).answer == NOT_ANSWERABLE
 
 
 def test_lists_dates_and_typed_formats():
