@@ -163,8 +163,11 @@ def test_abbreviations_and_either_or_questions():
         "came by bus and 140 visitors came by car.",
         "report.pdf p.5",
     )
-    assert read_answer("What does NARL stand for?", [p]).answer == "National Atmospheric Research Laboratory"
+    narl = "National Atmospheric Research Laboratory"
+    assert read_answer("What does NARL stand for?", [p]).answer == narl
     assert read_answer("Which brought more visitors in 2025, bus or car?", [p]).answer == "bus"
+    heading = Passage(f"21\n{narl} (NARL)\nNARL at Gadanki is a centre.", "r.pdf p.19")  # spelled out in a heading
+    assert read_answer("What is NARL stand for in this document?", [heading]).answer == narl
 
 
 def test_the_title_the_presenter_and_captions_are_read_from_the_layout():
@@ -173,19 +176,11 @@ def test_the_title_the_presenter_and_captions_are_read_from_the_layout():
     r = read_answer("What is the title of the slide?", [body, slide])
     assert (r.answer, r.answer_type, r.citation) == ("Medical Informatics and HIT Systems", "doc_title", "deck.pdf p.1")
     assert read_answer("Who is the presenter of this slide?", [body, slide]).answer == "David Lubliner"
-    paper = Passage(
-        "Results are shown below.\nFigure 2: Accuracy by model size. Larger models do better.\nTable 1\n"
-        "Datasets used in training",
-        "paper.pdf p.4",
-    )
+    lines = ["Results are shown below.", "Figure 2: Accuracy by model size. Larger models do better."]
+    paper = Passage("\n".join(lines + ["Table 1", "Datasets used in training"]), "paper.pdf p.4")
     assert read_answer("What is the title of Figure 2?", [paper]).answer == "Accuracy by model size"
     assert read_answer("What is the caption of table 1?", [paper]).answer == "Datasets used in training"
     r = read_answer("What is the title of Figure 7?", [paper])
     assert r.answer == NOT_ANSWERABLE and "VLM" in r.note  # not printed in the text: said, not guessed
     # a heading still never answers a question that does not ask for the title
     assert read_answer("What is this deck about?", [slide]).answer != "Medical Informatics and HIT Systems"
-    # an abbreviation spelled out in a heading line
-    heading = Passage("21\nNational Atmospheric Research Laboratory (NARL)\nNARL at Gadanki is a centre.", "r.pdf p.19")
-    assert read_answer("What is NARL stand for in this document?", [heading]).answer == (
-        "National Atmospheric Research Laboratory"
-    )
