@@ -14,8 +14,8 @@ def add_parser(sub) -> None:
     from agent.config import add_command
     from rl.config import TrainConfig
 
-    help = "RL fine-tuning (GGPO, GRPO, GSPO) of a policy through the agent loop"
-    pt, _ = add_command(sub, "train", TrainConfig, cmd_train, help)
+    summary = "RL fine-tuning (GGPO, GRPO, GSPO) of a policy through the agent loop"
+    pt, _ = add_command(sub, "train", TrainConfig, cmd_train, summary)
     pt.add_argument("--config", help="YAML training config (see rl/configs/)")
     pt.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. lr=5e-7 group_size=8 agent.max_steps=4")
 

@@ -75,7 +75,7 @@ def _title_lines(lines: list[str]) -> tuple[str, int]:
     """The title at the top of `lines` (a wrapped title joined: 'Medical Informatics and' + 'HIT Systems') and
     the index of the line after it; ('', 0) when the page does not open with a title."""
     i = 0
-    while i < len(lines) and re.fullmatch(r"\[?\w{0,12}\]?|\d+|page \d+.*", lines[i], re.I):  # page numbers, tags
+    while i < len(lines) and re.fullmatch(r"\[\w+\]|\d+|page \d+.*", lines[i], re.I):  # page numbers, '[PUBLISH]' tags
         i += 1
     if i >= len(lines) or not is_heading(lines[i], first=True) or len(lines[i].split()) > 14:
         return "", 0
@@ -110,7 +110,8 @@ def caption(question: str, passages: list[Passage]) -> tuple[str, Passage] | Non
     m = re.search(r"\b(" + _FIGURE + r")\s*(\d+)\b", question, re.I)
     if not m:
         return None
-    word = {"fig": "fig(?:ure|\\.)?", "fig.": "fig(?:ure|\\.)?"}.get(m.group(1).lower(), m.group(1))
+    kind = m.group(1).lower()
+    word = r"fig(?:ure|\s*\.)?" if kind.startswith("fig") else re.escape(kind)  # 'Figure 2', 'Fig. 2', 'FIG . 2'
     label = re.compile(r"^\s*" + word + r"\s*" + m.group(2) + r"\b\s*[.:|–-]?\s*(.*)$", re.I)
     for p in passages:
         lines = _lines(p)
