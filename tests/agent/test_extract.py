@@ -180,6 +180,9 @@ def test_the_title_the_presenter_and_captions_are_read_from_the_layout():
     paper = Passage("\n".join(lines + ["Table 1", "Datasets used in training"]), "paper.pdf p.4")
     assert read_answer("What is the title of Figure 2?", [paper]).answer == "Accuracy by model size"
     assert read_answer("What is the caption of table 1?", [paper]).answer == "Datasets used in training"
+    scan = Passage("Overview\nFIG . 3 .\nThe gash in the cliff", "scan.pdf p.1")  # a one-word title; 'FIG . 3'
+    assert read_answer("What is the title of figure 3?", [scan]).answer == "The gash in the cliff"
+    assert read_answer("What is the title of this document?", [scan]).answer == "Overview"
     r = read_answer("What is the title of Figure 7?", [paper])
     assert r.answer == NOT_ANSWERABLE and "VLM" in r.note  # not printed in the text: said, not guessed
     # a heading still never answers a question that does not ask for the title
