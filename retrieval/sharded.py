@@ -413,8 +413,8 @@ def index_distributed(
 
 def launch_command(num_processes: int, program: list[str], cpu: bool = False) -> list[str]:
     """The `accelerate launch` command line running `program` (`["-m", "app.cli", ...]`) in `num_processes`
-    local processes: one per GPU, or with `cpu` (or on a machine without GPUs) CPU processes joined by gloo,
-    the cores split between them."""
+    local processes, the CPU cores split between them: `--multi_gpu` (one per GPU; on a machine without GPUs
+    accelerate runs them on the CPU, joined by gloo), or with `cpu` on the CPU whatever the machine has."""
     from retrieval.server import free_port
 
     threads = max(1, (os.cpu_count() or 1) // num_processes)

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import re
 
-from agent.backends.doc_spans import doc_kind
-
 ANSWER_TYPES = (
     "number",
     "percent",
@@ -63,6 +61,13 @@ _PERSON_NOUNS = (
     r"author|head|manager|minister|leader|person|editor|photographer|speaker|owner|inventor|winner|"
     r"governor|mayor|senator|judge|secretary|officer|chancellor|commissioner|attorney|lawyer|"
     r"representative|principal|dean|professor|surgeon general|spokesperson|contact person"
+)
+_DOC = r"slide|slides|document|paper|report|presentation|deck|article|book|guide|guidebook|brochure|poster|file"
+FIGURE = r"figure|fig\.?|table|chart|diagram|graph|exhibit"
+_BYLINE = re.compile(
+    r"\bwho (?:is|are|was|were) the (?:presenter|author|speaker|writer|lecturer|creator)s? of (?:this|the) "
+    r"(?:" + _DOC + r")\b|\bwho (?:presented|wrote|authored|gave) (?:this|the) (?:" + _DOC + r")\b",
+    re.I,
 )
 DURATION_UNITS = r"hours?|minutes?|seconds?|days?|weeks?|months?|years?|hrs?|mins?"
 
@@ -177,3 +182,30 @@ def wants_side(question: str) -> str:
     ):
         return "after"
     return ""
+
+
+def doc_kind(question: str) -> str:
+    """'doc_title' or 'caption' when the question asks for one, else ''.
+
+    >>> doc_kind("What is the title of the slide?"), doc_kind("What is the title of the of the Figure 2?")
+    ('doc_title', 'caption')
+    >>> doc_kind("What is the title of the diagram on page 9?"), doc_kind("What is the revenue?")
+    ('', '')
+    """
+    q = question.lower()
+    if re.search(r"\b(title|caption|name) of (the )?(of )?(the )?(" + FIGURE + r")\s*\d+\b", q):
+        return "caption"
+    if re.search(r"\btitle of (this|the) (" + _DOC + r")\b", q) and not re.search(
+        r"\b(" + FIGURE + r"|section|chapter|unit|case study)\b", q
+    ):
+        return "doc_title"
+    return ""
+
+
+def wants_byline(question: str) -> bool:
+    """Whether the question asks who presents or wrote the document itself.
+
+    >>> wants_byline("who is the presenter of this slide?"), wants_byline("Who is the CEO of Aurora?")
+    (True, False)
+    """
+    return bool(_BYLINE.search(question))

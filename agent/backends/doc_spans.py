@@ -1,6 +1,7 @@
 """Answers a document's layout gives: its title, who presents or wrote it, a figure's or table's caption, and an
 abbreviation's spelled-out form wherever it is printed.
 
+Which questions ask for them is decided in agent/backends/answer_types.py (`answer_type`, `wants_byline`).
 These are the questions whose answer is a heading or a title line, which the sentence reader never answers
 with ("What is the title of the slide?", "Who is the presenter?", "What is the title of Figure 2?"), or whose
 answer sits in a heading ("National Atmospheric Research Laboratory (NARL)"). They are read from the layout of
@@ -17,46 +18,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from agent.backends.answer_types import FIGURE
+from agent.backends.name_spans import expansion_spans
 from agent.backends.sentences import Passage, Sentence, is_heading
 
-_DOC = r"slide|slides|document|paper|report|presentation|deck|article|book|guide|guidebook|brochure|poster|file"
-_BYLINE = re.compile(
-    r"\bwho (?:is|are|was|were) the (?:presenter|author|speaker|writer|lecturer|creator)s? of (?:this|the) "
-    r"(?:" + _DOC + r")\b|\bwho (?:presented|wrote|authored|gave) (?:this|the) (?:" + _DOC + r")\b",
-    re.I,
-)
-_FIGURE = r"figure|fig\.?|table|chart|diagram|graph|exhibit"
 _CONNECTOR = re.compile(r"\b(and|of|for|the|in|on|to|with|a|an|&)$|[:,–-]$", re.I)
 _NAME = re.compile(
     r"^(?:(?:Dr|Prof|Mr|Ms|Mrs)\.?\s+)?[A-Z][a-z]+(?:\s+[A-Z]\.)?(?:\s+(?:van|von|de|da)?\s*[A-Z][A-Za-z'’-]+){1,2}$"
 )
-
-
-def doc_kind(question: str) -> str:
-    """'doc_title' or 'caption' when the question asks for one, else ''.
-
-    >>> doc_kind("What is the title of the slide?"), doc_kind("What is the title of the of the Figure 2?")
-    ('doc_title', 'caption')
-    >>> doc_kind("What is the title of the diagram on page 9?"), doc_kind("What is the revenue?")
-    ('', '')
-    """
-    q = question.lower()
-    if re.search(r"\b(title|caption|name) of (the )?(of )?(the )?(" + _FIGURE + r")\s*\d+\b", q):
-        return "caption"
-    if re.search(r"\btitle of (this|the) (" + _DOC + r")\b", q) and not re.search(
-        r"\b(" + _FIGURE + r"|section|chapter|unit|case study)\b", q
-    ):
-        return "doc_title"
-    return ""
-
-
-def wants_byline(question: str) -> bool:
-    """Whether the question asks who presents or wrote the document itself.
-
-    >>> wants_byline("who is the presenter of this slide?"), wants_byline("Who is the CEO of Aurora?")
-    (True, False)
-    """
-    return bool(_BYLINE.search(question))
 
 
 def _front(passages: list[Passage]) -> Passage:
@@ -107,7 +76,7 @@ def byline(passages: list[Passage]) -> tuple[str, Passage] | None:
 
 def caption(question: str, passages: list[Passage]) -> tuple[str, Passage] | None:
     """The caption printed after 'Figure N' / 'Table N' for the one the question names, or None."""
-    m = re.search(r"\b(" + _FIGURE + r")\s*(\d+)\b", question, re.I)
+    m = re.search(r"\b(" + FIGURE + r")\s*(\d+)\b", question, re.I)
     if not m:
         return None
     kind = m.group(1).lower()
@@ -128,10 +97,10 @@ def caption(question: str, passages: list[Passage]) -> tuple[str, Passage] | Non
     return None
 
 
-def expansion(sents: list[Sentence], spans_of) -> tuple[str, Sentence] | None:
-    """The spelled-out form printed most often (ties: first printed) over all sentences, headings and titles
-    included; `spans_of(sents)` finds them (name_spans.expansion_spans, bound to the question)."""
-    found = spans_of(sents)
+def expansion(question: str, sents: list[Sentence]) -> tuple[str, Sentence] | None:
+    """The spelled-out form of the question's abbreviation printed most often (ties: first printed) over all
+    sentences, headings and titles included."""
+    found = expansion_spans(question, sents)
     if not found:
         return None
     counts = Counter(sp.text.lower() for sp in found)

@@ -30,8 +30,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent.backends.answer_types import NUMERIC, answer_type
-from agent.backends.doc_spans import byline, caption, doc_title, expansion, wants_byline
+from agent.backends.answer_types import NUMERIC, answer_type, wants_byline
+from agent.backends.doc_spans import byline, caption, doc_title, expansion
 from agent.backends.name_spans import entity_spans, expansion_spans, label_spans, phrase_spans
 from agent.backends.sentences import Passage, Sentence, is_heading, passage_sentences, score_sentences, visual_hint
 from agent.backends.spans import (
@@ -213,7 +213,7 @@ def read_answer(
     if not sents:
         return Reading(NOT_ANSWERABLE, kind, note=_limit_note(question, passages, sents))
     if kind == "expansion":  # printed anywhere, a heading included: 'National Atmospheric Research Laboratory (NARL)'
-        found = expansion(sents, lambda ss: expansion_spans(question, ss))
+        found = expansion(question, sents)
         if found:
             return _reading(found[0], kind, found[1], passages, 1.0)
     score_sentences(question, sents, passages, encoder)
