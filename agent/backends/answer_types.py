@@ -30,8 +30,11 @@ ANSWER_TYPES = (
     "list",
     "frequency",
     "expansion",
+    "definition",
+    "consequence",
     "doc_title",
     "caption",
+    "section_title",
     "email",
     "phone",
     "url",
@@ -64,6 +67,7 @@ _PERSON_NOUNS = (
 )
 _DOC = r"slide|slides|document|paper|report|presentation|deck|article|book|guide|guidebook|brochure|poster|file"
 FIGURE = r"figure|fig\.?|table|chart|diagram|graph|exhibit"
+SECTION = r"unit|chapter|section|lesson|module|part|week|session|appendix|step|stage|phase"
 _BYLINE = re.compile(
     r"\bwho (?:is|are|was|were) the (?:presenter|author|speaker|writer|lecturer|creator)s? of (?:this|the) "
     r"(?:" + _DOC + r")\b|\bwho (?:presented|wrote|authored|gave) (?:this|the) (?:" + _DOC + r")\b",
@@ -92,6 +96,14 @@ def answer_type(question: str) -> str:
         return laid_out
     if re.search(r"\bstand for\b|\bstands for\b|\babbreviation\b|\bacronym\b|\bshort for\b|\bfull (form|name)\b", q):
         return "expansion"
+    if definition_term(question):
+        return (
+            "expansion"
+            if re.fullmatch(r"[A-Z][A-Z0-9&-]{1,9}", definition_term(question).strip("'\"“”"))
+            else "definition"
+        )
+    if consequence_condition(question):
+        return "consequence"
     if re.search(r"['\"]?yes['\"]? or ['\"]?no['\"]?", q):
         return "yes_no"
     if choices(question):
@@ -185,16 +197,20 @@ def wants_side(question: str) -> str:
 
 
 def doc_kind(question: str) -> str:
-    """'doc_title' or 'caption' when the question asks for one, else ''.
+    """'doc_title', 'caption' or 'section_title' when the question asks for one, else ''.
 
     >>> doc_kind("What is the title of the slide?"), doc_kind("What is the title of the of the Figure 2?")
     ('doc_title', 'caption')
+    >>> doc_kind("What's the topic of UNIT 14?")
+    'section_title'
     >>> doc_kind("What is the title of the diagram on page 9?"), doc_kind("What is the revenue?")
     ('', '')
     """
     q = question.lower()
     if re.search(r"\b(title|caption|name) of (the )?(of )?(the )?(" + FIGURE + r")\s*\d+\b", q):
         return "caption"
+    if re.search(r"\b(title|topic|name|subject|theme|heading) of (the )?(" + SECTION + r")[- ]?(\d+|[a-h])\b", q):
+        return "section_title"
     if re.search(r"\btitle of (this|the) (" + _DOC + r")\b", q) and not re.search(
         r"\b(" + FIGURE + r"|section|chapter|unit|case study)\b", q
     ):
@@ -209,3 +225,55 @@ def wants_byline(question: str) -> bool:
     (True, False)
     """
     return bool(_BYLINE.search(question))
+
+
+_DEFINE = re.compile(
+    r"\bhow (?:does|do|did|is|are|was|were)\b.*?\bdefin(?:e|es|ed)\s+(?P<a>.+?)\s*\??\s*$"
+    r"|\b(?:what is|what's|give|state) (?:the )?(?:definition|meaning) of\s+(?P<b>.+?)\s*\??\s*$"
+    r"|\bwhat is meant by\s+(?P<c>.+?)\s*\??\s*$"
+    r"|\bwhat (?:does|do) (?:the )?(?:term |word |phrase )?(?P<d>.+?) mean\s*\??\s*$",
+    re.I,
+)
+_CONSEQUENCE = re.compile(
+    r"^\s*(?:what (?:will|would|could|might) happen|what happens|what is the (?:result|consequence|effect)|"
+    r"what if)\b(?:\s+(?:if|when|once|after|whenever))?\s*(?P<cond>.+?)\s*\??\s*$",
+    re.I,
+)
+# a code that keys a table row: capital letters then digits ('AR01', 'CA19', 'B2B7'), not a quarter or a half
+KEY = re.compile(r"\b(?!(?:Q[1-4]|H[12]|FY\d+)\b)[A-Z]{1,4}\d{1,4}[A-Z]?\b")
+
+
+def definition_term(question: str) -> str:
+    """The term whose definition the question asks for, or ''.
+
+    >>> definition_term("How does this document define the law of good gestalt?")
+    'the law of good gestalt'
+    >>> definition_term("What does the term 'significance' mean?"), definition_term("What is the revenue?")
+    ("'significance'", '')
+    """
+    m = _DEFINE.search(question.strip())
+    if not m:
+        return ""
+    term = next(g for g in m.groups() if g)
+    return "" if len(term.split()) > 8 else term
+
+
+def consequence_condition(question: str) -> str:
+    """The condition of a 'what happens if/when ...' question, or ''.
+
+    >>> consequence_condition("What will happen when you press and hold the down button?")
+    'you press and hold the down button'
+    >>> consequence_condition("What is the revenue?")
+    ''
+    """
+    m = _CONSEQUENCE.match(question)
+    return m.group("cond") if m and m.group("cond") else ""
+
+
+def question_keys(question: str) -> list[str]:
+    """The row keys a question names ('AR01'), years and quarters aside.
+
+    >>> question_keys("What's the geographic market name for EPS Code AR01?"), question_keys("Q3 2015 revenue?")
+    (['AR01'], [])
+    """
+    return list(dict.fromkeys(KEY.findall(question)))

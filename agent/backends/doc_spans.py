@@ -10,6 +10,7 @@ the text, not from how well a sentence covers the question's words: a title page
     kind 'doc_title'  the title lines at the top of the document's first page in the evidence
     byline            the person's name printed under the title (presenter, author, speaker)
     kind 'caption'    'Figure 2: Diagram of ...' -> 'Diagram of ...'; none printed -> abstain
+    kind 'section_title'  'Unit 14: Using Financial Information' -> 'Using Financial Information'
     kind 'expansion'  'National Atmospheric Research Laboratory (NARL)' or 'NARL (National ...)'
 """
 
@@ -74,14 +75,15 @@ def byline(passages: list[Passage]) -> tuple[str, Passage] | None:
     return None
 
 
-def caption(question: str, passages: list[Passage]) -> tuple[str, Passage] | None:
-    """The caption printed after 'Figure N' / 'Table N' for the one the question names, or None."""
-    m = re.search(r"\b(" + FIGURE + r")\s*(\d+)\b", question, re.I)
+def caption(question: str, passages: list[Passage], labels: str = FIGURE) -> tuple[str, Passage] | None:
+    """The caption printed after 'Figure N' / 'Table N' (or, with `labels=SECTION`, the title after 'Unit 14:')
+    for the one the question names, or None."""
+    m = re.search(r"\b(" + labels + r")[\s-]*(\d+|[A-H]\b)", question, re.I)
     if not m:
         return None
     kind = m.group(1).lower()
     word = r"fig(?:ure|\s*\.)?" if kind.startswith("fig") else re.escape(kind)  # 'Figure 2', 'Fig. 2', 'FIG . 2'
-    label = re.compile(r"^\s*" + word + r"\s*" + m.group(2) + r"\b\s*[.:|–-]?\s*(.*)$", re.I)
+    label = re.compile(r"^\s*" + word + r"[\s-]*" + m.group(2) + r"\b\s*[.:|–-]?\s*(.*)$", re.I)
     for p in passages:
         lines = _lines(p)
         for k, ln in enumerate(lines):

@@ -30,7 +30,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent.backends.answer_types import NUMERIC, answer_type, wants_byline
+from agent.backends.answer_types import NUMERIC, SECTION, answer_type, question_keys, wants_byline
+from agent.backends.clause_spans import consequence_spans, definition, key_spans
 from agent.backends.doc_spans import byline, caption, doc_title, expansion
 from agent.backends.name_spans import entity_spans, expansion_spans, label_spans, phrase_spans
 from agent.backends.sentences import Passage, Sentence, is_heading, passage_sentences, score_sentences, visual_hint
@@ -114,6 +115,11 @@ def _spans(question: str, kind: str, sents: list[Sentence], heads: set[str]) -> 
 
 
 def _typed(question: str, kind: str, sents: list[Sentence]) -> list[Span]:
+    keyed = key_spans(question, sents) if kind in ("person", "organization", "place", "text") else []
+    return keyed + _typed_spans(question, kind, sents)
+
+
+def _typed_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]:
     if kind in NUMERIC:
         return numeric_spans(question, kind, sents)
     if kind == "date":
@@ -207,6 +213,10 @@ def read_answer(
         return laid_out
     texts = [p.text for p in passages]
     missing = [w for w in missing_anchors(question, texts) if w.lower() not in _CUES] + missing_phrases(question, texts)
+    # a row key the evidence prints is what the question looks up; its label words sit in the table's header
+    # ('EPS Code AR01': 'AR01' in a row, 'EPS' and 'Code' over the column)
+    printed = [k for k in question_keys(question) if any(re.search(rf"\b{k}\b", t) for t in texts)]
+    missing = [w for w in missing if not any(k in w.split() for k in printed)]
     if missing:
         return Reading(NOT_ANSWERABLE, kind, note=f"the evidence never mentions {', '.join(missing[:3])}")
     sents = passage_sentences(passages)
@@ -217,6 +227,10 @@ def read_answer(
         if found:
             return _reading(found[0], kind, found[1], passages, 1.0)
     score_sentences(question, sents, passages, encoder)
+    if kind == "definition":
+        defined = definition(question, sents)
+        if defined:
+            return _reading(defined[0], kind, defined[1], passages, defined[1].score)
     entity = kind in ("place", "person", "organization")
     body = sorted((s for s in sents if not (s.title or s.heading and not entity)), key=lambda s: (-s.score, s.index))
     pool = [s for s in body[:8] if s.coverage > 0]
@@ -263,9 +277,11 @@ def read_answer(
         for ln in p.text.split("\n")
         if ln.strip() and (ln.strip().startswith("#") or is_heading(ln))
     }
+    # what follows from a condition is a clause where the condition is stated, never a loose phrase
+    spans = consequence_spans(question, pool, sents) if kind == "consequence" else _spans(question, kind, pool, heads)
     ranked = [
         (sc, sp)
-        for sc, sp in _rank(question, _spans(question, kind, pool, heads))
+        for sc, sp in _rank(question, spans)
         if sp.text and (kind in CONTACT or sp.sent.coverage + (0.15 if sp.sent in extra else 0) >= threshold)
     ]
     if kind == "text" and lm is not None and len(ranked) > 1:
@@ -353,6 +369,8 @@ def _from_layout(question: str, kind: str, passages: list[Passage]) -> Reading |
     elif kind == "caption":
         found = caption(question, passages)
         what = "the evidence's text holds no such caption; it may be drawn in the figure, which a VLM backend can read"
+    elif kind == "section_title":  # none printed: the sentences may still name it
+        found, what = caption(question, passages, SECTION), ""
     elif kind == "person" and wants_byline(question):
         found, what = byline(passages), ""
     else:

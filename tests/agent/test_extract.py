@@ -187,3 +187,60 @@ def test_the_title_the_presenter_and_captions_are_read_from_the_layout():
     assert r.answer == NOT_ANSWERABLE and "VLM" in r.note  # not printed in the text: said, not guessed
     # a heading still never answers a question that does not ask for the title
     assert read_answer("What is this deck about?", [slide]).answer != "Medical Informatics and HIT Systems"
+
+
+def test_a_definition_is_the_sentence_that_defines_the_term():
+    guide = Passage(
+        "Design principles\nLaw of proximity. Objects that sit close together are seen as one group, even\n"
+        "when they differ in colour or shape. Designers use it to group labels with their fields.\n"
+        "A hazard zone is an area where robots and people may share the floor.",
+        "guide.pdf p.4",
+    )
+    r = read_answer("How does the guide define the law of proximity?", [guide])
+    assert r.answer_type == "definition"
+    assert r.answer.startswith("Objects that sit close together are seen as one group")
+    r = read_answer("What is the definition of a hazard zone?", [guide])
+    assert r.answer == "A hazard zone is an area where robots and people may share the floor."
+    assert answer_type("What does NARL mean?") == "expansion"  # an abbreviation is spelled out, not defined
+    # a term the evidence never defines gets no definition
+    assert read_answer("What is the definition of a charging dock?", [guide]).answer == NOT_ANSWERABLE
+
+
+def test_what_follows_from_a_condition_is_the_result_clause_or_the_table_cell():
+    manual = Passage(
+        "Charging\nUse a USB charger that supplies 2 A or more (if the charger supplies less than 2 A, the\n"
+        "charging time will increase and the battery may not reach full charge).\n"
+        "Top button\nAction Result\nPress once\nOpen the app list.\nPress and\nhold\nPower off the robot.\n"
+        "Side button\nAction Result\nPress once\nShow the battery level.\nPress and\nhold\nCall the operator.",
+        "manual.pdf p.7",
+    )
+    q = "What happens if the charger supplies less than 2 A?"
+    assert answer_type(q) == "consequence"
+    assert read_answer(q, [manual]).answer.startswith("the charging time will increase")
+    # the same row in two tables: the table the question names ('side button') decides
+    assert read_answer("What will happen when you press and hold the side button?", [manual]).answer == (
+        "Call the operator."
+    )
+    assert read_answer("What happens when you press twice the side button?", [manual]).answer == NOT_ANSWERABLE
+
+
+def test_a_key_looks_up_the_name_in_its_row():
+    table = Passage(
+        "Zone\nWarehouse zone name Code\nFinland (FI)\n1. Tampere North TN01\n2. Tampere South TN02\n"
+        "Sweden (SE)\n1. Gothenburg Harbour GH01",
+        "sites.pdf p.2",
+    )
+    # 'Zone Code' is a column header, not a phrase the row prints: the key is what is looked up
+    assert read_answer("What is the warehouse zone name for Zone Code TN02?", [table]).answer == "Tampere South"
+    assert read_answer("What is the zone name for code GH01?", [table]).answer == "Gothenburg Harbour"
+
+
+def test_a_units_or_chapters_title_is_read_from_its_label():
+    syllabus = Passage(
+        "Course plan\nUNIT 3: Robots in the Warehouse\nStudents map a pick route.\n"
+        "Unit-4 Safety on the Shared Floor\nStudents write a hazard checklist.",
+        "syllabus.pdf p.2",
+    )
+    r = read_answer("What's the topic of UNIT 3?", [syllabus])
+    assert (r.answer, r.answer_type) == ("Robots in the Warehouse", "section_title")
+    assert read_answer("What is the title of unit 4?", [syllabus]).answer == "Safety on the Shared Floor"

@@ -1,0 +1,150 @@
+"""Answers that are a clause of the evidence, not a name or a number: how a term is defined ('How does the
+guide define the law of good Gestalt?'), what happens under a condition ('What happens if the adaptor
+supplies less than 1.5 A?'), and the row that a key looks up ('the market name for code AR01').
+
+    definition   the sentence that defines the term: the one after the term printed as a label ('Law of good
+                 Gestalt. Elements of objects tend to ...'), else one that says '<term> is / means / refers to'
+    consequence  the result clause of the sentence that states the condition ('If the current is less than
+                 1.5 A, the charging time will increase'), or the cell beside a table's condition cell
+                 ('Press and hold' | 'Wake up the voice assistant.')
+    key row      the name printed in the same row as a code the question names ('1. Little Rock AR01')
+
+Pure functions over candidate sentences (agent/backends/sentences.py); the reader (extract.py) ranks and cites.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.backends.answer_types import KEY, consequence_condition, definition_term, question_keys
+from agent.backends.sentences import Sentence
+from agent.backends.spans import Span, clean, in_question
+from agent.backends.words import content_words, stem, terms
+
+# a term printed as a label and then defined, or defined by a verb: 'Law of good Gestalt. Elements ...'
+_LABEL_AFTER = re.compile(r"^\s*[.:—–-]\s*(?P<rest>\S.*)$")
+_DEFINED_AS = re.compile(r"^\s*(?:is|are|was|were|means|mean|refers? to|is defined as|are defined as|denotes)\b")
+_PRONOUNS = {"you", "your", "i", "we", "they", "it", "user", "one"}
+_CONDITION = re.compile(r"\b(?:if|when|whenever|once|in case)\b", re.I)
+
+
+def _term_stems(term: str) -> list[str]:
+    return list(dict.fromkeys(stem(w) for w in content_words(term)))
+
+
+def definition(question: str, sents: list[Sentence]) -> tuple[str, Sentence] | None:
+    """The defining text for the question's term and the sentence it is in, or None.
+
+    Preference: the sentence after the term printed alone as a label, then the rest of a sentence that opens
+    with the term and a label mark ('Law of good Gestalt. Elements ...'), then a sentence saying '<term> is /
+    means / refers to ...' (whole); ties go to the better-scored sentence.
+    """
+    want = _term_stems(definition_term(question))
+    if not want:
+        return None
+    found: list[tuple[int, float, str, Sentence]] = []
+    for i, s in enumerate(sents):
+        words = terms(s.text)
+        if sum(t in words for t in want) < max(1, round(0.67 * len(want))):
+            continue
+        end = _term_end(s.text, want)
+        rest = s.text[end:] if end is not None else ""
+        nxt = sents[i + 1] if i + 1 < len(sents) and sents[i + 1].passage == s.passage else None
+        if end is not None and len(content_words(rest)) == 0 and nxt is not None and not nxt.title:
+            found.append((3, s.score, nxt.text, nxt))  # the term alone, as a label: the next sentence defines it
+        elif end is not None and _LABEL_AFTER.match(rest) and len(content_words(rest)) >= 4:
+            found.append((2, s.score, _LABEL_AFTER.match(rest).group("rest"), s))
+        elif end is not None and _DEFINED_AS.match(rest):
+            found.append((1, s.score, s.text, s))
+    if not found:
+        return None
+    found.sort(key=lambda f: (-f[0], -f[1], f[3].index))
+    return found[0][2].strip(), found[0][3]
+
+
+def _term_end(text: str, want: list[str]) -> int | None:
+    """Where the term's last word ends in `text`, when all of the term's words come within a short run."""
+    hits = [m for m in re.finditer(r"[A-Za-z][\w'’-]*", text) if stem(m.group()) in want]
+    if not hits:
+        return None
+    first = hits[0].start()
+    seen: set[str] = set()
+    for m in hits:
+        seen.add(stem(m.group()))
+        if len(seen) == len(set(want)):
+            return m.end() if m.end() - first < 12 * len(want) + 20 else None
+    return None
+
+
+def consequence_spans(question: str, pool: list[Sentence], sents: list[Sentence]) -> list[Span]:
+    """Result clauses of the best sentences that state the question's condition ('If <condition>, <result>';
+    '<result> if <condition>'), and the cell after a table's condition cell ('Press and' 'hold' | 'Wake up the
+    voice assistant.'). A clause counts only where the condition's words are."""
+    cond = [t for t in _term_stems(consequence_condition(question)) if t not in _PRONOUNS]
+    need = max(1, len(cond) // 3)
+
+    def hits(text: str) -> int:
+        return sum(t in terms(text) for t in cond)
+
+    out = []
+    for s in pool[:6]:
+        text = s.text
+        for m in _CONDITION.finditer(text):
+            tail = text[m.end() :]
+            comma = re.search(r"[,;]\s*(?:then\s+)?", tail)
+            if comma and hits(tail[: comma.start()]) >= need:  # 'If <condition>, <result>'
+                out.append(_clause(tail[comma.end() :], s, m.end() + comma.end(), 0.45))
+            head = text[: m.start()]
+            if len(content_words(head)) >= 3 and hits(tail) >= need and not re.search(r"[,;(]\s*$", head):
+                out.append(_clause(head, s, 0, 0.3))  # '<result> if <condition>'
+        # a condition cell, wrapped over short lines ('Press and' / 'hold'), then its result cell
+        if len(text) >= 40 or s.index + 1 >= len(sents) or not hits(text):
+            continue
+        first = s.index
+        while (
+            first > 0
+            and sents[first].text[:1].islower()  # the cell's text goes on from the line before
+            and sents[first - 1].passage == s.passage
+            and len(sents[first - 1].text) < 20
+            and not sents[first - 1].text.endswith(".")
+        ):
+            first -= 1
+        cell = " ".join(x.text for x in sents[first : s.index + 1])
+        value = sents[s.index + 1]
+        header = all(w[0].isupper() for w in value.text.split()) and not value.text.endswith(".")
+        if value.passage != s.passage or value.title or header or hits(cell) < need or hits(value.text) > 1:
+            continue
+        # the rows of several tables read alike ('Press and hold' under 'Up button' and under 'Down button'):
+        # a row answers only when its condition cell and the short title lines above it (the table's name)
+        # hold every word of the condition
+        titles = " ".join(
+            x.text
+            for x in sents[max(0, first - 20) : first]
+            if x.passage == s.passage and len(x.text) < 30 and not x.text.endswith(".")
+        )
+        if in_question(value.text, question) or not all(t in terms(cell) or t in terms(titles) for t in cond):
+            continue
+        value.coverage = max(value.coverage, s.coverage)  # the result cell answers for its row
+        value.score = max(value.score, s.score)
+        out.append(_clause(value.text, value, 0, 0.3 + 0.3 * hits(cell) / max(1, len(cond))))
+    return [sp for sp in out if sp.text and len(sp.text.split()) >= 2]
+
+
+def _clause(text: str, s: Sentence, at: int, bonus: float) -> Span:
+    piece = re.split(r"\)\s*$|\s+\((?![^)]*$)", text.strip(), maxsplit=1)[0].strip(" ,;)(")
+    return Span(piece, s, at, at + len(piece), bonus)
+
+
+def key_spans(question: str, sents: list[Sentence]) -> list[Span]:
+    """The name printed in a key's row, before the key: '1. Little Rock AR01 2. Northern Arkansas AR02' gives
+    'Little Rock' for AR01 (a list number, another key or a label mark ends the name on its left)."""
+    out = []
+    for key in question_keys(question):
+        for s in sents:
+            for m in re.finditer(r"\b" + re.escape(key) + r"\b", s.text):
+                head = s.text[: m.start()]
+                cut = list(re.finditer(r"(?:^|\s)\d{1,3}[.)]\s+|" + KEY.pattern + r"|[:;|()]\s*", head))
+                name = clean(head[cut[-1].end() :] if cut else head)
+                if name and 1 <= len(name.split()) <= 8 and not in_question(name, question):
+                    out.append(Span(name, s, m.start() - len(name), m.start(), 0.5))
+    return out
