@@ -271,9 +271,13 @@ def consequence_condition(question: str) -> str:
 
 
 def question_keys(question: str) -> list[str]:
-    """The row keys a question names ('AR01'), years and quarters aside.
+    """The row keys a question looks up ('AR01'); not years or quarters, nor a key offered as one side of a
+    choice ('CA19 or Covina and West Covina': the answer is one of the two, not CA19's row).
 
     >>> question_keys("What's the geographic market name for EPS Code AR01?"), question_keys("Q3 2015 revenue?")
     (['AR01'], [])
+    >>> question_keys("Which is larger, CA19 or Covina and West Covina?")
+    []
     """
-    return list(dict.fromkeys(KEY.findall(question)))
+    keys = (m for m in KEY.finditer(question) if not re.search(r"\bor\s+$", question[: m.start()]))
+    return list(dict.fromkeys(m.group() for m in keys if not re.match(r"\s+or\b", question[m.end() :])))
