@@ -34,6 +34,7 @@ from agent.backends.answer_types import NUMERIC, SECTION, answer_type, question_
 from agent.backends.clause_spans import consequence_spans, definition, key_spans
 from agent.backends.doc_spans import byline, caption, doc_title, expansion
 from agent.backends.name_spans import entity_spans, expansion_spans, label_spans, phrase_spans
+from agent.backends.row_spans import read_rows
 from agent.backends.sentences import Passage, Sentence, is_heading, passage_sentences, score_sentences, visual_hint
 from agent.backends.spans import (
     CONTACT,
@@ -219,6 +220,11 @@ def read_answer(
     missing = [w for w in missing if not any(k in w.split() for k in printed)]
     if missing:
         return Reading(NOT_ANSWERABLE, kind, note=f"the evidence never mentions {', '.join(missing[:3])}")
+    if kind in ("place", "organization", "person", "text"):  # 'Which region had the highest revenue?'
+        row = read_rows(question, passages)
+        if row is not None:
+            p = passages[row.passage]
+            return Reading(row.label, kind, sentence=row.line, citation=p.citation, info_id=p.info_id, score=1.0)
     sents = passage_sentences(passages)
     if not sents:
         return Reading(NOT_ANSWERABLE, kind, note=_limit_note(question, passages, sents))

@@ -244,3 +244,13 @@ def test_a_units_or_chapters_title_is_read_from_its_label():
     r = read_answer("What's the topic of UNIT 3?", [syllabus])
     assert (r.answer, r.answer_type) == ("Robots in the Warehouse", "section_title")
     assert read_answer("What is the title of unit 4?", [syllabus]).answer == "Safety on the Shared Floor"
+
+
+def test_the_highest_or_lowest_row_of_the_column_the_question_measures():
+    assert read_answer("Which region had the highest revenue?", [TABLE]).answer == "Europe"
+    r = read_answer("Which region brought the lowest revenue in 2025?", [TABLE])
+    assert (r.answer, r.sentence, r.citation) == ("Asia Pacific", "Asia Pacific 8.7", "report.pdf p.2")
+    change = Passage("Site Change in output (%)\nTampere −1.2\nGothenburg 0.4\nOulu −0.3", "sites.pdf p.3")
+    assert read_answer("Which site had the lowest change in output?", [change]).answer == "Tampere"  # minus counts
+    # a column of another measure is not read for this one
+    assert read_answer("Which region has the most employees?", [TABLE]).answer != "Europe"

@@ -1,0 +1,89 @@
+"""Superlatives over a table's rows: 'Which region had the highest revenue?' over 'Europe 21.4 / North America
+15.9 / Asia Pacific 8.7' is the label of the row with the largest value, not whichever label sits nearest the
+question's words.
+
+A table reaches the reader as lines of a label and one number each. A run of three or more such lines is one
+column; the lines just above and below it (its header, its caption) say what the numbers are, and a run is
+read only when they name a word of the question besides the superlative. Tables with several number columns
+are left to the sentence reader: which column the question means is not something a rule can tell.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from agent.backends.sentences import Passage
+from agent.backends.words import content_words, number_value, stem, terms
+
+_MOST = r"highest|largest|biggest|most|greatest|maximum|max|top|best|strongest|longest|heaviest|oldest"
+_LEAST = r"lowest|smallest|least|fewest|minimum|min|worst|weakest|shortest|lightest|youngest"
+_ASKS = re.compile(r"\b(?:which|what|who|where)\b.*?\b(?P<word>" + _MOST + "|" + _LEAST + r")\b", re.I)
+_ROW = re.compile(r"^\s*(?P<label>[A-Za-z][A-Za-z .,&'’()/-]{0,60}?)\s+(?P<num>[-−]?[$€£]?\d[\d,]*(?:\.\d+)?)\s*%?\s*$")
+
+
+@dataclass
+class RowAnswer:
+    label: str
+    line: str  # the row as printed, the answer's support
+    passage: int
+
+
+def superlative(question: str) -> str:
+    """'max' or 'min' when the question asks which row is highest or lowest, else ''.
+
+    >>> superlative("Which region had the highest revenue?"), superlative("Which market is smallest?")
+    ('max', 'min')
+    >>> superlative("How many robots were shipped?")
+    ''
+    """
+    m = _ASKS.search(question)
+    if not m:
+        return ""
+    return "max" if re.fullmatch(_MOST, m.group("word").lower()) else "min"
+
+
+def _runs(text: str) -> list[tuple[int, list[tuple[str, float, str]]]]:
+    """(index of the first line, [(label, value, line)]) for each run of 3+ consecutive label-number lines."""
+    lines = (text or "").split("\n")
+    out, run, start = [], [], 0
+    for i, ln in enumerate(lines + [""]):
+        m = _ROW.match(ln)
+        value = number_value(m.group("num").replace("−", "-")) if m else None
+        if m and value is not None and re.search(r"[A-Za-z]{2}", m.group("label")):
+            if not run:
+                start = i
+            sign = -1.0 if m.group("num").lstrip("$€£").startswith(("-", "−")) else 1.0
+            run.append((m.group("label").strip(" .,"), sign * value, ln.strip()))
+            continue
+        if len(run) >= 3:
+            out.append((start, run))
+        run = []
+    return out
+
+
+def read_rows(question: str, passages: list[Passage]) -> RowAnswer | None:
+    """The label of the highest (or lowest) row of the one column whose header or caption names a word of the
+    question, or None when no column qualifies."""
+    side = superlative(question)
+    if not side:
+        return None
+    # what is measured: the question's words past the superlative and the noun it asks for ('Which region
+    # had the highest revenue?' measures revenue); the column's header or caption must name one of them
+    entity = re.search(r"\b(?:which|what)\s+(\w+)", question, re.I)
+    skip = {stem(w) for w in re.findall(_MOST + "|" + _LEAST, question, re.I)} | {
+        stem(entity.group(1)) if entity else ""
+    }
+    asked = {stem(w) for w in content_words(question)} - skip
+    best: tuple[int, RowAnswer] | None = None
+    for pi, p in enumerate(passages):
+        lines = (p.text or "").split("\n")
+        for start, run in _runs(p.text):
+            around = " ".join(lines[max(0, start - 2) : start] + lines[start + len(run) : start + len(run) + 1])
+            named = len(asked & set(terms(around)))
+            if not named:
+                continue  # nothing says what the numbers are
+            pick = (max if side == "max" else min)(run, key=lambda r: r[1])
+            if best is None or named > best[0]:
+                best = (named, RowAnswer(pick[0], pick[2], pi))
+    return best[1] if best else None
