@@ -220,11 +220,12 @@ def read_answer(
     missing = [w for w in missing if not any(k in w.split() for k in printed)]
     if missing:
         return Reading(NOT_ANSWERABLE, kind, note=f"the evidence never mentions {', '.join(missing[:3])}")
-    if kind in ("place", "organization", "person", "text"):  # 'Which region had the highest revenue?'
-        row = read_rows(question, passages)
-        if row is not None:
-            p = passages[row.passage]
-            return Reading(row.label, kind, sentence=row.line, citation=p.citation, info_id=p.info_id, score=1.0)
+    # 'Which region had the highest revenue?' is a row's label; 'What was the lowest revenue?' its value
+    row = read_rows(question, passages) if kind in ("place", "organization", "person", "text", *NUMERIC) else None
+    if row is not None:
+        p = passages[row.passage]
+        answer = row.value if kind in NUMERIC else row.label
+        return Reading(answer, kind, sentence=row.line, citation=p.citation, info_id=p.info_id, score=1.0)
     sents = passage_sentences(passages)
     if not sents:
         return Reading(NOT_ANSWERABLE, kind, note=_limit_note(question, passages, sents))

@@ -19,12 +19,15 @@ from agent.backends.words import content_words, number_value, stem, terms
 _MOST = r"highest|largest|biggest|most|greatest|maximum|max|top|best|strongest|longest|heaviest|oldest"
 _LEAST = r"lowest|smallest|least|fewest|minimum|min|worst|weakest|shortest|lightest|youngest"
 _ASKS = re.compile(r"\b(?:which|what|who|where)\b.*?\b(?P<word>" + _MOST + "|" + _LEAST + r")\b", re.I)
-_ROW = re.compile(r"^\s*(?P<label>[A-Za-z][A-Za-z .,&'’()/-]{0,60}?)\s+(?P<num>[-−]?[$€£]?\d[\d,]*(?:\.\d+)?)\s*%?\s*$")
+_ROW = re.compile(
+    r"^\s*(?P<label>[A-Za-z][A-Za-z .,&'’()/-]{0,60}?)\s+(?P<value>(?P<num>[-−]?[$€£]?\d[\d,]*(?:\.\d+)?)\s*%?)\s*$"
+)
 
 
 @dataclass
 class RowAnswer:
     label: str
+    value: str  # the row's number as printed ('21.4', '44%')
     line: str  # the row as printed, the answer's support
     passage: int
 
@@ -43,8 +46,9 @@ def superlative(question: str) -> str:
     return "max" if re.fullmatch(_MOST, m.group("word").lower()) else "min"
 
 
-def _runs(text: str) -> list[tuple[int, list[tuple[str, float, str]]]]:
-    """(index of the first line, [(label, value, line)]) for each run of 3+ consecutive label-number lines."""
+def _runs(text: str) -> list[tuple[int, list[tuple[str, float, str, str]]]]:
+    """(index of the first line, [(label, value, printed value, line)]) for each run of 3+ consecutive
+    label-number lines."""
     lines = (text or "").split("\n")
     out, run, start = [], [], 0
     for i, ln in enumerate(lines + [""]):
@@ -54,7 +58,7 @@ def _runs(text: str) -> list[tuple[int, list[tuple[str, float, str]]]]:
             if not run:
                 start = i
             sign = -1.0 if m.group("num").lstrip("$€£").startswith(("-", "−")) else 1.0
-            run.append((m.group("label").strip(" .,"), sign * value, ln.strip()))
+            run.append((m.group("label").strip(" .,"), sign * value, m.group("value").strip(), ln.strip()))
             continue
         if len(run) >= 3:
             out.append((start, run))
@@ -63,8 +67,8 @@ def _runs(text: str) -> list[tuple[int, list[tuple[str, float, str]]]]:
 
 
 def read_rows(question: str, passages: list[Passage]) -> RowAnswer | None:
-    """The label of the highest (or lowest) row of the one column whose header or caption names a word of the
-    question, or None when no column qualifies."""
+    """The highest (or lowest) row of the one column whose header or caption names a word of the question
+    (its label answers 'which', its value 'what is the highest'), or None when no column qualifies."""
     side = superlative(question)
     if not side:
         return None
@@ -85,5 +89,5 @@ def read_rows(question: str, passages: list[Passage]) -> RowAnswer | None:
                 continue  # nothing says what the numbers are
             pick = (max if side == "max" else min)(run, key=lambda r: r[1])
             if best is None or named > best[0]:
-                best = (named, RowAnswer(pick[0], pick[2], pi))
+                best = (named, RowAnswer(pick[0], pick[2], pick[3], pi))
     return best[1] if best else None
