@@ -239,8 +239,9 @@ _CONSEQUENCE = re.compile(
     r"what if)\b(?:\s+(?:if|when|once|after|whenever))?\s*(?P<cond>.+?)\s*\??\s*$",
     re.I,
 )
-# a code that keys a table row: capital letters then digits ('AR01', 'CA19', 'B2B7'), not a quarter or a half
-KEY = re.compile(r"\b(?!(?:Q[1-4]|H[12]|FY\d+)\b)[A-Z]{1,4}\d{1,4}[A-Z]?\b")
+# a code that keys a table row: two to four capitals then two to four digits ('AR01', 'CA19'); a model name such
+# as 'X2' or a quarter such as 'Q3' is not one
+KEY = re.compile(r"\b(?!FY\d+\b)[A-Z]{2,4}\d{2,4}\b")
 
 
 def definition_term(question: str) -> str:

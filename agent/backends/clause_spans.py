@@ -137,9 +137,14 @@ def _clause(text: str, s: Sentence, at: int, bonus: float) -> Span:
 
 def key_spans(question: str, sents: list[Sentence]) -> list[Span]:
     """The name printed in a key's row, before the key: '1. Little Rock AR01 2. Northern Arkansas AR02' gives
-    'Little Rock' for AR01 (a list number, another key or a label mark ends the name on its left)."""
+    'Little Rock' for AR01 (a list number, another key or a label mark ends the name on its left). Only where
+    the evidence prints a column of codes of the key's shape: one code alone may be part of a name."""
     out = []
+    printed = {k for s in sents for k in KEY.findall(s.text)}
     for key in question_keys(question):
+        shape = re.sub(r"[A-Z]", "A", re.sub(r"\d", "9", key))
+        if sum(re.sub(r"[A-Z]", "A", re.sub(r"\d", "9", k)) == shape for k in printed) < 2:
+            continue  # one code is a name; a column of codes of one shape ('AR01', 'AR02') keys rows
         for s in sents:
             for m in re.finditer(r"\b" + re.escape(key) + r"\b", s.text):
                 head = s.text[: m.start()]

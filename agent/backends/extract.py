@@ -49,7 +49,16 @@ from agent.backends.spans import (
     numeric_spans,
     q_hits,
 )
-from agent.backends.words import NOT_ANSWERABLE, SCAFFOLD, WORD, missing_anchors, missing_phrases, stem, terms
+from agent.backends.words import (
+    NOT_ANSWERABLE,
+    SCAFFOLD,
+    WORD,
+    missing_anchors,
+    missing_phrases,
+    periods,
+    stem,
+    terms,
+)
 
 _CUES = {
     "email",
@@ -291,6 +300,11 @@ def read_answer(
         for sc, sp in _rank(question, spans)
         if sp.text and (kind in CONTACT or sp.sent.coverage + (0.15 if sp.sent in extra else 0) >= threshold)
     ]
+    # a number for a quarter, half or month the question names comes from a passage that names it too: the
+    # year's total is not the third quarter's ('How many robots were shipped in the third quarter?')
+    period = periods(question) if kind in NUMERIC else set()
+    if period:
+        ranked = [(sc, sp) for sc, sp in ranked if period <= periods(passages[sp.sent.passage].text)]
     if kind == "text" and lm is not None and len(ranked) > 1:
         ranked = _lm_order(lm, question, ranked)
     if not ranked:

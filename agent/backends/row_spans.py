@@ -32,6 +32,19 @@ class RowAnswer:
     passage: int
 
 
+_ORDINAL = {"second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4, "fifth": 5, "5th": 5}
+
+
+def rank_asked(question: str) -> int:
+    """Which place the question asks for: 2 for 'the second highest', else 1.
+
+    >>> rank_asked("Which region had the second highest revenue?"), rank_asked("Which is largest?")
+    (2, 1)
+    """
+    m = re.search(r"\b(" + "|".join(_ORDINAL) + r")[\s-]+(?:" + _MOST + "|" + _LEAST + r")\b", question, re.I)
+    return _ORDINAL[m.group(1).lower()] if m else 1
+
+
 def superlative(question: str) -> str:
     """'max' or 'min' when the question asks which row is highest or lowest, else ''.
 
@@ -87,7 +100,10 @@ def read_rows(question: str, passages: list[Passage]) -> RowAnswer | None:
             named = len(asked & set(terms(around)))
             if not named:
                 continue  # nothing says what the numbers are
-            pick = (max if side == "max" else min)(run, key=lambda r: r[1])
+            k = rank_asked(question)
+            if k > len(run):
+                continue
+            pick = sorted(run, key=lambda r: r[1], reverse=side == "max")[k - 1]
             if best is None or named > best[0]:
                 best = (named, RowAnswer(pick[0], pick[2], pick[3], pi))
     return best[1] if best else None

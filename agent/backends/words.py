@@ -240,3 +240,31 @@ def missing_phrases(question: str, texts: list[str]) -> list[str]:
                 out.append(" ".join(run))
             run = []
     return out
+
+
+_NTH = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4}
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+
+
+def periods(text: str) -> set[str]:
+    """The quarters, halves and months a text names, in one spelling: 'Q3', 'the third quarter' and '3rd quarter'
+    are all 'q3'; 'H1' and 'the first half' are 'h1'; 'March' and 'Mar.' are 'm3'.
+
+    >>> sorted(periods("Shipments in the third quarter beat Q1 and March"))
+    ['m3', 'q1', 'q3']
+    """
+    low = (text or "").lower()
+    out = {f"q{n}" for n in re.findall(r"\bq([1-4])\b", low)}
+    out |= {f"q{_NTH[w]}" for w in re.findall(r"\b(first|second|third|fourth|1st|2nd|3rd|4th)[\s-]+quarter\b", low)}
+    out |= {f"h{n}" for n in re.findall(r"\bh([12])\b", low)}
+    out |= {f"h{_NTH[w]}" for w in re.findall(r"\b(first|second|1st|2nd)\s+half\b", low)}
+    # 'may' is also a verb: a month only beside a day or a year ('May 2016', '3 May')
+    for m in re.finditer(r"\b(" + _MONTH + r")(?=\s+\d)|(?<=\d\s)(" + _MONTH + r")", low):
+        word = (m.group(1) or m.group(2))[:3]
+        if word in _MONTHS:
+            out.add(f"m{_MONTHS.index(word) + 1}")
+    for m in re.finditer(
+        r"\b(january|february|march|april|june|july|august|september|october|november|december)\b", low
+    ):
+        out.add(f"m{_MONTHS.index(m.group(1)[:3]) + 1}")
+    return out

@@ -249,9 +249,19 @@ def test_a_units_or_chapters_title_is_read_from_its_label():
 def test_the_highest_or_lowest_row_of_the_column_the_question_measures():
     assert read_answer("Which region had the highest revenue?", [TABLE]).answer == "Europe"
     assert read_answer("What was the lowest revenue among the regions?", [TABLE]).answer == "8.7"  # the value
+    assert read_answer("Which region had the second highest revenue?", [TABLE]).answer == "North America"
     r = read_answer("Which region brought the lowest revenue in 2025?", [TABLE])
     assert (r.answer, r.sentence, r.citation) == ("Asia Pacific", "Asia Pacific 8.7", "report.pdf p.2")
     change = Passage("Site Change in output (%)\nTampere −1.2\nGothenburg 0.4\nOulu −0.3", "sites.pdf p.3")
     assert read_answer("Which site had the lowest change in output?", [change]).answer == "Tampere"  # minus counts
     # a column of another measure is not read for this one
     assert read_answer("Which region has the most employees?", [TABLE]).answer != "Europe"
+
+
+def test_a_period_the_question_names_must_be_where_the_number_is_read():
+    year = Passage("The company shipped 1,240 robots in 2025 and opened a factory in Tampere.", "report.pdf p.1")
+    r = read_answer("How many robots were shipped in the third quarter?", [year, CHART])
+    assert r.answer == NOT_ANSWERABLE and "chart on report.pdf p.3" in r.note  # the year's total is not Q3's
+    quarters = Passage("Shipments were 310 robots in Q3, up from 250 in the second quarter.", "report.pdf p.5")
+    assert read_answer("How many robots were shipped in the third quarter?", [year, quarters]).answer == "310"
+    assert read_answer("How many robots did the company ship?", [year]).answer == "1,240"
