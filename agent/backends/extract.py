@@ -34,7 +34,7 @@ from agent.backends.answer_types import NUMERIC, SECTION, answer_type, question_
 from agent.backends.clause_spans import consequence_spans, definition, key_spans
 from agent.backends.doc_spans import byline, caption, doc_title, expansion
 from agent.backends.name_spans import entity_spans, expansion_spans, label_spans, phrase_spans
-from agent.backends.row_spans import read_rows
+from agent.backends.row_spans import asks_extreme_value, read_rows
 from agent.backends.sentences import Passage, Sentence, is_heading, passage_sentences, score_sentences, visual_hint
 from agent.backends.spans import (
     CONTACT,
@@ -230,7 +230,8 @@ def read_answer(
     if missing:
         return Reading(NOT_ANSWERABLE, kind, note=f"the evidence never mentions {', '.join(missing[:3])}")
     # 'Which region had the highest revenue?' is a row's label; 'What was the lowest revenue?' its value
-    row = read_rows(question, passages) if kind in ("place", "organization", "person", "text", *NUMERIC) else None
+    labels = kind in ("place", "organization", "person", "text")
+    row = read_rows(question, passages) if labels or kind in NUMERIC and asks_extreme_value(question) else None
     if row is not None:
         p = passages[row.passage]
         answer = row.value if kind in NUMERIC else row.label

@@ -45,6 +45,21 @@ def rank_asked(question: str) -> int:
     return _ORDINAL[m.group(1).lower()] if m else 1
 
 
+def asks_extreme_value(question: str) -> bool:
+    """Whether the question asks for the extreme value itself ('What was the lowest revenue?'), not for something
+    about the row that holds it ('What percentage of the second largest segment ...?').
+
+    >>> asks_extreme_value("What was the lowest revenue among the regions?")
+    True
+    >>> asks_extreme_value("What percentage of the second largest segment said no?")
+    False
+    """
+    pattern = (
+        r"^\s*what\s+(?:is|was|are|were)\s+the\s+(?:(?:" + "|".join(_ORDINAL) + r")\s+)?(?:" + _MOST + "|" + _LEAST
+    )
+    return re.match(pattern + r")\b", question, re.I) is not None
+
+
 def superlative(question: str) -> str:
     """'max' or 'min' when the question asks which row is highest or lowest, else ''.
 
@@ -98,8 +113,8 @@ def read_rows(question: str, passages: list[Passage]) -> RowAnswer | None:
         for start, run in _runs(p.text):
             around = " ".join(lines[max(0, start - 2) : start] + lines[start + len(run) : start + len(run) + 1])
             named = len(asked & set(terms(around)))
-            if not named:
-                continue  # nothing says what the numbers are
+            if not named or len({lab.lower() for lab, *_ in run}) < len(run):
+                continue  # nothing says what the numbers are; or 'Pier 45', 'Pier 39': names, not labelled values
             k = rank_asked(question)
             if k > len(run):
                 continue
