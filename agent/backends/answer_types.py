@@ -96,12 +96,9 @@ def answer_type(question: str) -> str:
         return laid_out
     if re.search(r"\bstand for\b|\bstands for\b|\babbreviation\b|\bacronym\b|\bshort for\b|\bfull (form|name)\b", q):
         return "expansion"
-    if definition_term(question):
-        return (
-            "expansion"
-            if re.fullmatch(r"[A-Z][A-Z0-9&-]{1,9}", definition_term(question).strip("'\"“”"))
-            else "definition"
-        )
+    term = definition_term(question)
+    if term:  # 'What does NARL mean?' asks for an abbreviation's expansion
+        return "expansion" if re.fullmatch(r"[A-Z][A-Z0-9&-]{1,9}", term.strip("'\"“”")) else "definition"
     if consequence_condition(question):
         return "consequence"
     if re.search(r"['\"]?yes['\"]? or ['\"]?no['\"]?", q):
