@@ -141,11 +141,13 @@ def key_spans(question: str, sents: list[Sentence]) -> list[Span]:
     """The name printed in a key's row, before the key: '1. Little Rock AR01 2. Northern Arkansas AR02' gives
     'Little Rock' for AR01 (a list number, another key or a label mark ends the name on its left). Only where
     the evidence prints a column of codes of the key's shape: one code alone may be part of a name."""
+    keys = question_keys(question)
+    if not keys:
+        return []
     out = []
-    printed = {k for s in sents for k in KEY.findall(s.text)}
-    for key in question_keys(question):
-        shape = re.sub(r"[A-Z]", "A", re.sub(r"\d", "9", key))
-        if sum(re.sub(r"[A-Z]", "A", re.sub(r"\d", "9", k)) == shape for k in printed) < 2:
+    shapes = [_shape(k) for k in {k for s in sents for k in KEY.findall(s.text)}]
+    for key in keys:
+        if shapes.count(_shape(key)) < 2:
             continue  # one code is a name; a column of codes of one shape ('AR01', 'AR02') keys rows
         for s in sents:
             for m in re.finditer(r"\b" + re.escape(key) + r"\b", s.text):
@@ -155,3 +157,8 @@ def key_spans(question: str, sents: list[Sentence]) -> list[Span]:
                 if name and 1 <= len(name.split()) <= 8 and not in_question(name, question):
                     out.append(Span(name, s, m.start() - len(name), m.start(), 0.5))
     return out
+
+
+def _shape(code: str) -> str:
+    """'AR01' -> 'AA99': codes of one column share it."""
+    return re.sub(r"\d", "9", re.sub(r"[A-Z]", "A", code))

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from agent.backends.sentences import Passage
-from agent.backends.words import content_words, number_value, stem, terms
+from agent.backends.words import ORDINALS, content_words, number_value, stem, terms
 
 _MOST = r"highest|largest|biggest|most|greatest|maximum|max|top|best|strongest|longest|heaviest|oldest"
 _LEAST = r"lowest|smallest|least|fewest|minimum|min|worst|weakest|shortest|lightest|youngest"
@@ -32,7 +32,7 @@ class RowAnswer:
     passage: int
 
 
-_ORDINAL = {"second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4, "fifth": 5, "5th": 5}
+_ORDINAL = {w: n for w, n in ORDINALS.items() if n > 1}  # 'the second highest'; 'the first highest' is just 'highest'
 
 
 def rank_asked(question: str) -> int:
@@ -107,6 +107,7 @@ def read_rows(question: str, passages: list[Passage]) -> RowAnswer | None:
         stem(entity.group(1)) if entity else ""
     }
     asked = {stem(w) for w in content_words(question)} - skip
+    k = rank_asked(question)
     best: tuple[int, RowAnswer] | None = None
     for pi, p in enumerate(passages):
         lines = (p.text or "").split("\n")
@@ -115,7 +116,6 @@ def read_rows(question: str, passages: list[Passage]) -> RowAnswer | None:
             named = len(asked & set(terms(around)))
             if not named or len({lab.lower() for lab, *_ in run}) < len(run):
                 continue  # nothing says what the numbers are; or 'Pier 45', 'Pier 39': names, not labelled values
-            k = rank_asked(question)
             if k > len(run):
                 continue
             pick = sorted(run, key=lambda r: r[1], reverse=side == "max")[k - 1]

@@ -211,7 +211,16 @@ def missing_phrases(question: str, texts: list[str]) -> list[str]:
     ['Care Quality Commission']
     >>> missing_phrases("Who produced the report revised on May 2016?", ["Revised\\nMay  2016 by the Department"])
     []
+
+    A row key the evidence prints ('AR01') is what the question looks up, and the words around it in the
+    question ('EPS Code AR01') are the table's header, not a phrase the row prints:
+
+    >>> missing_phrases("What's the market name for EPS Code AR01?", ["EPS\\nMarket name Code\\n1. Little Rock AR01"])
+    []
     """
+    from agent.backends.answer_types import question_keys
+
+    keys = [k for k in question_keys(question) if any(re.search(rf"\b{k}\b", t) for t in texts)]
     joined = _squash(" ".join(texts))
     out = []
     for m in re.finditer(r"\b" + _MONTH + r",?\s+(?:\d{1,2},?\s+)?(\d{4})\b", question, re.I):
@@ -236,14 +245,25 @@ def missing_phrases(question: str, texts: list[str]) -> list[str]:
                 continue
             while run and run[-1].lower() in _CONNECT:
                 run.pop()
-            if len(run) >= 2 and _squash(" ".join(run)) not in joined:
+            if len(run) >= 2 and _squash(" ".join(run)) not in joined and not set(run) & set(keys):
                 out.append(" ".join(run))
             run = []
     return out
 
 
-_NTH = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4}
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+ORDINALS = {
+    "first": 1,
+    "1st": 1,
+    "second": 2,
+    "2nd": 2,
+    "third": 3,
+    "3rd": 3,
+    "fourth": 4,
+    "4th": 4,
+    "fifth": 5,
+    "5th": 5,
+}
+MONTH_ABBR = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")  # month n: index n-1
 
 
 def periods(text: str) -> set[str]:
@@ -255,16 +275,16 @@ def periods(text: str) -> set[str]:
     """
     low = (text or "").lower()
     out = {f"q{n}" for n in re.findall(r"\bq([1-4])\b", low)}
-    out |= {f"q{_NTH[w]}" for w in re.findall(r"\b(first|second|third|fourth|1st|2nd|3rd|4th)[\s-]+quarter\b", low)}
+    out |= {f"q{ORDINALS[w]}" for w in re.findall(r"\b(first|second|third|fourth|1st|2nd|3rd|4th)[\s-]+quarter\b", low)}
     out |= {f"h{n}" for n in re.findall(r"\bh([12])\b", low)}
-    out |= {f"h{_NTH[w]}" for w in re.findall(r"\b(first|second|1st|2nd)\s+half\b", low)}
+    out |= {f"h{ORDINALS[w]}" for w in re.findall(r"\b(first|second|1st|2nd)\s+half\b", low)}
     # 'may' is also a verb: a month only beside a day or a year ('May 2016', '3 May')
     for m in re.finditer(r"\b(" + _MONTH + r")(?=\s+\d)|(?<=\d\s)(" + _MONTH + r")", low):
         word = (m.group(1) or m.group(2))[:3]
-        if word in _MONTHS:
-            out.add(f"m{_MONTHS.index(word) + 1}")
+        if word in MONTH_ABBR:
+            out.add(f"m{MONTH_ABBR.index(word) + 1}")
     for m in re.finditer(
         r"\b(january|february|march|april|june|july|august|september|october|november|december)\b", low
     ):
-        out.add(f"m{_MONTHS.index(m.group(1)[:3]) + 1}")
+        out.add(f"m{MONTH_ABBR.index(m.group(1)[:3]) + 1}")
     return out

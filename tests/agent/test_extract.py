@@ -233,6 +233,8 @@ def test_a_key_looks_up_the_name_in_its_row():
     # 'Zone Code' is a column header, not a phrase the row prints: the key is what is looked up
     assert read_answer("What is the warehouse zone name for Zone Code TN02?", [table]).answer == "Tampere South"
     assert read_answer("What is the zone name for code GH01?", [table]).answer == "Gothenburg Harbour"
+    # a model name is not a key: 'Falcon X2' once answered 'Who said ...?' with the clause before 'X2'
+    assert read_answer("Who said the Falcon X2 picker drove most of the growth?", [REPORT]).answer == "Mira Lindqvist"
 
 
 def test_a_units_or_chapters_title_is_read_from_its_label():
