@@ -187,9 +187,9 @@ def table(results: dict[str, list[dict]]) -> str:
     return "\n".join(lines)
 
 
-def replay(run: Path, thresholds: list[float], lm, encoder) -> str:
+def replay(run: Path, thresholds: list[float], lm, encoder, out: Path | None = None) -> str:
     """Accuracy, answerable Str + Int and Not-answerable F1 of the reader at each threshold, on the evidence
-    the run's episodes ended with."""
+    the run's episodes ended with; `out` gets every prediction (JSONL, with its threshold)."""
     from agent.backends.embedded import MAX_PASSAGES, keywords, relevance
     from agent.backends.extract import Passage, read_answer
     from eval.answer_metrics import score_item
@@ -222,13 +222,17 @@ def replay(run: Path, thresholds: list[float], lm, encoder) -> str:
         for r, ps in tqdm(cases, desc=f"threshold {th}", unit="q", file=sys.stderr):
             pred = read_answer(r["question"], ps, lm=lm, encoder=encoder, threshold=th).answer
             sc = score_item({"pred": pred, "gold": r["gold"], "answer_format": r["answer_format"]})["score"]
-            rows.append({"format": r["answer_format"], "pred": pred, "score": sc})
+            rows.append({"id": r["id"], "threshold": th, "format": r["answer_format"], "pred": pred, "score": sc})
         si = [x["score"] for x in rows if x["format"] in ("Str", "Int")]
         nas = sum(x["pred"].lower().startswith("not answerable") for x in rows)
         lines.append(
             f"| {th} | {100 * statistics.fmean(x['score'] for x in rows):.1f}% | {sum(si):.0f} / {len(si)} | "
             f"{na_f1(rows):.3f} | {nas} |"
         )
+        if out:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with out.open("a" if th != thresholds[0] else "w") as f:
+                f.writelines(json.dumps(x) + "\n" for x in rows)
     return "\n".join(lines)
 
 
@@ -251,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         from agent.backends.smollm import get_small_lm
         from retrieval.embedders import load_embedder
 
-        print(replay(a.replay, [float(x) for x in a.thresholds.split(",")], get_small_lm(), load_embedder("minilm")))
+        ths = [float(x) for x in a.thresholds.split(",")]
+        print(replay(a.replay, ths, get_small_lm(), load_embedder("minilm"), a.out))
         return 0
     ds = load_dataset(a.dataset)
     items = ds.items[: a.limit] if a.limit else ds.items

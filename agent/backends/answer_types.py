@@ -65,12 +65,12 @@ _PERSON_NOUNS = (
     r"governor|mayor|senator|judge|secretary|officer|chancellor|commissioner|attorney|lawyer|"
     r"representative|principal|dean|professor|surgeon general|spokesperson|contact person"
 )
-_DOC = r"slide|slides|document|paper|report|presentation|deck|article|book|guide|guidebook|brochure|poster|file"
+DOC = r"slide|slides|document|paper|report|presentation|deck|article|book|guide|guidebook|brochure|poster|file"
 FIGURE = r"figure|fig\.?|table|chart|diagram|graph|exhibit"
 SECTION = r"unit|chapter|section|lesson|module|part|week|session|appendix|step|stage|phase"
 _BYLINE = re.compile(
     r"\bwho (?:is|are|was|were) the (?:presenter|author|speaker|writer|lecturer|creator)s? of (?:this|the) "
-    r"(?:" + _DOC + r")\b|\bwho (?:presented|wrote|authored|gave) (?:this|the) (?:" + _DOC + r")\b",
+    r"(?:" + DOC + r")\b|\bwho (?:presented|wrote|authored|gave) (?:this|the) (?:" + DOC + r")\b",
     re.I,
 )
 DURATION_UNITS = r"hours?|minutes?|seconds?|days?|weeks?|months?|years?|hrs?|mins?"
@@ -82,11 +82,16 @@ def answer_type(question: str) -> str:
     >>> [answer_type(q) for q in ("What defect rate did the factory reach?", "Who is the CEO?",
     ...  "When did the factory open?", "How long does the battery last?", "Is the plant open?")]
     ['percent', 'person', 'date', 'duration', 'yes_no']
+    >>> answer_type("What is the phone number of the hotel?"), answer_type("How many own a cell phone?")
+    ('phone', 'number')
     """
     q = " " + question.lower().replace("’", "'") + " "
     if re.search(r"e-?mail", q):
         return "email"
-    if re.search(r"\b(tele)?phone\b|\btel\b|\bfax\b|contact number", q):
+    # a phone number, not a phone as a device ('own a cell phone and a tablet')
+    if re.search(r"\b(tele)?phone\b|\btel\b|\bfax\b|contact number", q) and not re.search(
+        r"\b(cell|mobile|smart|smartphone)[ -]?phones?\b|\bphones? (users?|owners?|ownership|adoption|use)\b", q
+    ):
         return "phone"
     if re.search(r"website|\burl\b|web address|\blink\b", q):
         return "url"
@@ -208,7 +213,7 @@ def doc_kind(question: str) -> str:
         return "caption"
     if re.search(r"\b(title|topic|name|subject|theme|heading) of (the )?(" + SECTION + r")[- ]?(\d+|[a-h])\b", q):
         return "section_title"
-    if re.search(r"\btitle of (this|the) (" + _DOC + r")\b", q) and not re.search(
+    if re.search(r"\btitle of (this|the) (" + DOC + r")\b", q) and not re.search(
         r"\b(" + FIGURE + r"|section|chapter|unit|case study)\b", q
     ):
         return "doc_title"
@@ -279,3 +284,32 @@ def question_keys(question: str) -> list[str]:
     """
     keys = (m for m in KEY.finditer(question) if not re.search(r"\bor\s+$", question[: m.start()]))
     return list(dict.fromkeys(m.group() for m in keys if not re.match(r"\s+or\b", question[m.end() :])))
+
+
+# 'How many more tweets went to Germanwings than to Lufthansa?', 'the difference between A and B'
+_DIFFERENCE = re.compile(
+    r"\bhow (?:much|many)\s+(?P<cmp>more|less|fewer|higher|lower|larger|smaller|bigger|greater)\b(?P<a>.*?)"
+    r"\b(?:than|compared (?:to|with)|comparing to|versus|vs\.?)\s+(?P<b>[^?.,]+)"
+    r"|\b(?:difference|gap)\b(?:\s+[\w.%-]+){0,6}?\s+between\s+(?P<a2>[^?]+?)\s+and\s+(?P<b2>[^?.,]+)",
+    re.I,
+)
+
+
+def difference_sides(question: str) -> tuple[str, str, int] | None:
+    """(A, B, sign) when the question asks how far apart two values are: sign 1 for 'how much more/higher A than
+    B' (A - B), -1 for 'how much less/lower' (B - A), 0 for 'the difference/gap between A and B' (|A - B|).
+
+    >>> difference_sides("How many more tweets are attributed to Germanwings than Lufthansa?")
+    ('tweets are attributed to Germanwings', 'Lufthansa', 1)
+    >>> difference_sides("What is the gap in revenue between Europe and Asia Pacific?")
+    ('Europe', 'Asia Pacific', 0)
+    >>> difference_sides("How many more robots were shipped in 2025?") is None
+    True
+    """
+    m = _DIFFERENCE.search(question)
+    if not m:
+        return None
+    if m.group("a2") is not None:
+        return m.group("a2").strip(), m.group("b2").strip(), 0
+    sign = -1 if m.group("cmp").lower() in ("less", "fewer", "lower", "smaller") else 1
+    return m.group("a").strip(), m.group("b").strip(), sign

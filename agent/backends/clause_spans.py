@@ -17,8 +17,9 @@ as the row does.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from agent.backends.answer_types import KEY, consequence_condition, definition_term, question_keys
+from agent.backends.answer_types import DOC, KEY, consequence_condition, definition_term, question_keys
 from agent.backends.sentences import Sentence
 from agent.backends.spans import Span, clean, in_question
 from agent.backends.words import content_words, stem, terms
@@ -162,3 +163,82 @@ def key_spans(question: str, sents: list[Sentence]) -> list[Span]:
 def _shape(code: str) -> str:
     """'AR01' -> 'AA99': codes of one column share it."""
     return re.sub(r"\d", "9", re.sub(r"[A-Z]", "A", code))
+
+
+# 'the robot that picks 600 items per hour': one thing the question describes by what it does, not by its name;
+# not a group ('the people who ...', 'the percentage of adults who ...'), which has no name
+_RELATIVE = re.compile(
+    r"\b(?:the|a|an)\s+(?:(?!of\b)[\w-]+\s+){0,2}?(?P<head>(?!of\b)[\w-]*(?:[^s\W]|ss))\s+(?:that|which|who)\s+"
+    r"(?P<clause>[^?]+?)\s*\??\s*$",
+    re.I,
+)
+_SUPERLATIVE = re.compile(
+    r"\b(?:most|least|fewest|best|worst|(?:high|low|larg|small|great|fast|slow|long|short|big)g?est)\b", re.I
+)
+# 'Where is <it> assembled?': the question's own verb closes the question after the description
+_INVERTED = re.compile(r"^\s*(?:where|when|why|how|who|what|which)\b[^?]*?\b(?:is|are|was|were|does|do|did)\s*$", re.I)
+# a run of capitalised words and numbers: 'Falcon X2', 'Boeing 747'; not the '9' of 'Scans 9,000'
+_NAME_RUN = re.compile(r"\b[A-Z][\w-]*(?:\s+(?:[A-Z][\w-]*|\d+[A-Za-z-]*\b(?![,.]\d)))*")
+
+
+@dataclass
+class Hop:
+    """A question's described subject and the name the evidence gives it."""
+
+    question: str  # the question asked again with the name: 'Where is Falcon X2 assembled?'
+    described: str  # 'the robot that picks 600 items per hour'
+    name: str  # 'Falcon X2'
+    sent: Sentence  # the sentence that names it
+
+
+def bridge(question: str, sents: list[Sentence]) -> Hop | None:
+    """A question that names its subject only by a description, asked again with the name the evidence gives
+    it: 'Where is the robot that picks 600 items per hour assembled?', with 'Falcon X2 launch. Picks 600 items
+    per hour' in the evidence, is 'Where is Falcon X2 assembled?'. None when no sentence names it.
+
+    The describing sentence must hold every number of the description and three quarters of its words, and
+    the name is the one run of capitalised words in it (or else in the heading or short label line just
+    above it) that the question does not use.
+
+    >>> from agent.backends.sentences import Passage, passage_sentences
+    >>> ps = [Passage("Falcon X2 launch. Picks 600 items per hour."), Passage("It is assembled in Tampere.")]
+    >>> bridge("Where is the robot that picks 600 items per hour assembled?", passage_sentences(ps)).question
+    'Where is Falcon X2 assembled?'
+    >>> bridge("Where is the robot that picks 900 items per hour assembled?", passage_sentences(ps)) is None
+    True
+    >>> bridge("Where are the robots that pick 600 items per hour assembled?", passage_sentences(ps)) is None
+    True
+    """
+    m = _RELATIVE.search(question)
+    if not m or re.fullmatch(DOC, m.group("head"), re.I):
+        return None  # 'the document that was revised in May': the one being read, not one to name
+    if _SUPERLATIVE.search(m.group("clause")):
+        return None  # 'the person who attended the least meetings' is a table's extreme row, not a sentence's name
+    clause, tail = m.group("clause").split(), ""
+    if _INVERTED.match(question[: m.start()]) and len(clause) > 2 and clause[-1].islower():
+        clause, tail = clause[:-1], clause[-1]  # 'Where is [the robot that ...] assembled?'
+    want = _term_stems(" ".join(clause))
+    if len(want) < 2:
+        return None
+    numbers = [t for t in want if t[:1].isdigit()]
+    asked = set(terms(question))
+    best: tuple[float, str, Sentence] | None = None
+    for i, s in enumerate(sents):
+        have = set(terms(s.text))
+        share = sum(t in have for t in want) / len(want)
+        if s.title or s.heading or share < 0.75 or not all(n in have for n in numbers):
+            continue
+        prev = sents[i - 1] if i and sents[i - 1].passage == s.passage else None
+        above = prev if prev and (prev.heading or len(prev.text.split()) <= 6) else None  # a label line over it
+        for text in [s.text] + ([above.text] if above else []):
+            names = [n.group() for n in _NAME_RUN.finditer(text) if not set(terms(n.group())) <= asked]
+            if names:
+                break
+        if len(names) == 1 and (best is None or share > best[0]):
+            best = (share, names[0], s)
+    if best is None:
+        return None
+    share, name, s = best
+    described = question[m.start() : m.end("clause") - (len(tail) + 1 if tail else 0)].strip()
+    again = question[: m.start()].rstrip() + f" {name}" + (f" {tail}" if tail else "") + "?"
+    return Hop(again, described, name, s)

@@ -30,11 +30,11 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent.backends.answer_types import NUMERIC, SECTION, answer_type, wants_byline
-from agent.backends.clause_spans import consequence_spans, definition, key_spans
+from agent.backends.answer_types import NUMERIC, SECTION, answer_type, difference_sides, wants_byline
+from agent.backends.clause_spans import bridge, consequence_spans, definition, key_spans
 from agent.backends.doc_spans import byline, caption, doc_title, expansion
 from agent.backends.name_spans import entity_spans, expansion_spans, label_spans, phrase_spans
-from agent.backends.row_spans import asks_extreme_value, read_rows
+from agent.backends.row_spans import asks_extreme_value, difference, read_rows
 from agent.backends.sentences import Passage, Sentence, is_heading, passage_sentences, score_sentences, visual_hint
 from agent.backends.spans import (
     CONTACT,
@@ -57,6 +57,8 @@ from agent.backends.words import (
     missing_anchors,
     missing_phrases,
     periods,
+    printed_near,
+    question_names,
     stem,
     terms,
 )
@@ -92,6 +94,14 @@ _CUES = {
     "list",
     "write",
 }
+# a number that is the size of a change or a gap, as the text states it: 'up 31 percent', 'rose by 5', '12 more',
+# '3 points higher'; a number beside such a word but not its size ('48.6 million dollars, up ...') is not one
+_CHANGE_BEFORE = re.compile(
+    r"\b(?:up|down|by|rose|fell|increased|decreased|grew|gained|dropped|declined|(?:difference|gap|rise|increase|"
+    r"drop|decline|fall|growth|gain) of)\s+(?:about\s+|around\s+|nearly\s+|almost\s+)?[$€£]?$",
+    re.I,
+)
+_CHANGE_AFTER = re.compile(r"^\s*(?:\w+\s+)?(?:more|less|fewer|higher|lower|above|below|ahead|behind)\b", re.I)
 THRESHOLD = 0.1  # least question-term coverage of the answer's sentence (calibrated on dev traces: eval/RESULTS.md)
 
 
@@ -214,9 +224,22 @@ def read_answer(
     `lm` (SmolLM2, optional) chooses among free-text spans; `encoder` (the retriever's MiniLM, optional)
     adds semantic similarity to term coverage. Abstains ("Not answerable") when the question names a
     specific no passage mentions, or no candidate's sentence covers `threshold` of the question's terms.
+    A question that describes its subject ('the robot that picks 600 items per hour') is asked again with
+    the name the evidence gives it ('Falcon X2'); the note says which sentence named it.
     """
-    kind = answer_type(question)
     passages = [p for p in passages if p.text and p.text.strip()]
+    hop = bridge(question, passage_sentences(passages)) if passages else None
+    if hop is not None:
+        got = _read(hop.question, passages, lm, encoder, threshold)
+        if got.answered and hop.name.lower() not in got.answer.lower():
+            p = passages[hop.sent.passage]
+            got.note = f'{hop.described} is {hop.name}: "{hop.sent.text}" ({p.citation or p.info_id})'
+            return got
+    return _read(question, passages, lm, encoder, threshold)
+
+
+def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, threshold: float) -> Reading:
+    kind = answer_type(question)
     if not passages:
         return Reading(NOT_ANSWERABLE, kind, note="no evidence text to read")
     laid_out = _from_layout(question, kind, passages)
@@ -226,6 +249,12 @@ def read_answer(
     missing = [w for w in missing_anchors(question, texts) if w.lower() not in _CUES] + missing_phrases(question, texts)
     if missing:
         return Reading(NOT_ANSWERABLE, kind, note=f"the evidence never mentions {', '.join(missing[:3])}")
+    # 'How many more tweets went to A than to B?': two rows of one column, subtracted
+    apart = kind in NUMERIC and difference_sides(question) is not None
+    found = difference(question, passages) if apart else None
+    if found is not None:
+        p = passages[found.passage]
+        return Reading(found.value, kind, sentence=found.line, citation=p.citation, info_id=p.info_id, score=1.0)
     # 'Which region had the highest revenue?' is a row's label; 'What was the lowest revenue?' its value
     labels = kind in ("place", "organization", "person", "text")
     row = read_rows(question, passages) if labels or kind in NUMERIC and asks_extreme_value(question) else None
@@ -307,10 +336,39 @@ def read_answer(
         ranked = _lm_order(lm, question, ranked)
     if not ranked:
         return Reading(NOT_ANSWERABLE, kind, note=_limit_note(question, passages, sents))
+    names = question_names(question) if kind in CONTACT else []
+    if names:  # the phone of the Care Quality Commission is printed by its name, not under another's address
+        ranked = [(sc, sp) for sc, sp in ranked if any(_near(n, sp, passages) for n in names)]
+        if not ranked:
+            return Reading(NOT_ANSWERABLE, kind, note=f"the evidence prints no {kind} beside {names[0]}")
+    if apart:  # one number is not a difference, unless its sentence states the change ('up 31 percent from 2024')
+        ranked = [(sc, sp) for sc, sp in ranked if _states_change(sp)]
+        if not ranked:
+            note = (
+                _limit_note(question, passages, sents) or "the evidence's text does not print both values to subtract"
+            )
+            return Reading(NOT_ANSWERABLE, kind, note=note)
     score, top = ranked[0]
     out = _reading(reformat(question, top.text, kind), kind, top.sent, passages, score)
     out.candidates = list(dict.fromkeys(sp.text for _, sp in ranked[1:6]))
     return out
+
+
+def _near(name: str, sp: Span, passages: list[Passage]) -> bool:
+    text = passages[sp.sent.passage].text
+    at = text.find(sp.text)
+    return printed_near(name, text, at if at >= 0 else 0)
+
+
+def _states_change(sp: Span) -> bool:
+    """Whether the span's number is the size of a change or gap its sentence states.
+
+    >>> s = Sentence("Revenue reached 48.6 million dollars, up 31 percent; 12 more robots shipped.", 0, 0, False)
+    >>> [_states_change(Span(t, s, s.text.index(t), s.text.index(t) + len(t))) for t in ("48.6", "31 percent", "12")]
+    [False, True, True]
+    """
+    text = sp.sent.text
+    return bool(_CHANGE_BEFORE.search(text[max(0, sp.start - 30) : sp.start]) or _CHANGE_AFTER.match(text[sp.end :]))
 
 
 _MONTH_NUM = {m: i for i, m in enumerate(MONTH_ABBR, 1)}

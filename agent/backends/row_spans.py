@@ -6,6 +6,9 @@ A table reaches the reader as lines of a label and one number each. A run of thr
 column; the lines just above and below it (its header, its caption) say what the numbers are, and a run is
 read only when they name a word of the question besides the superlative. Tables with several number columns
 are left to the sentence reader: which column the question means is not something a rule can tell.
+
+The same columns answer a difference ('How many more tweets went to Germanwings than to Lufthansa?'): the
+value of the row that names one side minus that of the row that names the other.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from agent.backends.answer_types import difference_sides
 from agent.backends.sentences import Passage
 from agent.backends.words import ORDINALS, content_words, number_value, stem, terms
 
@@ -122,3 +126,42 @@ def read_rows(question: str, passages: list[Passage]) -> RowAnswer | None:
             if best is None or named > best[0]:
                 best = (named, RowAnswer(pick[0], pick[2], pick[3], pi))
     return best[1] if best else None
+
+
+def difference(question: str, passages: list[Passage]) -> RowAnswer | None:
+    """The difference of the two rows of one column that the question's two sides name ('Germanwings 24' and
+    'Lufthansa 12' -> '12'), or None when no column holds both."""
+    sides = difference_sides(question)
+    if sides is None:
+        return None
+    first, second, sign = sides
+    a, b = ({stem(w) for w in content_words(x)} for x in (first, second))
+    a, b = a - b, b - a  # the words that tell the two sides apart
+    if not a or not b:
+        return None
+    best: tuple[int, RowAnswer] | None = None
+    for pi, p in enumerate(passages):
+        for _, run in _runs(p.text):
+            rows = [(set(terms(r[0])), r) for r in run]
+            ra = max(rows, key=lambda x: len(x[0] & a) - len(x[0] & b))
+            rb = max(rows, key=lambda x: len(x[0] & b) - len(x[0] & a))
+            if ra is rb or not ra[0] & a or not rb[0] & b or ra[0] & b or rb[0] & a:
+                continue
+            (la, va, pa, line_a), (lb, vb, pb, line_b) = ra[1], rb[1]
+            value = va - vb if sign > 0 else vb - va if sign < 0 else abs(va - vb)
+            named = len(ra[0] & a) + len(rb[0] & b)
+            if best is None or named > best[0]:
+                answer = RowAnswer(f"{la} - {lb}", _printed(value, [pa, pb]), f"{line_a}; {line_b}", pi)
+                best = (named, answer)
+    return best[1] if best else None
+
+
+def _printed(value: float, printed: list[str]) -> str:
+    """`value` with the decimals, thousands commas and percent sign of the numbers it was computed from.
+
+    >>> _printed(12.0, ["24", "12"]), _printed(16.7, ["52.4%", "35.7%"]), _printed(1194000.0, ["1,204,000", "10,000"])
+    ('12', '16.7%', '1,194,000')
+    """
+    decimals = max(len(p.rstrip("%").split(".")[1]) if "." in p else 0 for p in printed)
+    text = f"{value:,.{decimals}f}" if any("," in p for p in printed) else f"{value:.{decimals}f}"
+    return text + "%" if all(p.endswith("%") for p in printed) else text

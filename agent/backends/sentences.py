@@ -35,6 +35,8 @@ _BOILER = re.compile(
     r"table of contents|contents|index)$",
     re.I,
 )
+# a table-of-contents entry: a title, a dot leader and a page number ('Analysis ........ 10 Appendix D')
+_TOC_ENTRY = re.compile(r"(?:\.\s?){4,}\s*\d+\b|…{2,}\s*\d+\b")
 
 
 def is_heading(line: str, first: bool = False) -> bool:
@@ -44,9 +46,11 @@ def is_heading(line: str, first: bool = False) -> bool:
     (True, True)
     >>> is_heading("Europe 21.4"), is_heading("The defect rate fell from 2.1 percent to 0.8 percent.")
     (False, False)
+    >>> is_heading("Data Analysis ............................ 10 Appendix D")
+    True
     """
     s = line.strip()
-    if not s or s.startswith("#") or _BOILER.match(s):
+    if not s or s.startswith("#") or _BOILER.match(s) or _TOC_ENTRY.search(s):
         return True
     if re.search(r"[.!?]$", s) or len(s.split()) > 12:
         return False

@@ -131,6 +131,12 @@ def numeric_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]
                 m.start() and re.match(r"[A-Za-z]", s.text[m.start() - 1])
             ):
                 continue  # part of a code or a name: 'X2', 'B21', 'Q4'
+            if (
+                re.match(r"0\d", num)
+                or re.match(r"/\d", s.text[m.end() : m.end() + 2])
+                or re.search(r"\d/$", s.text[max(0, m.start() - 2) : m.start()])
+            ):
+                continue  # a code or a date's part, not a quantity: '(000)' thousands, '05' of '05/10/2015'
             if val in asked and not m.group("to"):
                 continue
             bonus = 0.0
@@ -211,6 +217,8 @@ def contact_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]
     for s in sents:
         for m in CONTACT[kind].finditer(s.text):
             text = m.group().strip().rstrip(".")
+            if kind == "phone" and not _phone_like(text, s.text[: m.start()]):
+                continue
             bonus = 0.3 if any(n in text.lower() for n in names) else 0.0
             cue = re.search(r"\b(fax|tel|telephone|phone|mobile|cell)\b", question, re.I)
             if cue and re.search(
@@ -220,6 +228,18 @@ def contact_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]
                 bonus += 0.3  # 'Fax: 514-...' when the fax is asked, not the 'Tel:' beside it
             out.append(Span(text, s, m.start(), m.end(), bonus))
     return out
+
+
+def _phone_like(text: str, before: str) -> bool:
+    """A phone number, not a run of table cells: 7+ digits, not the tail of a bigger number, and 10+ digits
+    when every group has at most two ('01 23 45 67 89' is a number; '65-69 84 29' and '000 67 8' are cells).
+
+    >>> _phone_like("01983 873655", "Tel: "), _phone_like("65-69 84 29", ""), _phone_like("000 67 8", "<$30,")
+    (True, False, False)
+    """
+    groups = re.findall(r"\d+", text)
+    digits = sum(len(g) for g in groups)
+    return digits >= 7 and not re.search(r"[\d,.]$", before) and (digits >= 10 or max(map(len, groups)) > 2)
 
 
 _LIST_CUE = re.compile(r"\b(?:are|were|include|includes|included|including|is|was|such as|namely)\b\s*:?\s+|:\s+")

@@ -231,9 +231,20 @@ def missing_phrases(question: str, texts: list[str]) -> list[str]:
     for m in re.finditer(r"\b\d+\s?[-–]\s?\d+\b", question):  # a range, unless it says where to look
         if not re.search(where + r"\s*$", question[: m.start()].lower()) and _squash(m.group()) not in joined:
             out.append(m.group())
+    out += [n for n in question_names(question) if _squash(n) not in joined and not set(n.split()) & set(keys)]
+    return out
+
+
+def question_names(question: str) -> list[str]:
+    """The names of two or more capitalised words the question gives past each sentence's first word.
+
+    >>> question_names("What is the phone of the Care Quality Commission in May?")
+    ['Care Quality Commission']
+    """
     letters = re.sub(r"[^A-Za-z]", "", question)
     if sum(c.isupper() for c in letters) > 0.6 * max(len(letters), 1):  # ALL-CAPS: case says nothing
-        return out
+        return []
+    out = []
     for sentence in re.split(r"(?<=[.?!])\s+", question.strip()):
         # words (digits included: 'PaLM-2L') and the punctuation between them, which ends a name
         tokens = [t.group() for t in re.finditer(r"[A-Za-z0-9][\w.'’&-]*[\w]|[A-Za-z0-9]|[^\s\w]", sentence)][1:]
@@ -245,10 +256,20 @@ def missing_phrases(question: str, texts: list[str]) -> list[str]:
                 continue
             while run and run[-1].lower() in _CONNECT:
                 run.pop()
-            if len(run) >= 2 and _squash(" ".join(run)) not in joined and not set(run) & set(keys):
+            if len(run) >= 2:
                 out.append(" ".join(run))
             run = []
     return out
+
+
+def printed_near(name: str, text: str, at: int, before: int = 600, after: int = 200) -> bool:
+    """Whether `text` prints `name` (case, spacing and punctuation aside) within `before` characters before
+    position `at` or `after` characters after it: an address block's name over its phone number.
+
+    >>> printed_near("The Limes Home", "The Limes\\nHome\\n43 Foreland Road\\nTel: 01983 873655", 36)
+    True
+    """
+    return _squash(name) in _squash(text[max(0, at - before) : at + after])
 
 
 ORDINALS = {

@@ -267,3 +267,63 @@ def test_a_period_the_question_names_must_be_where_the_number_is_read():
     quarters = Passage("Shipments were 310 robots in Q3, up from 250 in the second quarter.", "report.pdf p.5")
     assert read_answer("How many robots were shipped in the third quarter?", [year, quarters]).answer == "310"
     assert read_answer("How many robots did the company ship?", [year]).answer == "1,240"
+
+
+def test_a_described_subject_is_named_from_the_evidence_then_asked_about():
+    slides = Passage("[00:00] Heron S4 preview\nScans 9,000 shelf labels per shift", "update.mp4 00:00-00:10")
+    plant = Passage(
+        "The Oulu plant opened in 2024 and employs 40 people. It builds the Heron S4 scanner.", "plant.md #0"
+    )
+    r = read_answer("Where is the drone that scans 9,000 shelf labels per shift built?", [slides, plant])
+    assert r.answer == "Oulu" and r.citation == "plant.md #0"
+    assert r.note.startswith("the drone that scans 9,000 shelf labels per shift is Heron S4")
+    assert "update.mp4 00:00-00:10" in r.note  # the sentence that names it, and where it is
+    # the description must be the evidence's: another number names nothing, and no second hop is made
+    r = read_answer("Where is the drone that scans 7,000 shelf labels per shift built?", [slides, plant])
+    assert "Heron S4" not in r.note
+    # the clause runs to the end when the verb comes before the description
+    r = read_answer("Which plant builds the drone that scans 9,000 shelf labels per shift?", [slides, plant])
+    assert r.answer.startswith("Oulu") and "is Heron S4" in r.note
+
+
+def test_codes_table_cells_and_contents_lines_are_not_answers():
+    # a count with a leading zero is a code or a date's part; a thousands marker '(000)' is a unit
+    log = Passage("Inspection report 05/10/2015. Inspectors counted 7 alarms.", "log.pdf p.1")
+    assert read_answer("How many alarms did the inspectors count?", [log]).answer == "7"
+    units = Passage("Album sales by rank, volume (000)\nTotal volume of the top album: 1,204", "sales.pdf p.2")
+    assert read_answer("What is the total volume of the top album?", [units]).answer == "1,204"
+    # a phone as a device is not a phone number; table cells are not one either
+    assert answer_type("How many seniors own a cell phone?") == "number"
+    cells = Passage("Household income <$30,000 67 8\nAge 65-69 84 29", "survey.pdf p.9")
+    assert read_answer("What is the telephone number of the survey office?", [cells]).answer == NOT_ANSWERABLE
+    # a table-of-contents entry is a heading: its title is not what a question about a diagram asks for
+    assert is_heading("Data Analysis ................................ 10 Appendix D")
+
+
+def test_a_difference_is_two_rows_subtracted_or_a_change_the_text_states():
+    tweets = Passage("Tweets in the first 24 hours\nGermanwings 24\nLufthansa 12\nAirbus 5\nsource: x", "t.pdf p.4")
+    r = read_answer("How many more tweets are attributed to Germanwings than Lufthansa?", [tweets])
+    assert (r.answer, r.sentence) == ("12", "Germanwings 24; Lufthansa 12")
+    assert read_answer("How many fewer tweets does Airbus have than Lufthansa?", [tweets]).answer == "7"
+    shares = Passage("Share of sales by channel\nOnline 52.4%\nStores 35.7%\nPartners 11.9%", "s.pdf p.2")
+    assert read_answer("What is the difference in share between Online and Stores?", [shares]).answer == "16.7%"
+    # one of the two values alone is not the difference: abstain, and say why
+    r = read_answer("How many more tweets are attributed to Germanwings than Boeing?", [tweets])
+    assert r.answer == NOT_ANSWERABLE and r.note
+    # a change the text states answers it; a number beside the change is not its size
+    fleet = Passage("In 2025 the company shipped 1,240 robots, 310 more than in 2024.", "report.pdf p.1")
+    assert read_answer("How many more robots were shipped in 2025 than in 2024?", [fleet]).answer == "310"
+    r = read_answer("How much higher was revenue in 2025 compared to 2024?", [REPORT])  # '48.6 million, up 31%'
+    assert r.answer == NOT_ANSWERABLE
+
+
+def test_a_contact_is_the_one_printed_by_the_name_asked_for():
+    home = Passage(
+        "Care at the home was not safe.\nThe Limes Residential Home\nInspection report\n43 Foreland Road\n"
+        "Tel: 01983 873655\nThe inspection was unannounced.",
+        "inspection.pdf p.1",
+    )
+    assert read_answer("What is the telephone no for The Limes Residential Home?", [home]).answer == "01983 873655"
+    regulator = Passage("Our findings are reported to the Care Quality Commission every month.", "inspection.pdf p.2")
+    r = read_answer("What is the telephone no for the Care Quality Commission?", [home, regulator])
+    assert r.answer == NOT_ANSWERABLE and "Care Quality Commission" in r.note
