@@ -313,3 +313,34 @@ def difference_sides(question: str) -> tuple[str, str, int] | None:
         return m.group("a2").strip(), m.group("b2").strip(), 0
     sign = -1 if m.group("cmp").lower() in ("less", "fewer", "lower", "smaller") else 1
     return m.group("a").strip(), m.group("b").strip(), sign
+
+
+_PAGES = re.compile(
+    r"\b(?:page|pages|slide|slides|p\.)\s*(?P<a>\d{1,4})(?:\s*(?:-|–|to|and|&)\s*(?:page\s*|slide\s*)?(?P<b>\d{1,4}))?\b",
+    re.I,
+)
+
+
+def asked_pages(question: str) -> list[tuple[int, int]]:
+    """The page ranges the question says to look at ('on page 10', 'in Pages 100-110', 'page 15 and page 16').
+
+    >>> asked_pages("How many images are there in Pages 100-110?"), asked_pages("the logos on page 10 and page 12")
+    ([(100, 110)], [(10, 12)])
+    >>> asked_pages("How many robots were shipped?")
+    []
+    """
+    out = []
+    for m in _PAGES.finditer(question):
+        a = int(m.group("a"))
+        b = int(m.group("b")) if m.group("b") else a
+        out.append((min(a, b), max(a, b)))
+    return out
+
+
+def without_pages(question: str) -> str:
+    """The question without the pages it says to look at, whose numbers are not words to find in the text.
+
+    >>> without_pages("How many rooms are there on page 10?")
+    'How many rooms are there on ?'
+    """
+    return " ".join(_PAGES.sub("", question).split())

@@ -30,7 +30,15 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent.backends.answer_types import NUMERIC, SECTION, answer_type, difference_sides, wants_byline
+from agent.backends.answer_types import (
+    NUMERIC,
+    SECTION,
+    answer_type,
+    asked_pages,
+    difference_sides,
+    wants_byline,
+    without_pages,
+)
 from agent.backends.clause_spans import bridge, consequence_spans, definition, key_spans
 from agent.backends.doc_spans import byline, caption, doc_title, expansion
 from agent.backends.name_spans import entity_spans, expansion_spans, label_spans, phrase_spans
@@ -102,6 +110,9 @@ _CHANGE_BEFORE = re.compile(
     re.I,
 )
 _CHANGE_AFTER = re.compile(r"^\s*(?:\w+\s+)?(?:more|less|fewer|higher|lower|above|below|ahead|behind)\b", re.I)
+# how far a page's number in the file may be from the page number a question names: printed page numbers often
+# start after a cover or a contents page
+PAGE_SLACK = 2
 THRESHOLD = 0.1  # least question-term coverage of the answer's sentence (calibrated on dev traces: eval/RESULTS.md)
 
 
@@ -242,6 +253,18 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
     kind = answer_type(question)
     if not passages:
         return Reading(NOT_ANSWERABLE, kind, note="no evidence text to read")
+    # 'the logos on page 10': evidence without page 10 cannot say. (With it, other pages may still answer: 'the
+    # population of the city on the map on page 3' is printed in a table elsewhere.)
+    pages = asked_pages(question)
+    paged = pages and all(_page(p) for p in passages)
+    on_page = {
+        i
+        for i, p in enumerate(passages)
+        if paged and any(a - PAGE_SLACK <= _page(p) <= b + PAGE_SLACK for a, b in pages)
+    }
+    if paged and not on_page:
+        where = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in pages)
+        return Reading(NOT_ANSWERABLE, kind, note=f"the evidence holds no text from page {where}")
     laid_out = _from_layout(question, kind, passages)
     if laid_out is not None:
         return laid_out
@@ -269,7 +292,8 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
         found = expansion(question, sents)
         if found:
             return _reading(found[0], kind, found[1], passages, 1.0)
-    score_sentences(question, sents, passages, encoder)
+    focus = without_pages(question)  # 'page 10' says where to look; its 10 is not a word to find
+    score_sentences(focus, sents, passages, encoder)
     if kind == "definition":
         defined = definition(question, sents)
         if defined:
@@ -324,7 +348,7 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
     spans = consequence_spans(question, pool, sents) if kind == "consequence" else _spans(question, kind, pool, heads)
     ranked = [
         (sc, sp)
-        for sc, sp in _rank(question, spans)
+        for sc, sp in _rank(focus, spans)
         if sp.text and (kind in CONTACT or sp.sent.coverage + (0.15 if sp.sent in extra else 0) >= threshold)
     ]
     # a number for a quarter, half or month the question names comes from a passage that names it too: the
@@ -336,6 +360,8 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
         ranked = _lm_order(lm, question, ranked)
     if not ranked:
         return Reading(NOT_ANSWERABLE, kind, note=_limit_note(question, passages, sents))
+    if on_page:  # the page the question names comes first, other pages may still hold the answer
+        ranked = sorted(((sc + 0.1 * (sp.sent.passage in on_page), sp) for sc, sp in ranked), key=lambda x: -x[0])
     names = question_names(question) if kind in CONTACT else []
     if names:  # the phone of the Care Quality Commission is printed by its name, not under another's address
         ranked = [(sc, sp) for sc, sp in ranked if any(_near(n, sp, passages) for n in names)]
@@ -352,6 +378,12 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
     out = _reading(reformat(question, top.text, kind), kind, top.sent, passages, score)
     out.candidates = list(dict.fromkeys(sp.text for _, sp in ranked[1:6]))
     return out
+
+
+def _page(p: Passage) -> int:
+    """The page number of a page's citation ('report.pdf p.3' -> 3), else 0."""
+    m = re.search(r"\bp\.\s*(\d+)$", p.citation or "")
+    return int(m.group(1)) if m else 0
 
 
 def _near(name: str, sp: Span, passages: list[Passage]) -> bool:

@@ -327,3 +327,13 @@ def test_a_contact_is_the_one_printed_by_the_name_asked_for():
     regulator = Passage("Our findings are reported to the Care Quality Commission every month.", "inspection.pdf p.2")
     r = read_answer("What is the telephone no for the Care Quality Commission?", [home, regulator])
     assert r.answer == NOT_ANSWERABLE and "Care Quality Commission" in r.note
+
+
+def test_a_question_about_a_page_needs_that_page_in_the_evidence():
+    cover = Passage("Inspection report 05/10/2015\nThe home has 7 rooms.", "inspection.pdf p.1")
+    rooms = Passage("The east wing has 12 rooms and a garden.", "inspection.pdf p.10")
+    assert read_answer("How many rooms are there on page 10?", [cover, rooms]).answer == "12"
+    r = read_answer("How many rooms are there in pages 40-45?", [cover, rooms])
+    assert r.answer == NOT_ANSWERABLE and r.note == "the evidence holds no text from page 40-45"
+    # evidence without page numbers (notes, video) is read as before
+    assert read_answer("How many rooms are on page 10?", [Passage("The wing has 12 rooms.", "notes.md #0")]).answered
