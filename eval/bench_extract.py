@@ -69,8 +69,8 @@ def pdf_pages(path: Path) -> tuple[str, ...]:
         doc.close()
 
 
-def inputs(items, texts: dict[tuple[str, int], str]) -> list[tuple[object, list[tuple[str, str]]]]:
-    """(item, [(citation, text)]) per question: gold pages, or BM25's top 3 of the document for None."""
+def inputs(items, texts: dict[tuple[str, int], str]) -> list[tuple[object, list[tuple[int, str]]]]:
+    """(item, [(page, text)]) per question: gold pages, or BM25's top 3 of the document for None."""
     from retrieval.bm25 import Bm25Index
 
     docs: dict[str, list[tuple[int, str]]] = defaultdict(list)
@@ -90,7 +90,7 @@ def inputs(items, texts: dict[tuple[str, int], str]) -> list[tuple[object, list[
                 pages = list(enumerate(pdf_pages(MMLB / "documents" / it.doc), start=1))
             scores = Bm25Index([t for _, t in pages]).scores(it.question)  # (n_pages,)
             got = sorted(pages[i] for i in scores.argsort()[::-1][:3])
-        out.append((it, [(f"{it.doc} p.{p}", t) for p, t in got]))
+        out.append((it, got))
     return out
 
 
@@ -119,7 +119,7 @@ def run_reader(name: str, pairs, lm, encoder) -> list[dict]:
         else:
             r = read_answer(
                 it.question,
-                [Passage(t, c, modality="page") for c, t in pages],
+                [Passage(t, f"{it.doc} p.{p}", modality="page", page=p) for p, t in pages],
                 lm=lm if name == "new" else None,
                 encoder=encoder,
             )
@@ -208,7 +208,14 @@ def replay(run: Path, thresholds: list[float], lm, encoder, out: Path | None = N
         useful = sorted(dict.fromkeys(useful), key=lambda i: -relevance(kw, ev[i]["text"]))
         rest = [i for i in ev if i not in useful and not ev[i].get("crop_box")]
         ps = [
-            Passage(ev[i]["text"], ev[i]["citation"], i, ev[i]["unit"]["modality"], memorized=k < len(useful))
+            Passage(
+                ev[i]["text"],
+                ev[i]["citation"],
+                i,
+                ev[i]["unit"]["modality"],
+                memorized=k < len(useful),
+                page=(ev[i]["unit"].get("page") or 0) if ev[i]["unit"]["modality"] == "page" else 0,
+            )
             for k, i in enumerate((useful + rest)[:MAX_PASSAGES])
             if ev[i]["text"].strip()
         ]

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from agent.backends.answer_types import DOC, KEY, consequence_condition, definition_term, question_keys
-from agent.backends.sentences import Sentence
+from agent.backends.sentences import Passage, Sentence, passage_sentences
 from agent.backends.spans import Span, clean, in_question
 from agent.backends.words import content_words, stem, terms
 
@@ -191,7 +191,7 @@ class Hop:
     sent: Sentence  # the sentence that names it
 
 
-def bridge(question: str, sents: list[Sentence]) -> Hop | None:
+def bridge(question: str, passages: list[Passage]) -> Hop | None:
     """A question that names its subject only by a description, asked again with the name the evidence gives
     it: 'Where is the robot that picks 600 items per hour assembled?', with 'Falcon X2 launch. Picks 600 items
     per hour' in the evidence, is 'Where is Falcon X2 assembled?'. None when no sentence names it.
@@ -200,13 +200,12 @@ def bridge(question: str, sents: list[Sentence]) -> Hop | None:
     the name is the one run of capitalised words in it (or else in the heading or short label line just
     above it) that the question does not use.
 
-    >>> from agent.backends.sentences import Passage, passage_sentences
     >>> ps = [Passage("Falcon X2 launch. Picks 600 items per hour."), Passage("It is assembled in Tampere.")]
-    >>> bridge("Where is the robot that picks 600 items per hour assembled?", passage_sentences(ps)).question
+    >>> bridge("Where is the robot that picks 600 items per hour assembled?", ps).question
     'Where is Falcon X2 assembled?'
-    >>> bridge("Where is the robot that picks 900 items per hour assembled?", passage_sentences(ps)) is None
+    >>> bridge("Where is the robot that picks 900 items per hour assembled?", ps) is None
     True
-    >>> bridge("Where are the robots that pick 600 items per hour assembled?", passage_sentences(ps)) is None
+    >>> bridge("Where are the robots that pick 600 items per hour assembled?", ps) is None
     True
     """
     m = _RELATIVE.search(question)
@@ -222,6 +221,7 @@ def bridge(question: str, sents: list[Sentence]) -> Hop | None:
         return None
     numbers = [t for t in want if t[:1].isdigit()]
     asked = set(terms(question))
+    sents = passage_sentences(passages)  # only for a question that describes its subject; most return above
     best: tuple[float, str, Sentence] | None = None
     for i, s in enumerate(sents):
         have = set(terms(s.text))

@@ -269,7 +269,14 @@ class EmbeddedPolicy(Policy):
         seen = {ev.info_id for ev in ranked}
         rest = [ev for ev in st.evidence.by_id.values() if ev.info_id not in seen and not ev.crop_box]
         passages = [
-            Passage(ev.text, ev.citation(), ev.info_id, ev.unit.modality, memorized=i < len(ranked))
+            Passage(
+                ev.text,
+                ev.citation(),
+                ev.info_id,
+                ev.unit.modality,
+                memorized=i < len(ranked),
+                page=ev.unit.page if ev.unit.modality == "page" and ev.unit.page else 0,
+            )
             for i, ev in enumerate((ranked + rest)[:MAX_PASSAGES])
             if ev.text.strip()
         ]

@@ -239,7 +239,7 @@ def read_answer(
     the name the evidence gives it ('Falcon X2'); the note says which sentence named it.
     """
     passages = [p for p in passages if p.text and p.text.strip()]
-    hop = bridge(question, passage_sentences(passages)) if passages else None
+    hop = bridge(question, passages)
     if hop is not None:
         got = _read(hop.question, passages, lm, encoder, threshold)
         if got.answered and hop.name.lower() not in got.answer.lower():
@@ -255,14 +255,9 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
         return Reading(NOT_ANSWERABLE, kind, note="no evidence text to read")
     # 'the logos on page 10': evidence without page 10 cannot say. (With it, other pages may still answer: 'the
     # population of the city on the map on page 3' is printed in a table elsewhere.)
-    pages = asked_pages(question)
-    paged = pages and all(_page(p) for p in passages)
-    on_page = {
-        i
-        for i, p in enumerate(passages)
-        if paged and any(a - PAGE_SLACK <= _page(p) <= b + PAGE_SLACK for a, b in pages)
-    }
-    if paged and not on_page:
+    pages = asked_pages(question) if all(p.page for p in passages) else []  # notes and clips have no pages
+    on_page = {i for i, p in enumerate(passages) if any(a - PAGE_SLACK <= p.page <= b + PAGE_SLACK for a, b in pages)}
+    if pages and not on_page:
         where = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in pages)
         return Reading(NOT_ANSWERABLE, kind, note=f"the evidence holds no text from page {where}")
     laid_out = _from_layout(question, kind, passages)
@@ -378,12 +373,6 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
     out = _reading(reformat(question, top.text, kind), kind, top.sent, passages, score)
     out.candidates = list(dict.fromkeys(sp.text for _, sp in ranked[1:6]))
     return out
-
-
-def _page(p: Passage) -> int:
-    """The page number of a page's citation ('report.pdf p.3' -> 3), else 0."""
-    m = re.search(r"\bp\.\s*(\d+)$", p.citation or "")
-    return int(m.group(1)) if m else 0
 
 
 def _near(name: str, sp: Span, passages: list[Passage]) -> bool:

@@ -27,6 +27,7 @@ class Passage:
     info_id: str = ""  # the episode's information id ('Picture 2')
     modality: str = "text"  # the unit's: page | image | video | text
     memorized: bool = True  # in the memory graph (else only retrieved)
+    page: int = 0  # a PDF page's number (1-based), 0 for other units
 
 
 _TICK_LINE = re.compile(r"^\s*[-−]?\d[\d,]*(?:\.\d+)?\s*%?\s*$")

@@ -330,8 +330,8 @@ def test_a_contact_is_the_one_printed_by_the_name_asked_for():
 
 
 def test_a_question_about_a_page_needs_that_page_in_the_evidence():
-    cover = Passage("Inspection report 05/10/2015\nThe home has 7 rooms.", "inspection.pdf p.1")
-    rooms = Passage("The east wing has 12 rooms and a garden.", "inspection.pdf p.10")
+    cover = Passage("Inspection report 05/10/2015\nThe home has 7 rooms.", "inspection.pdf p.1", page=1)
+    rooms = Passage("The east wing has 12 rooms and a garden.", "inspection.pdf p.10", page=10)
     assert read_answer("How many rooms are there on page 10?", [cover, rooms]).answer == "12"
     r = read_answer("How many rooms are there in pages 40-45?", [cover, rooms])
     assert r.answer == NOT_ANSWERABLE and r.note == "the evidence holds no text from page 40-45"

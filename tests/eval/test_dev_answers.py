@@ -23,7 +23,7 @@ def test_no_dev_answer_is_a_heading_or_title(shared_data):
     assert len(pairs) > 400
     bad, answered = [], 0
     for it, pages in pairs:
-        r = read_answer(it.question, [Passage(t, c, modality="page") for c, t in pages])
+        r = read_answer(it.question, [Passage(t, f"{it.doc} p.{p}", modality="page", page=p) for p, t in pages])
         if r.answer == NOT_ANSWERABLE:
             continue
         answered += 1
