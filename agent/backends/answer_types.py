@@ -29,6 +29,7 @@ ANSWER_TYPES = (
     "choice",
     "list",
     "frequency",
+    "color",
     "expansion",
     "definition",
     "consequence",
@@ -49,7 +50,7 @@ _MONEY_WORDS = (
 _MEASURE_WORDS = (
     r"capacity|rate|total|amount|number|count|size|population|headcount|speed|score|age|height|weight|"
     r"length|distance|volume|temperature|value|level|ratio|average|mean|median|sum|difference|growth|"
-    r"workforce|output|production|figure"
+    r"workforce|output|production|figure|gap"
 )
 _PLACE_NOUNS = (
     r"country|city|town|region|hall|place|location|state|continent|market|site|venue|address|area|"
@@ -118,11 +119,16 @@ def answer_type(question: str) -> str:
         return "yes_no"
     if re.search(r"\bhow (often|frequently)\b", q):
         return "frequency"
+    # 'What is the color of the icons ...?', 'WHAT IS THE LOGO COLOR?'; not 'the green color of the machine'
+    if re.search(
+        r"\b(what|which)( is| are| was| were|'s)? the colou?rs?\b|\bwhat colou?rs?\b|\bcolou?rs?\s*\?*$", start
+    ):
+        return "color"
     if re.search(r"\b(which|what|in what) year\b|\bwhat year\b|\b(last|first|latest|earliest) year\b", q):
         return "year"
     if re.search(r"\bhow long\b|\bduration\b|\bruntime\b|\bhow many (" + DURATION_UNITS + r")\b", q):
         return "duration"
-    if re.search(r"\bpercent|percentage|\bproportion\b|\bshare\b|%|\brate\b", q) and not re.search(
+    if re.search(r"\bpercent|percentage|\bproportion\b|\bshare\b|%|\brate\b|\bcagr\b", q) and not re.search(
         r"\bper (hour|day|minute|second|shift|week|month|year)\b", q
     ):
         return "percent"
@@ -290,7 +296,7 @@ def question_keys(question: str) -> list[str]:
 _DIFFERENCE = re.compile(
     r"\bhow (?:much|many)\s+(?P<cmp>more|less|fewer|higher|lower|larger|smaller|bigger|greater)\b(?P<a>.*?)"
     r"\b(?:than|compared (?:to|with)|comparing to|versus|vs\.?)\s+(?P<b>[^?.,]+)"
-    r"|\b(?:difference|gap)\b(?:\s+[\w.%-]+){0,6}?\s+between\s+(?P<a2>[^?]+?)\s+and\s+(?P<b2>[^?.,]+)",
+    r"|\b(?:difference|gap)\b(?:\s+[\w.%-]+){0,8}?\s+between\s+(?P<a2>[^?]+?)\s+and\s+(?P<b2>[^?.,]+)",
     re.I,
 )
 
@@ -313,6 +319,52 @@ def difference_sides(question: str) -> tuple[str, str, int] | None:
         return m.group("a2").strip(), m.group("b2").strip(), 0
     sign = -1 if m.group("cmp").lower() in ("less", "fewer", "lower", "smaller") else 1
     return m.group("a").strip(), m.group("b").strip(), sign
+
+
+# 'What is the gap of 65+ people with ...', 'the absolute percent change of ...': a change or gap asked for by name
+_CHANGE = re.compile(
+    r"\b(?:difference|gap|change)\b|\bhow much (?:did|has|have|had|does|do|will)\b.*\b(?:increase|"
+    r"decrease|rise|grow|fall|drop|decline|change|improve)",
+    re.I,
+)
+
+
+def asks_change(question: str) -> bool:
+    """Whether the question asks how far apart two values are, named or not (a difference, gap or change).
+
+    >>> asks_change("What is the gap of 65+ people with a tablet?"), asks_change("How much did sales rise in 2024?")
+    (True, True)
+    >>> asks_change("How many robots were shipped?")
+    False
+    """
+    return bool(difference_sides(question) or _CHANGE.search(question))
+
+
+# 'the sum of A and B', 'the total percentage of A and B', 'A, B and C in total', 'units 4, 5, and 6 combined'
+_SUM = re.compile(
+    r"\b(?:sum|total|combined)\b(?:\s+[\w.%'`-]+){0,4}?\s+(?:of|in|for)\s+(?P<a>[^?]+?\s+and\s+[^?]+?)\s*(?:\?|$)"
+    r"|\b(?:are|were|is|was|of|in)\s+(?P<b>[^?]+?\s+and\s+[^?]+?)\s+(?:combined|in total|altogether|together)\b",
+    re.I,
+)
+
+
+def sum_parts(question: str) -> list[str]:
+    """The parts a question asks to add up ('the sum of A and B'), else []: a single value printed in the text is
+    the answer only when the text states it as their total.
+
+    >>> sum_parts("What is the sum of percentage of customers and employees who said yes?")
+    ['percentage of customers', 'employees who said yes']
+    >>> sum_parts("How many Tweets are attributed to Germanwings, Lufthansa, and Airbus in total?")
+    ['attributed to Germanwings', 'Lufthansa', 'Airbus']
+    >>> sum_parts("How many figures are there in total in the article?"), sum_parts("What is the total revenue?")
+    ([], [])
+    """
+    m = _SUM.search(question)
+    if not m:
+        return []
+    parts = [p.strip(" `'\"") for p in re.split(r",\s*(?:and\s+)?|\s+and\s+", m.group("a") or m.group("b"))]
+    parts = [p for p in parts if p]
+    return parts if len(parts) >= 2 and all(len(p.split()) <= 12 for p in parts) else []
 
 
 _PAGES = re.compile(

@@ -35,20 +35,22 @@ from agent.backends.answer_types import (
     SECTION,
     answer_type,
     asked_pages,
-    difference_sides,
+    asks_change,
+    sum_parts,
     wants_byline,
     without_pages,
 )
 from agent.backends.clause_spans import bridge, consequence_spans, definition, key_spans
 from agent.backends.doc_spans import byline, caption, doc_title, expansion
 from agent.backends.name_spans import entity_spans, expansion_spans, label_spans, phrase_spans
-from agent.backends.row_spans import asks_extreme_value, difference, read_rows
+from agent.backends.row_spans import asks_extreme_value, difference, read_rows, total
 from agent.backends.sentences import Passage, Sentence, is_heading, passage_sentences, score_sentences, visual_hint
 from agent.backends.spans import (
     CONTACT,
     MONTHS,
     Span,
     choice_spans,
+    color_spans,
     contact_spans,
     date_spans,
     distance,
@@ -58,6 +60,7 @@ from agent.backends.spans import (
     q_hits,
 )
 from agent.backends.words import (
+    COLORS,
     MONTH_ABBR,
     NOT_ANSWERABLE,
     SCAFFOLD,
@@ -160,6 +163,8 @@ def _typed_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]:
         return entity_spans(question, kind, sents)
     if kind == "frequency":
         return freq_spans(question, sents)
+    if kind == "color":
+        return color_spans(question, sents)
     if kind in CONTACT:
         return contact_spans(question, kind, sents)
     if kind == "expansion":
@@ -264,12 +269,16 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
     if laid_out is not None:
         return laid_out
     texts = [p.text for p in passages]
+    low = " ".join(texts).lower()
     missing = [w for w in missing_anchors(question, texts) if w.lower() not in _CUES] + missing_phrases(question, texts)
+    # 'What temperature does the yellow color represent?': the text that never prints 'yellow' cannot tell which
+    missing += [c for c in dict.fromkeys(m.group().lower() for m in COLORS.finditer(question)) if c not in low]
     if missing:
         return Reading(NOT_ANSWERABLE, kind, note=f"the evidence never mentions {', '.join(missing[:3])}")
-    # 'How many more tweets went to A than to B?': two rows of one column, subtracted
-    apart = kind in NUMERIC and difference_sides(question) is not None
-    found = difference(question, passages) if apart else None
+    # 'How many more tweets went to A than to B?': two rows of one column, subtracted; 'the sum of A and B': added
+    apart = kind in NUMERIC and asks_change(question)
+    parts = sum_parts(question) if kind in NUMERIC and not apart else []
+    found = difference(question, passages) if apart else total(question, passages) if parts else None
     if found is not None:
         p = passages[found.passage]
         return Reading(found.value, kind, sentence=found.line, citation=p.citation, info_id=p.info_id, score=1.0)
@@ -354,7 +363,10 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
     if kind == "text" and lm is not None and len(ranked) > 1:
         ranked = _lm_order(lm, question, ranked)
     if not ranked:
-        return Reading(NOT_ANSWERABLE, kind, note=_limit_note(question, passages, sents))
+        note = _limit_note(question, passages, sents)
+        if kind == "color":  # the text names no colour: it is drawn
+            note = note or "the evidence's text names no colour; a VLM backend can see the pictures"
+        return Reading(NOT_ANSWERABLE, kind, note=note)
     if on_page:  # the page the question names comes first, other pages may still hold the answer
         ranked = sorted(((sc + 0.1 * (sp.sent.passage in on_page), sp) for sc, sp in ranked), key=lambda x: -x[0])
     names = question_names(question) if kind in CONTACT else []
@@ -368,6 +380,11 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
             note = (
                 _limit_note(question, passages, sents) or "the evidence's text does not print both values to subtract"
             )
+            return Reading(NOT_ANSWERABLE, kind, note=note)
+    if parts:  # one number is not a sum of several, unless its sentence states it as their total
+        ranked = [(sc, sp) for sc, sp in ranked if _states_total(sp)]
+        if not ranked:
+            note = _limit_note(question, passages, sents) or "the evidence's text does not print every value to add"
             return Reading(NOT_ANSWERABLE, kind, note=note)
     score, top = ranked[0]
     out = _reading(reformat(question, top.text, kind), kind, top.sent, passages, score)
@@ -390,6 +407,23 @@ def _states_change(sp: Span) -> bool:
     """
     text = sp.sent.text
     return bool(_CHANGE_BEFORE.search(text[max(0, sp.start - 30) : sp.start]) or _CHANGE_AFTER.match(text[sp.end :]))
+
+
+_TOTAL_BEFORE = re.compile(
+    r"\b(?:total(?:led|ed)?(?: of)?|combined|sum(?: of)?|overall|altogether|in all)\s+(?:\w+\s+){0,2}[$€£]?$", re.I
+)
+_TOTAL_AFTER = re.compile(r"^\s*(?:\w+\s+){0,2}(?:in total|in all|combined|altogether|together|overall)\b", re.I)
+
+
+def _states_total(sp: Span) -> bool:
+    """Whether the span's sentence states its number as a total ('a total of 41 tweets', '41 in all').
+
+    >>> s = Sentence("Germanwings got 24 tweets; a total of 41 tweets went to the three.", 0, 0, False)
+    >>> [_states_total(Span(t, s, s.text.index(t), s.text.index(t) + len(t))) for t in ("24", "41")]
+    [False, True]
+    """
+    text = sp.sent.text
+    return bool(_TOTAL_BEFORE.search(text[max(0, sp.start - 30) : sp.start]) or _TOTAL_AFTER.match(text[sp.end :]))
 
 
 _MONTH_NUM = {m: i for i, m in enumerate(MONTH_ABBR, 1)}

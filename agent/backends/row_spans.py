@@ -8,7 +8,8 @@ read only when they name a word of the question besides the superlative. Tables 
 are left to the sentence reader: which column the question means is not something a rule can tell.
 
 The same columns answer a difference ('How many more tweets went to Germanwings than to Lufthansa?'): the
-value of the row that names one side minus that of the row that names the other.
+value of the row that names one side minus that of the row that names the other; and a sum ('the total of A, B
+and C'): the rows that name each part, added.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent.backends.answer_types import difference_sides
+from agent.backends.answer_types import difference_sides, sum_parts
 from agent.backends.sentences import Passage
 from agent.backends.words import ORDINALS, content_words, number_value, stem, terms
 
@@ -135,25 +136,52 @@ def difference(question: str, passages: list[Passage]) -> RowAnswer | None:
     if sides is None:
         return None
     first, second, sign = sides
-    a, b = ({stem(w) for w in content_words(x)} for x in (first, second))
-    a, b = a - b, b - a  # the words that tell the two sides apart
-    if not a or not b:
+    found = _rows_named([first, second], passages)
+    if found is None:
         return None
-    best: tuple[int, RowAnswer] | None = None
+    (la, va, pa, line_a), (lb, vb, pb, line_b) = found[0]
+    value = va - vb if sign > 0 else vb - va if sign < 0 else abs(va - vb)
+    return RowAnswer(f"{la} - {lb}", _printed(value, [pa, pb]), f"{line_a}; {line_b}", found[1])
+
+
+def total(question: str, passages: list[Passage]) -> RowAnswer | None:
+    """The sum of the rows of one column that the question's parts name ('the sum of A and B'), or None when no
+    column holds them all."""
+    parts = sum_parts(question)
+    found = _rows_named(parts, passages) if parts else None
+    if found is None:
+        return None
+    rows, pi = found
+    value = sum(r[1] for r in rows)
+    return RowAnswer(
+        " + ".join(r[0] for r in rows), _printed(value, [r[2] for r in rows]), "; ".join(r[3] for r in rows), pi
+    )
+
+
+def _rows_named(parts: list[str], passages: list[Passage]) -> tuple[list[tuple[str, float, str, str]], int] | None:
+    """One row per part, all in one column, each row naming a word of its part that no other part has ('tweets
+    to Germanwings' against 'Lufthansa'), and naming no other part's own words; the column that names the most."""
+    words = [{stem(w) for w in content_words(x)} for x in parts]
+    own = [w - set().union(*(o for j, o in enumerate(words) if j != i)) for i, w in enumerate(words)]
+    if not all(own):
+        return None
+    best: tuple[int, list, int] | None = None
     for pi, p in enumerate(passages):
         for _, run in _runs(p.text):
             rows = [(set(terms(r[0])), r) for r in run]
-            ra = max(rows, key=lambda x: len(x[0] & a) - len(x[0] & b))
-            rb = max(rows, key=lambda x: len(x[0] & b) - len(x[0] & a))
-            if ra is rb or not ra[0] & a or not rb[0] & b or ra[0] & b or rb[0] & a:
+            picked = []
+            for i, mine in enumerate(own):
+                others = set().union(*(o for j, o in enumerate(own) if j != i))
+                label, row = max(rows, key=lambda x: len(x[0] & mine) - len(x[0] & others))
+                if not label & mine or label & others:
+                    break
+                picked.append((len(label & mine), row))
+            if len(picked) < len(own) or len({id(r) for _, r in picked}) < len(picked):
                 continue
-            (la, va, pa, line_a), (lb, vb, pb, line_b) = ra[1], rb[1]
-            value = va - vb if sign > 0 else vb - va if sign < 0 else abs(va - vb)
-            named = len(ra[0] & a) + len(rb[0] & b)
+            named = sum(n for n, _ in picked)
             if best is None or named > best[0]:
-                answer = RowAnswer(f"{la} - {lb}", _printed(value, [pa, pb]), f"{line_a}; {line_b}", pi)
-                best = (named, answer)
-    return best[1] if best else None
+                best = (named, [r for _, r in picked], pi)
+    return (best[1], best[2]) if best else None
 
 
 def _printed(value: float, printed: list[str]) -> str:

@@ -1,5 +1,5 @@
 """Candidate answer spans of the typed kinds: numbers (counts, percentages, money, durations, years, with the
-side of a change they are on), dates, frequencies, e-mails / phones / URLs, enumerations, and the pick of
+side of a change they are on), dates, frequencies, colours, e-mails / phones / URLs, enumerations, and the pick of
 an either-or question. Names, places and free-text phrases are agent/backends/name_spans.py's.
 
 A `Span` is a piece of a candidate sentence with a type-specific bonus ("fell from X to Y": X is the before,
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from agent.backends.answer_types import DURATION_UNITS, choices, wants_side
 from agent.backends.sentences import Sentence
-from agent.backends.words import SCAFFOLD, WORD, content_words, number_value, stem, terms
+from agent.backends.words import COLORS, SCAFFOLD, WORD, content_words, number_value, stem, terms
 
 _SCALE = r"million|billion|thousand|trillion|bn|mn|m|k"
 _CUR_WORDS = r"dollars|euros|pounds|yen|usd|eur|gbp|us\$"
@@ -207,6 +207,17 @@ def date_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]:
 
 def freq_spans(question: str, sents: list[Sentence]) -> list[Span]:
     return [Span(clean(m.group()), s, m.start(), m.end()) for s in sents for m in _FREQ.finditer(s.text)]
+
+
+def color_spans(question: str, sents: list[Sentence]) -> list[Span]:
+    """The colours a sentence names ('the red line'), but not one the question itself names."""
+    named = {m.group().lower() for m in COLORS.finditer(question)}
+    return [
+        Span(m.group().lower(), s, m.start(), m.end())
+        for s in sents
+        for m in COLORS.finditer(s.text)
+        if m.group().lower() not in named
+    ]
 
 
 def contact_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]:

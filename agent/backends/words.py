@@ -284,6 +284,12 @@ ORDINALS = {
     "fifth": 5,
     "5th": 5,
 }
+# colour names as text prints them; a colour is drawn far more often than it is written
+COLORS = re.compile(
+    r"\b(?:(?:light|dark|bright|pale|deep)[ -])?(?:red|green|blue|yellow|orange|purple|violet|pink|black|white|"
+    r"gr[ae]y|brown|cyan|magenta|turquoise|teal|navy|maroon|beige|gold|golden|silver)\b",
+    re.I,
+)
 MONTH_ABBR = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")  # month n: index n-1
 
 

@@ -56,6 +56,10 @@ CHART = Passage(
         ("How often are the demos?", "frequency"),
         ("What is the e-mail address of the office?", "email"),
         ("What does the factory assemble?", "text"),
+        ("What is the color of the icons?", "color"),
+        ("WHAT IS ITC LIMITED LOGO COLOR?", "color"),
+        ("What temperature does the green color represent?", "text"),
+        ("What is the CAGR of television from 2012 to 2016?", "percent"),
     ],
 )
 def test_answer_type(question, kind):
@@ -337,3 +341,45 @@ def test_a_question_about_a_page_needs_that_page_in_the_evidence():
     assert r.answer == NOT_ANSWERABLE and r.note == "the evidence holds no text from page 40-45"
     # evidence without page numbers (notes, video) is read as before
     assert read_answer("How many rooms are on page 10?", [Passage("The wing has 12 rooms.", "notes.md #0")]).answered
+
+
+def test_a_sum_is_rows_added_or_a_total_the_text_states():
+    tweets = Passage("Tweets in the first 24 hours\nGermanwings 24\nLufthansa 12\nAirbus 5\nsource: x", "t.pdf p.4")
+    r = read_answer("How many Tweets are attributed to Germanwings, Lufthansa, and Airbus in total?", [tweets])
+    assert (r.answer, r.sentence) == ("41", "Germanwings 24; Lufthansa 12; Airbus 5")
+    shares = Passage("Share of sales by channel\nOnline 52.4%\nStores 35.7%\nPartners 11.9%", "s.pdf p.2")
+    assert read_answer("What is the sum of the shares of Online and Partners?", [shares]).answer == "64.3%"
+    # one part's value is not the sum: abstain, and say why
+    poll = Passage("61% of customers said Wi-Fi increases loyalty in hospitality.", "wifi.pdf p.3")
+    r = read_answer(
+        "What is the sum of percentage of customers and employers who said Wi-Fi increases loyalty?", [poll]
+    )
+    assert r.answer == NOT_ANSWERABLE and "add" in r.note
+    # a total the text states answers it
+    told = Passage(
+        "Germanwings drew 24 tweets, Lufthansa and Airbus fewer; a total of 41 tweets went to the three.", "t.pdf p.5"
+    )
+    assert read_answer("How many tweets went to Germanwings, Lufthansa and Airbus in total?", [told]).answer == "41"
+
+
+def test_a_gap_or_change_asked_without_two_sides_needs_a_stated_change():
+    survey = Passage(
+        "Of adults 65 and older with a college degree, 87% own a cell phone and 31% a tablet.", "pew.pdf p.2"
+    )
+    r = read_answer("What is the gap of 65+ people with College graduate who own a cell phone and a tablet?", [survey])
+    assert r.answer == NOT_ANSWERABLE
+    views = Passage("Favorable views of China fell 12 points, to 38%, since 2011.", "pew.pdf p.4")
+    assert read_answer("How much did the favorable views of China change since 2011?", [views]).answer == "12"
+
+
+def test_a_colour_is_read_where_the_text_names_one_and_never_guessed():
+    legend = Passage("In the loss curve, loss_cls is the blue line and loss_bbox the red one.", "f.pdf p.3")
+    assert read_answer("What is the color of the loss_cls line in the loss curve?", [legend]).answer == "blue"
+    icons = Passage("Android users touch the icons to move an app up or down the list.", "guide.pdf p.9")
+    r = read_answer("What is the color of the icons that the users touch to move the app down?", [icons])
+    assert r.answer == NOT_ANSWERABLE and "colour" in r.note
+    # a colour the question names that the text never prints: the text cannot tell which thing is meant
+    milk = Passage("Green: very cold milk (up to 8 °C). White: chilled milk (8 to 16 °C).", "coffee.pdf p.12")
+    r = read_answer("What temperature does the yellow color of the coffee machine represent for the milk?", [milk])
+    assert r.answer == NOT_ANSWERABLE and "yellow" in r.note
+    assert read_answer("What temperature does the green color represent for the milk?", [milk]).answer != NOT_ANSWERABLE
