@@ -85,6 +85,8 @@ def answer_type(question: str) -> str:
     ['percent', 'person', 'date', 'duration', 'yes_no']
     >>> answer_type("What is the phone number of the hotel?"), answer_type("How many own a cell phone?")
     ('phone', 'number')
+    >>> answer_type("From the report, whose rating rose in his last year?"), answer_type("How many used it when?")
+    ('person', 'number')
     """
     q = " " + question.lower().replace("’", "'") + " "
     if re.search(r"e-?mail", q):
@@ -119,6 +121,9 @@ def answer_type(question: str) -> str:
         return "yes_no"
     if re.search(r"\bhow (often|frequently)\b", q):
         return "frequency"
+    # 'among Clinton, Bush and Obama, whose rating rose in his last year?' asks for a person, not a year
+    if re.match(r"(?:(?:among|from|according to|in|of|as of|for)\b[^?,]*,\s*)*(who|whose|whom)\b", start):
+        return "person"
     # 'What is the color of the icons ...?', 'WHAT IS THE LOGO COLOR?'; not 'the green color of the machine'
     if re.search(
         r"\b(what|which)( is| are| was| were|'s)? the colou?rs?\b|\bwhat colou?rs?\b|\bcolou?rs?\s*\?*$", start
@@ -132,7 +137,8 @@ def answer_type(question: str) -> str:
         r"\bper (hour|day|minute|second|shift|week|month|year)\b", q
     ):
         return "percent"
-    if re.search(
+    # 'How many people used a debit card when sales reached 50 billion?' counts; its 'when' says which moment
+    if not re.match(r"how (many|much)\b", start) and re.search(
         r"\bwhen\b|\bwhat (date|day|month|time)\b|\bformat the date\b|\bthe date\b|yyyy-mm|"
         r"\bwhich (date|day|month|quarter|period)\b|\bdeadline\b|\bin (which|what) (quarter|month)\b|"
         r"\bdue\b",
@@ -163,16 +169,29 @@ def answer_type(question: str) -> str:
 
 
 def choices(question: str) -> list[str]:
-    """The two options of an either-or question ('which is greater, A or B?'), else [].
+    """The options of an either-or question ('which is greater, A or B?') or of a listed pick ('among A, B and C,
+    which ...?'), else [].
 
     >>> choices("Which one is greater in population? Foreign born Latinos, or the Latinos interviewed by cellphone?")
     ['Foreign born Latinos', 'the Latinos interviewed by cellphone']
     >>> choices("How many people do not go online or only use SNS?")
     []
+    >>> choices("Among the three strategies: training-time, generation-time, and post-hoc, which one has most?")
+    ['training-time', 'generation-time', 'post-hoc']
+    >>> choices("Among all charts in this report, how many compare the public with the Latinos?")
+    []
     """
     q = question.strip()
-    if not re.search(r"\b(which|who|what|whether|are there more|is there more|is it)\b", q, re.I):
+    if not re.search(r"\b(which|who|whose|what|whether|are there more|is there more|is it)\b", q, re.I):
         return []
+    # 'Among the three strategies: A, B, and C, which one ...?', 'among A, B and C, whose ...?'
+    listed = re.search(
+        r"\bamong\s+(?:the\s+\w+\s+[^:,]{0,40}:\s*)?([^:?]{3,200}?),\s*(?:which|who|whose|what)\b", q, re.I
+    )
+    if listed:
+        opts = [o.strip() for o in re.split(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", listed.group(1)) if o.strip()]
+        if 3 <= len(opts) <= 6 and all(len(o.split()) <= 5 for o in opts):
+            return opts
     m = re.search(r"(?:^|[?:,]|\b(?:between|either)\b)\s*([^?:,]{2,80}?),?\s+or\s+([^?,]{2,80}?)\s*\?", q)
     if not m:
         return []
@@ -396,3 +415,17 @@ def without_pages(question: str) -> str:
     'How many rooms are there on ?'
     """
     return " ".join(_PAGES.sub("", question).split())
+
+
+# how text looks on the page, which a text layer does not record: 'the underlined italic words in page 2'
+_STYLE = re.compile(r"\b(underlin\w*|italics?|italicized|bold(?:face|ed)?|highlighted|strike-?through|struck)\b", re.I)
+
+
+def asks_style(question: str) -> str:
+    """The typographic style a question picks its text by ('underlined', 'italic', 'bold', 'highlighted'), or ''.
+
+    >>> asks_style("What is the text of the underlined italic words on page 2?"), asks_style("Who wrote it?")
+    ('underlined', '')
+    """
+    m = _STYLE.search(question)
+    return m.group(1).lower() if m else ""

@@ -36,13 +36,15 @@ from agent.backends.answer_types import (
     answer_type,
     asked_pages,
     asks_change,
+    asks_style,
+    choices,
     sum_parts,
     wants_byline,
     without_pages,
 )
 from agent.backends.clause_spans import bridge, consequence_spans, definition, key_spans
 from agent.backends.doc_spans import byline, caption, doc_title, expansion
-from agent.backends.name_spans import entity_spans, expansion_spans, label_spans, phrase_spans
+from agent.backends.name_spans import entity_spans, expansion_spans, label_spans, not_siblings, phrase_spans
 from agent.backends.row_spans import asks_extreme_value, difference, read_rows, total
 from agent.backends.sentences import Passage, Sentence, is_heading, passage_sentences, score_sentences, visual_hint
 from agent.backends.spans import (
@@ -265,6 +267,10 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
     if pages and not on_page:
         where = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in pages)
         return Reading(NOT_ANSWERABLE, kind, note=f"the evidence holds no text from page {where}")
+    style = asks_style(question)
+    if style:  # 'the underlined italic words': the text layer keeps the words, not how they look
+        note = f"the evidence's text does not record which words are {style}; a VLM backend can see the page"
+        return Reading(NOT_ANSWERABLE, kind, note=note)
     laid_out = _from_layout(question, kind, passages)
     if laid_out is not None:
         return laid_out
@@ -341,6 +347,9 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
         picked = choice_spans(question, pool, " ".join(p.text for p in passages))
         if picked:
             return _reading(picked[0].text, kind, pool[0], passages, pool[0].score)
+        if len(choices(question)) > 2:  # one of several listed options, and the text does not single one out
+            note = _limit_note(question, passages, sents) or "the evidence's text does not tell the options apart"
+            return Reading(NOT_ANSWERABLE, kind, note=note)
     heads = {s.text.strip(" .").lower() for s in sents if s.heading or s.title}
     heads |= {
         ln.strip(" #.").lower()
@@ -350,6 +359,7 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
     }
     # what follows from a condition is a clause where the condition is stated, never a loose phrase
     spans = consequence_spans(question, pool, sents) if kind == "consequence" else _spans(question, kind, pool, heads)
+    spans = not_siblings(question, spans)
     ranked = [
         (sc, sp)
         for sc, sp in _rank(focus, spans)

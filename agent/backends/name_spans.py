@@ -9,7 +9,7 @@ import re
 
 from agent.backends.sentences import Sentence
 from agent.backends.spans import Span, clean, in_question
-from agent.backends.words import WORD, content_words, stem
+from agent.backends.words import WORD, content_words, squash, stem
 
 _CAP_RUN = re.compile(r"\b[A-Z][\w&'’.-]*(?:\s+(?:of|de|van|von|der|and|&)?\s*[A-Z][\w&'’.-]*){0,4}")
 _LOCATOR = re.compile(
@@ -60,6 +60,16 @@ _NOT_NAME = {
     "q3",
     "q4",
 }
+# words of documents, bodies and laws that no person's name holds
+_NOT_PERSON = set(
+    "opinion disposition report code conduct court gazette act committee board council program programme plan "
+    "policy agreement order department office commission amendment amendments law rules section chapter appendix "
+    "contents introduction summary conclusion table figure state county city street avenue".split()
+)
+# a street, avenue or road the question names ('the sight on Taylor St'): another street is never the answer
+_STREET = re.compile(
+    r"\b(St|Street|Ave|Avenue|Rd|Road|Blvd|Boulevard|Dr|Drive|Ln|Lane|Pl|Place|Sq|Square|Hwy|Highway)\b\.?(?!\w)"
+)
 _MONTH_WORDS = {
     "january",
     "february",
@@ -112,6 +122,8 @@ def entity_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]:
                     continue
                 if org or any(re.search(r"\d", w) for w in words) or len(words) > 4:
                     continue
+                if any(w.lower().strip(".,") in _NOT_PERSON for w in words):
+                    continue  # 'Final Disposition Opinion', 'Code of Conduct': a document's words, not a name
                 bonus += 0.2 if len(words) in (2, 3) else -0.1
                 ctx = s.text[max(0, a - 30) : a].lower()
                 if re.search(
@@ -249,3 +261,39 @@ def label_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]:
         if value and not in_question(value, question) and len(value.split()) <= 8:
             out.append(Span(value, b, 0, len(value), 0.15 + 0.2 * a.coverage))
     return out
+
+
+def not_siblings(question: str, spans: list[Span]) -> list[Span]:
+    """The spans that are not another of what the question names: for 'What is the sight on Taylor St?' or 'a
+    restaurant between 45th Ave. and 44th Ave.', a street is where to look, and 'Sacramento St' is no answer;
+    and the answer comes from a sentence that prints the street asked about.
+
+    >>> s = Sentence("Sacramento St runs past the Audium on Taylor St.", 0, 0, False)
+    >>> [sp.text for sp in not_siblings("What is the sight on Taylor St?", [Span("Sacramento St", s, 0, 13),
+    ...  Span("Audium", s, 28, 34)])]
+    ['Audium']
+    """
+    heads = {_norm_street(m.group(1)) for m in _STREET.finditer(question)}
+    if not heads:
+        return spans
+    named = [squash(m.group()) for m in re.finditer(r"[\w'’-]+\.?\s+" + _STREET.pattern, question)]
+    return [
+        sp
+        for sp in spans
+        if not any(_norm_street(m.group(1)) in heads for m in _STREET.finditer(sp.text))
+        and any(n in squash(sp.sent.text) for n in named)  # read where the street is printed, not anywhere
+    ]
+
+
+def _norm_street(word: str) -> str:
+    return {
+        "street": "st",
+        "avenue": "ave",
+        "road": "rd",
+        "boulevard": "blvd",
+        "drive": "dr",
+        "lane": "ln",
+        "place": "pl",
+        "square": "sq",
+        "highway": "hwy",
+    }.get(word.lower(), word.lower())

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from agent.backends.answer_types import DURATION_UNITS, choices, wants_side
 from agent.backends.sentences import Sentence
-from agent.backends.words import COLORS, SCAFFOLD, WORD, content_words, number_value, stem, terms
+from agent.backends.words import COLORS, SCAFFOLD, WORD, content_words, number_value, squash, stem, terms
 
 _SCALE = r"million|billion|thousand|trillion|bn|mn|m|k"
 _CUR_WORDS = r"dollars|euros|pounds|yen|usd|eur|gbp|us\$"
@@ -274,12 +274,15 @@ def list_spans(question: str, sents: list[Sentence]) -> list[Span]:
 
 
 def choice_spans(question: str, sents: list[Sentence], passages_text: str) -> list[Span]:
-    """One of the question's two options: the one whose words come with the larger (or, for 'less' /
-    'fewer' / 'lower', the smaller) number in the evidence; else the one the evidence mentions more."""
+    """One of the question's options: the one whose words come with the largest (or, for 'less' / 'fewer' /
+    'lower', the smallest) number in the evidence; else, of two, the one the evidence mentions more. Of three
+    or more listed options ('among A, B and C'), none when the evidence never prints one of them, or gives no
+    number to compare: counting mentions among several is a guess."""
     opts = choices(question)
     if not opts or not sents:
         return []
     low = bool(re.search(r"\b(less|fewer|lower|smaller|least|lowest|minimum|shorter|cheaper)\b", question, re.I))
+    printed = set(terms(passages_text))
     values = []
     for o in opts:
         ow = {stem(w) for w in content_words(o)} - {stem(w) for w in content_words(question.replace(o, ""))}
@@ -295,10 +298,18 @@ def choice_spans(question: str, sents: list[Sentence], passages_text: str) -> li
                 ]
                 if nums:
                     best = max(nums) if best is None else max(best, max(nums))
-        values.append((best, sum(t in set(terms(passages_text)) for t in ow)))
-    if all(v is not None for v, _ in values) and values[0][0] != values[1][0]:
-        pick = min(range(2), key=lambda i: values[i][0]) if low else max(range(2), key=lambda i: values[i][0])
-    else:
+        values.append((best, sum(t in printed for t in ow), len(ow)))
+    if len(opts) > 2 and any(n < k or squash(o) not in squash(passages_text) for o, (_, n, k) in zip(opts, values)):
+        return []
+    if all(v is not None for v, _, _ in values) and len({v for v, _, _ in values}) == len(values):
+        pick = (
+            min(range(len(opts)), key=lambda i: values[i][0])
+            if low
+            else max(range(len(opts)), key=lambda i: values[i][0])
+        )
+    elif len(opts) == 2:
         pick = max(range(2), key=lambda i: values[i][1])
+    else:
+        return []
     text = re.sub(r"^(the|a|an)\s+", "", opts[pick], flags=re.I)
     return [Span(text, sents[0], 0, 0, 0.0)]

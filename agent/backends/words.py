@@ -194,7 +194,7 @@ _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
 _CONNECT = {"of", "the", "for", "&", "de"}  # inside a name; "and", "on", "in" join two of them
 
 
-def _squash(text: str) -> str:
+def squash(text: str) -> str:
     """Lower case, no possessive or plural s, no spaces or punctuation: 'the Center’s Rules' -> 'thecenterrule'."""
     words = re.findall(r"[a-z0-9]+", re.sub(r"['’]s\b", "", text.lower()))
     return "".join(w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words)
@@ -203,14 +203,17 @@ def _squash(text: str) -> str:
 def missing_phrases(question: str, texts: list[str]) -> list[str]:
     """Multi-word specifics of the question that no evidence text prints as a whole: a name of two or more
     capitalised words ('Care Quality Commission' where the pages only say 'Quality' and 'Commission'), a month
-    with its year ('May 2018'), a number range ('port 10-13'). Compared with case, spacing, line breaks and
-    punctuation ignored. `missing_anchors` checks single words; benchmark "Not answerable" questions often
-    change one specific of an answerable one, and a changed word of a name is still a word of the pages.
+    with its year ('May 2018'), a number range ('port 10-13'), an amount with its scale ('50 billion').
+    Compared with case, spacing, line breaks and punctuation ignored. `missing_anchors` checks single words;
+    benchmark "Not answerable" questions often change one specific of an answerable one, and a changed word of a
+    name is still a word of the pages.
 
     >>> missing_phrases("What is the phone of the Care Quality Commission?", ["Quality Commission, care home"])
     ['Care Quality Commission']
     >>> missing_phrases("Who produced the report revised on May 2016?", ["Revised\\nMay  2016 by the Department"])
     []
+    >>> missing_phrases("How many users were there when sales reached 50 billion?", ["$11 billion; 50% of 40 users"])
+    ['50 billion']
 
     A row key the evidence prints ('AR01') is what the question looks up, and the words around it in the
     question ('EPS Code AR01') are the table's header, not a phrase the row prints:
@@ -221,7 +224,7 @@ def missing_phrases(question: str, texts: list[str]) -> list[str]:
     from agent.backends.answer_types import question_keys
 
     keys = [k for k in question_keys(question) if any(re.search(rf"\b{k}\b", t) for t in texts)]
-    joined = _squash(" ".join(texts))
+    joined = squash(" ".join(texts))
     out = []
     for m in re.finditer(r"\b" + _MONTH + r",?\s+(?:\d{1,2},?\s+)?(\d{4})\b", question, re.I):
         month = m.group()[:3].lower()
@@ -229,9 +232,15 @@ def missing_phrases(question: str, texts: list[str]) -> list[str]:
             out.append(m.group())
     where = r"(?:page|pages|p\.|figure|figures|fig\.?|table|tables|slide|slides|chapter|chapters|section|sections)"
     for m in re.finditer(r"\b\d+\s?[-–]\s?\d+\b", question):  # a range, unless it says where to look
-        if not re.search(where + r"\s*$", question[: m.start()].lower()) and _squash(m.group()) not in joined:
+        if not re.search(where + r"\s*$", question[: m.start()].lower()) and squash(m.group()) not in joined:
             out.append(m.group())
-    out += [n for n in question_names(question) if _squash(n) not in joined and not set(n.split()) & set(keys)]
+    # an amount with its scale ('reached 50 billion'), printed neither whole nor as its number (a chart prints
+    # '330' under '(in millions)')
+    for m in re.finditer(r"\b(\d[\d,.]*)\s?(?:million|billion|trillion|thousand)\b", question, re.I):
+        bare = re.compile(r"(?<![\d.,])" + re.escape(m.group(1)) + r"(?![\d]|[.,]\d|\s?%)")
+        if squash(m.group()) not in joined and not any(bare.search(t) for t in texts):
+            out.append(m.group())
+    out += [n for n in question_names(question) if squash(n) not in joined and not set(n.split()) & set(keys)]
     return out
 
 
@@ -269,7 +278,7 @@ def printed_near(name: str, text: str, at: int, before: int = 600, after: int = 
     >>> printed_near("The Limes Home", "The Limes\\nHome\\n43 Foreland Road\\nTel: 01983 873655", 36)
     True
     """
-    return _squash(name) in _squash(text[max(0, at - before) : at + after])
+    return squash(name) in squash(text[max(0, at - before) : at + after])
 
 
 ORDINALS = {

@@ -383,3 +383,48 @@ def test_a_colour_is_read_where_the_text_names_one_and_never_guessed():
     r = read_answer("What temperature does the yellow color of the coffee machine represent for the milk?", [milk])
     assert r.answer == NOT_ANSWERABLE and "yellow" in r.note
     assert read_answer("What temperature does the green color represent for the milk?", [milk]).answer != NOT_ANSWERABLE
+
+
+def test_one_of_several_listed_options_is_picked_only_when_the_text_tells_them_apart():
+    survey = Passage(
+        "Training-time correction: 12 papers. Generation-time correction: 20 papers. Post-hoc correction: 31 papers.",
+        "survey.pdf p.3",
+    )
+    q = "Among the three correction strategies: training-time correction, generation-time correction, and post-hoc "
+    assert read_answer(q + "correction, which one has the most papers?", [survey]).answer == "post-hoc correction"
+    # options the evidence never prints cannot be compared: abstain, and say so
+    r = read_answer(
+        "Among the three generation strategies: training-time generation, generation-time generation, and post-hoc "
+        "generation, which one has the most papers?",
+        [survey],
+    )
+    assert r.answer == NOT_ANSWERABLE and r.note
+    # 'whose ... in his last year' asks for one of the people listed, not a year
+    ratings = Passage("Obama's approval among Democrats was 79% in 2009 and 2016.", "pew.pdf p.9")
+    r = read_answer("Among Clinton, Bush, and Obama, whose rating rose by 5% in his last year?", [ratings])
+    assert r.answer == NOT_ANSWERABLE
+
+
+def test_a_street_the_question_names_is_where_to_look_not_the_answer():
+    guide = Passage("Audium, a sound theatre on Bush St near Austin St. Fern St has a bakery.", "sf.pdf p.40")
+    assert read_answer("What is the sight near Austin St?", [guide]).answer == "Audium"
+    # another street is never the sight; with no sentence printing Taylor St, abstain
+    assert read_answer("What is the sight on Taylor St?", [guide]).answer == NOT_ANSWERABLE
+
+
+def test_styles_counts_and_amounts_the_text_cannot_answer():
+    page = Passage("QSA: the Quality Services Agency audits the stores twice a year.", "qsa.pdf p.2")
+    r = read_answer("What is the text of the underlined italic words on page 2?", [page])
+    assert r.answer == NOT_ANSWERABLE and "underlined" in r.note
+    # 'how many ... when ...' counts; an amount the evidence never prints ('50 billion') is not looked up
+    cards = Passage(
+        "Debit card users in India (in millions): 399 by 2016, as e-commerce sales reach $11 billion.", "c.pdf p.5"
+    )
+    assert read_answer("How many people used a debit card when sales reached 11 billion?", [cards]).answer == "399"
+    r = read_answer("How many people used a debit card when sales reached 50 billion?", [cards])
+    assert r.answer == NOT_ANSWERABLE and "50 billion" in r.note
+
+
+def test_a_person_is_not_a_documents_words():
+    ruling = Passage("The Commission issued a Final Disposition Opinion on May 13, 2011.", "op.pdf p.7")
+    assert read_answer("Who signed the opinion?", [ruling]).answer == NOT_ANSWERABLE
