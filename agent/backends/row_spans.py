@@ -9,7 +9,8 @@ are left to the sentence reader: which column the question means is not somethin
 
 The same columns answer a difference ('How many more tweets went to Germanwings than to Lufthansa?'): the
 value of the row that names one side minus that of the row that names the other; and a sum ('the total of A, B
-and C'): the rows that name each part, added.
+and C'): the rows that name each part, added. For these two, a table that OCR read beside a column of prose,
+its rows ending the prose's lines ('... of its digital Germanwings 24'), is read as rows too.
 """
 
 from __future__ import annotations
@@ -99,6 +100,32 @@ def _runs(text: str) -> list[tuple[int, list[tuple[str, float, str, str]]]]:
     return out
 
 
+# a row at the end of a line that OCR joined with a neighbouring column's prose: '... of its digital Germanwings 24'
+_TAIL = re.compile(
+    r"(?:^|\s)(?P<label>[A-Z][\w&'’.-]*(?:\s[A-Z][\w&'’.-]*){0,3})\s+(?P<num>\d[\d,]*(?:\.\d+)?)\s*(?P<pct>%?)\s*$"
+)
+
+
+def _tail_runs(text: str) -> list[tuple[int, list[tuple[str, float, str, str]]]]:
+    """Like `_runs`, for a table printed beside prose: 3+ lines, at most one line apart, that each end in a
+    capitalised label and its number ('... digital Germanwings 24' / '... and Lufthansa 12' / '... Airbus 5')."""
+    out, run, start, last = [], [], 0, -9
+    for i, ln in enumerate((text or "").split("\n")):
+        m = _TAIL.search(ln)
+        value = number_value(m.group("num")) if m else None
+        if value is None:
+            continue
+        if i - last > 2:
+            if len(run) >= 3:
+                out.append((start, run))
+            run, start = [], i
+        run.append((m.group("label"), value, m.group("num") + m.group("pct"), f"{m.group('label')} {m.group('num')}"))
+        last = i
+    if len(run) >= 3:
+        out.append((start, run))
+    return out
+
+
 def read_rows(question: str, passages: list[Passage]) -> RowAnswer | None:
     """The highest (or lowest) row of the one column whose header or caption names a word of the question
     (its label answers 'which', its value 'what is the highest'), or None when no column qualifies."""
@@ -167,7 +194,7 @@ def _rows_named(parts: list[str], passages: list[Passage]) -> tuple[list[tuple[s
         return None
     best: tuple[int, list, int] | None = None
     for pi, p in enumerate(passages):
-        for _, run in _runs(p.text):
+        for _, run in _runs(p.text) + _tail_runs(p.text):
             rows = [(set(terms(r[0])), r) for r in run]
             picked = []
             for i, mine in enumerate(own):

@@ -428,3 +428,19 @@ def test_styles_counts_and_amounts_the_text_cannot_answer():
 def test_a_person_is_not_a_documents_words():
     ruling = Passage("The Commission issued a Final Disposition Opinion on May 13, 2011.", "op.pdf p.7")
     assert read_answer("Who signed the opinion?", [ruling]).answer == NOT_ANSWERABLE
+
+
+def test_rows_printed_beside_prose_are_still_rows():
+    # OCR joined a two-column slide line by line: the table's rows end the lines of the prose beside it
+    slide = Passage(
+        "During the first 24 hours: Company Tweets\n"
+        "Germanwings focuses the majority of its digital Germanwings 24\n"
+        "activity on Twitter, posting in both English (10) and Lufthansa 12\n"
+        "German (14)\n"
+        "Germanwings and Lufthansa both see significant Airbus 5\n"
+        "spikes in followers on Twitter due to the crash.",
+        "crisis.pdf p.16",
+    )
+    assert read_answer("How many more Tweets are attributed to Germanwings than Lufthansa?", [slide]).answer == "12"
+    total = read_answer("How many Tweets are attributed to Germanwings, Lufthansa, and Airbus in total?", [slide])
+    assert (total.answer, total.sentence) == ("41", "Germanwings 24; Lufthansa 12; Airbus 5")
