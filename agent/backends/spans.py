@@ -26,6 +26,7 @@ _QTY = re.compile(
     r"(?:\s(?P<unit>(?:[a-z]+\s){0,2}?(?:per\s[a-z]+|" + DURATION_UNITS + r")\b))?",
     re.I,
 )
+_CLOCK = re.compile(r"(?<![\d:])\d{1,2}:\d{2}:\d{2}(?![\d:])")
 MONTHS = (
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
     r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
@@ -171,7 +172,20 @@ def numeric_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]
             elif not side and where == "after":
                 bonus += 0.02
             out.append(Span(clean(text), s, m.start(), m.end(), bonus))
+        if kind == "duration":  # a clock-style duration in a table row: 'desktop 15,390,335 ... 6.50 00:04:14'
+            out += [
+                Span(m.group(), s, m.start(), m.end(), 0.05) for m in _CLOCK.finditer(s.text) if _row_named(s, m, q)
+            ]
     return out
+
+
+def _row_named(s: Sentence, m: re.Match, question: str) -> bool:
+    """Whether the line that prints a table value names the row the question asks about: a question word besides
+    what the column measures ('the average session duration for desktop': 'desktop')."""
+    line = s.text[s.text.rfind("\n", 0, m.start()) + 1 : (s.text.find("\n", m.end()) + 1 or len(s.text) + 1) - 1]
+    measure = {"average", "avg", "mean", "session", "duration", "time", "length", "total"}
+    asked = {stem(w) for w in content_words(question) if w.lower() not in measure}
+    return bool(asked & set(terms(line)))
 
 
 def clean(text: str) -> str:

@@ -444,3 +444,17 @@ def test_rows_printed_beside_prose_are_still_rows():
     assert read_answer("How many more Tweets are attributed to Germanwings than Lufthansa?", [slide]).answer == "12"
     total = read_answer("How many Tweets are attributed to Germanwings, Lufthansa, and Airbus in total?", [slide])
     assert (total.answer, total.sentence) == ("41", "Germanwings 24; Lufthansa 12; Airbus 5")
+
+
+def test_a_clock_duration_is_read_from_the_row_the_question_names():
+    table = Passage(
+        "Device Category Sessions Bounce Rate Avg. Session Duration\n"
+        "19,149,315 38.10% 00:03:51\n"
+        "desktop 15,390,335 33.01% 00:04:14\n"
+        "mobile 2,872,777 60.26% 00:02:04",
+        "audit.pdf p.14",
+    )
+    assert read_answer("What is the average session duration for desktop?", [table]).answer == "00:04:14"
+    assert read_answer("What is the average session duration for mobile?", [table]).answer == "00:02:04"
+    # no row names a TV: the total's duration is not the TV's
+    assert read_answer("What is the average session duration for TV?", [table]).answer == NOT_ANSWERABLE
