@@ -432,15 +432,15 @@ def test_a_person_is_not_a_documents_words():
 
 def test_rows_printed_beside_prose_are_still_rows():
     # OCR joined a two-column slide line by line: the table's rows end the lines of the prose beside it
-    slide = Passage(
-        "During the first 24 hours: Company Tweets\n"
-        "Germanwings focuses the majority of its digital Germanwings 24\n"
-        "activity on Twitter, posting in both English (10) and Lufthansa 12\n"
-        "German (14)\n"
-        "Germanwings and Lufthansa both see significant Airbus 5\n"
+    lines = [
+        "During the first 24 hours: Company Tweets",
+        "Germanwings focuses the majority of its digital Germanwings 24",
+        "activity on Twitter, posting in both English (10) and Lufthansa 12",
+        "German (14)",
+        "Germanwings and Lufthansa both see significant Airbus 5",
         "spikes in followers on Twitter due to the crash.",
-        "crisis.pdf p.16",
-    )
+    ]
+    slide = Passage("\n".join(lines), "crisis.pdf p.16")
     assert read_answer("How many more Tweets are attributed to Germanwings than Lufthansa?", [slide]).answer == "12"
     total = read_answer("How many Tweets are attributed to Germanwings, Lufthansa, and Airbus in total?", [slide])
     assert (total.answer, total.sentence) == ("41", "Germanwings 24; Lufthansa 12; Airbus 5")
