@@ -418,7 +418,14 @@ def without_pages(question: str) -> str:
 
 
 # how text looks on the page, which a text layer does not record: 'the underlined italic words in page 2'
-_STYLE = re.compile(r"\b(underlin\w*|italics?|italicized|bold(?:face|ed)?|highlighted|strike-?through|struck)\b", re.I)
+# ('Which risks are highlighted in the report?' is not about how words look)
+_STYLE = re.compile(
+    r"\b(underlined|italics?|italicized|bold|boldface|highlighted|strike-?through)\b(?:\s+\w+){0,2}?\s+"
+    r"(?:words?|texts?|numerals?|numbers?|letters?|sentences?|phrases?|font|lines?|titles?)\b"
+    r"|\bin\s+(italics?|bold|boldface)\b"
+    r"|\b(highlighted|underlined)\s+in\s+(?:red|green|blue|yellow|orange|purple|pink|gr[ae]y|black)\b",
+    re.I,
+)
 
 
 def asks_style(question: str) -> str:
@@ -426,6 +433,8 @@ def asks_style(question: str) -> str:
 
     >>> asks_style("What is the text of the underlined italic words on page 2?"), asks_style("Who wrote it?")
     ('underlined', '')
+    >>> asks_style("How many lines are highlighted in yellow?"), asks_style("Which risks are highlighted in it?")
+    ('highlighted', '')
     """
     m = _STYLE.search(question)
-    return m.group(1).lower() if m else ""
+    return next(g for g in m.groups() if g).lower() if m else ""

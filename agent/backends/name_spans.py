@@ -66,9 +66,11 @@ _NOT_PERSON = set(
     "policy agreement order department office commission amendment amendments law rules section chapter appendix "
     "contents introduction summary conclusion table figure state county city street avenue".split()
 )
-# a street, avenue or road the question names ('the sight on Taylor St'): another street is never the answer
+# a street, avenue or road the question names ('the sight on Taylor St', '45th Ave.'): a name, then the kind of
+# way, and no name after it ('St. Louis' and 'Dr. Smith' are not streets)
 _STREET = re.compile(
-    r"\b(St|Street|Ave|Avenue|Rd|Road|Blvd|Boulevard|Dr|Drive|Ln|Lane|Pl|Place|Sq|Square|Hwy|Highway)\b\.?(?!\w)"
+    r"(?:\b[A-Z][\w'’-]*|\b\d+(?:st|nd|rd|th))\s+(?P<kind>St|Street|Ave|Avenue|Rd|Road|Blvd|Boulevard|Drive|Ln|Lane|"
+    r"Hwy|Highway)\b\.?(?!\w)(?!\s*[A-Z])"
 )
 _MONTH_WORDS = {
     "january",
@@ -272,15 +274,17 @@ def not_siblings(question: str, spans: list[Span]) -> list[Span]:
     >>> [sp.text for sp in not_siblings("What is the sight on Taylor St?", [Span("Sacramento St", s, 0, 13),
     ...  Span("Audium", s, 28, 34)])]
     ['Audium']
+    >>> len(not_siblings("Who did Dr. Smith meet in St. Louis?", [Span("Audium", s, 28, 34)]))
+    1
     """
-    heads = {_norm_street(m.group(1)) for m in _STREET.finditer(question)}
+    heads = {_norm_street(m.group("kind")) for m in _STREET.finditer(question)}
     if not heads:
         return spans
-    named = [squash(m.group()) for m in re.finditer(r"[\w'’-]+\.?\s+" + _STREET.pattern, question)]
+    named = [squash(m.group()) for m in _STREET.finditer(question)]
     return [
         sp
         for sp in spans
-        if not any(_norm_street(m.group(1)) in heads for m in _STREET.finditer(sp.text))
+        if not any(_norm_street(m.group("kind")) in heads for m in _STREET.finditer(sp.text))
         and any(n in squash(sp.sent.text) for n in named)  # read where the street is printed, not anywhere
     ]
 
@@ -291,9 +295,6 @@ def _norm_street(word: str) -> str:
         "avenue": "ave",
         "road": "rd",
         "boulevard": "blvd",
-        "drive": "dr",
         "lane": "ln",
-        "place": "pl",
-        "square": "sq",
         "highway": "hwy",
     }.get(word.lower(), word.lower())
