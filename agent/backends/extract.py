@@ -62,7 +62,6 @@ from agent.backends.spans import (
     q_hits,
 )
 from agent.backends.words import (
-    COLORS,
     MONTH_ABBR,
     NOT_ANSWERABLE,
     SCAFFOLD,
@@ -275,10 +274,7 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
     if laid_out is not None:
         return laid_out
     texts = [p.text for p in passages]
-    low = " ".join(texts).lower()
     missing = [w for w in missing_anchors(question, texts) if w.lower() not in _CUES] + missing_phrases(question, texts)
-    # 'What temperature does the yellow color represent?': the text that never prints 'yellow' cannot tell which
-    missing += [c for c in dict.fromkeys(m.group().lower() for m in COLORS.finditer(question)) if c not in low]
     if missing:
         return Reading(NOT_ANSWERABLE, kind, note=f"the evidence never mentions {', '.join(missing[:3])}")
     # 'How many more tweets went to A than to B?': two rows of one column, subtracted; 'the sum of A and B': added

@@ -72,6 +72,7 @@ _STREET = re.compile(
     r"(?:\b[A-Z][\w'’-]*|\b\d+(?:st|nd|rd|th))\s+(?P<kind>St|Street|Ave|Avenue|Rd|Road|Blvd|Boulevard|Drive|Ln|Lane|"
     r"Hwy|Highway)\b\.?(?!\w)(?!\s*[A-Z])"
 )
+_STREET_ABBR = {"street": "st", "avenue": "ave", "road": "rd", "boulevard": "blvd", "lane": "ln", "highway": "hwy"}
 _MONTH_WORDS = {
     "january",
     "february",
@@ -290,11 +291,4 @@ def not_siblings(question: str, spans: list[Span]) -> list[Span]:
 
 
 def _norm_street(word: str) -> str:
-    return {
-        "street": "st",
-        "avenue": "ave",
-        "road": "rd",
-        "boulevard": "blvd",
-        "lane": "ln",
-        "highway": "hwy",
-    }.get(word.lower(), word.lower())
+    return _STREET_ABBR.get(word.lower(), word.lower())

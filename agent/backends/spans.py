@@ -313,7 +313,8 @@ def choice_spans(question: str, sents: list[Sentence], passages_text: str) -> li
                 if nums:
                     best = max(nums) if best is None else max(best, max(nums))
         values.append((best, sum(t in printed for t in ow), len(ow)))
-    if len(opts) > 2 and any(n < k or squash(o) not in squash(passages_text) for o, (_, n, k) in zip(opts, values)):
+    joined = squash(passages_text) if len(opts) > 2 else ""
+    if len(opts) > 2 and any(n < k or squash(o) not in joined for o, (_, n, k) in zip(opts, values)):
         return []
     if all(v is not None for v, _, _ in values) and len({v for v, _, _ in values}) == len(values):
         pick = (

@@ -203,7 +203,7 @@ def squash(text: str) -> str:
 def missing_phrases(question: str, texts: list[str]) -> list[str]:
     """Multi-word specifics of the question that no evidence text prints as a whole: a name of two or more
     capitalised words ('Care Quality Commission' where the pages only say 'Quality' and 'Commission'), a month
-    with its year ('May 2018'), a number range ('port 10-13'), an amount with its scale ('50 billion').
+    with its year ('May 2018'), a number range ('port 10-13'), an amount with its scale ('50 billion'), a colour.
     Compared with case, spacing, line breaks and punctuation ignored. `missing_anchors` checks single words;
     benchmark "Not answerable" questions often change one specific of an answerable one, and a changed word of a
     name is still a word of the pages.
@@ -240,6 +240,8 @@ def missing_phrases(question: str, texts: list[str]) -> list[str]:
         bare = re.compile(r"(?<![\d.,])" + re.escape(m.group(1)) + r"(?![\d]|[.,]\d|\s?%)")
         if squash(m.group()) not in joined and not any(bare.search(t) for t in texts):
             out.append(m.group())
+    # a colour ('What temperature does the yellow color represent?'): text that never prints it cannot tell which
+    out += [c for c in dict.fromkeys(m.group().lower() for m in COLORS.finditer(question)) if squash(c) not in joined]
     out += [n for n in question_names(question) if squash(n) not in joined and not set(n.split()) & set(keys)]
     return out
 

@@ -368,6 +368,11 @@ def test_a_gap_or_change_asked_without_two_sides_needs_a_stated_change():
     )
     r = read_answer("What is the gap of 65+ people with College graduate who own a cell phone and a tablet?", [survey])
     assert r.answer == NOT_ANSWERABLE
+    # one of the two values is not the gap (the reader had answered '87%')
+    r = read_answer(
+        "What is the percentage gap of college graduates aged 65+ who own a cell phone and a tablet?", [survey]
+    )
+    assert r.answer == NOT_ANSWERABLE and "subtract" in r.note
     views = Passage("Favorable views of China fell 12 points, to 38%, since 2011.", "pew.pdf p.4")
     assert read_answer("How much did the favorable views of China change since 2011?", [views]).answer == "12"
 
