@@ -12,8 +12,9 @@ the line's length, not the page's resolution. The split pipeline therefore detec
 copy of the page's inked area (`ink_box`: margins and blank pages cost nothing), cuts each line from the
 full-resolution image, cuts line boxes at blank stretches (`split_at_gaps`: a column gutter the reduced
 detection bridged), and recognises lines sorted by width in batches padded only to their widest line
-(rapidocr pads every batch to at least 320 px). `pipeline="rapidocr"` keeps rapidocr's own loop for
-comparison in `python -m eval.bench_ocr`.
+(rapidocr pads every batch to at least 320 px). Its models run as `retrieval.onnx_fold` rewrites them:
+the exported graphs spell out every hard-swish and scalar affine, which took half the recogniser's time.
+`pipeline="rapidocr"` keeps rapidocr's own loop for comparison in `python -m eval.bench_ocr`.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ class RapidOcrEngine(ImageOcrEngine):
     `pipeline="split"` (the default) detects lines on a copy of the page's inked area reduced to
     `det_side` px, then recognises crops cut from the full-resolution image, sorted by width and padded
     only to the widest crop of their batch. `pipeline="rapidocr"` runs rapidocr's own loop on the whole
-    image at its own size (the configuration before issue 15, kept for `eval.bench_ocr`).
+    image at its own size (the configuration before issue 15, kept for `eval.bench_ocr`). `fold=False`
+    loads the split pipeline's models as shipped, not as `retrieval.onnx_fold` rewrites them.
     """
 
     name = "rapidocr"
@@ -98,6 +100,7 @@ class RapidOcrEngine(ImageOcrEngine):
         rec_height: int = 48,
         rec_batch: int = 8,
         split_gap: float | None = 0.8,
+        fold: bool = True,
     ) -> None:
         # min_side=0: no upscaling. The recogniser resizes every line to 48 px high anyway, and upscaling
         # hurt: 8 px text on a 100x14 image read perfectly as is, with 4 errors in 21 chars at 4x.
@@ -114,6 +117,7 @@ class RapidOcrEngine(ImageOcrEngine):
         self.rec_height = rec_height
         self.rec_batch = rec_batch
         self.split_gap = split_gap  # cut line boxes at blank stretches this many line heights wide
+        self.fold = fold  # run the split pipeline's models rewritten by retrieval.onnx_fold (same numbers, faster)
         self._ocr = None
         self._lock = threading.Lock()
 
@@ -149,7 +153,7 @@ class RapidOcrEngine(ImageOcrEngine):
             rec.postprocess_op = _SpaceAwareCtcDecode(character, self.space_prob)
         if split:
             for holder in (ocr.text_det.infer, ocr.text_rec.session, ocr.text_cls.infer):
-                holder.session = _quiet_session(holder.session._model_path, self.threads)
+                holder.session = _quiet_session(holder.session._model_path, self.threads, self.fold)
         return ocr
 
     def read(self, image) -> OcrResult:
@@ -266,8 +270,11 @@ def split_at_gaps(bgr, quad, gap: float, threshold: int = 40) -> list:
     return out
 
 
-def _quiet_session(model_path: str, threads: int):
+def _quiet_session(model_path: str, threads: int, fold: bool = True):
     """An ONNX Runtime CPU session whose worker threads sleep rather than spin between operators.
+
+    `fold=True` loads the model as `retrieval.onnx_fold` rewrites it: the same outputs (within 3e-6) with
+    most of the backbone's elementwise passes folded away.
 
     Spinning threads take cores from everything else on a busy machine (ingestion encodes text in the
     same process); on this shared 2-core box a batch of 8 lines took 3.6 s with spinning threads and
@@ -281,6 +288,10 @@ def _quiet_session(model_path: str, threads: int):
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if threads > 0:
         opts.intra_op_num_threads = threads
+    if fold:
+        from retrieval.onnx_fold import fold as fold_model
+
+        return ort.InferenceSession(fold_model(model_path), opts, providers=["CPUExecutionProvider"])
     return ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"])
 
 
