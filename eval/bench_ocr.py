@@ -54,7 +54,8 @@ BASELINE = "rapidocr-legacy@2.0"
 VARIANTS = {
     "rapidocr-legacy@2.0": ("rapidocr", 2.0, {"pipeline": "rapidocr"}),  # before issue 15
     "rapidocr@2.0": ("rapidocr", 2.0, {}),
-    "rapidocr-unfolded@2.0": ("rapidocr", 2.0, {"fold": False}),  # the split pipeline before onnx_fold
+    # the split pipeline as it was before retrieval.onnx_fold and 4-line batches
+    "rapidocr-unfolded@2.0": ("rapidocr", 2.0, {"fold": False, "rec_batch": 8}),
     "rapidocr-det1024@2.0": ("rapidocr", 2.0, {"det_side": 1024}),
     "rapidocr-nogap@2.0": ("rapidocr", 2.0, {"split_gap": None}),
     "rapidocr-detfull@2.0": ("rapidocr", 2.0, {"det_side": None}),

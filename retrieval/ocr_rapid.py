@@ -98,7 +98,7 @@ class RapidOcrEngine(ImageOcrEngine):
         pipeline: str = "split",
         det_side: int | None = 1280,
         rec_height: int = 48,
-        rec_batch: int = 8,
+        rec_batch: int = 4,
         split_gap: float | None = 0.8,
         fold: bool = True,
     ) -> None:
@@ -115,6 +115,8 @@ class RapidOcrEngine(ImageOcrEngine):
         # The recogniser's line height. PP-OCRv4 was trained at 48; on 10 bench pages 40 px cut BoW F1 from
         # 0.937 to 0.864 and 32 px to 0.500, so the cost of recognition stays what it is.
         self.rec_height = rec_height
+        # Lines per recogniser call. Per line, on 2 cores, 48 x 600 crops: 10.6 ms at 1, 9.0 at 4, 10.5 at 8
+        # (a batch of 8 outgrows the cache).
         self.rec_batch = rec_batch
         self.split_gap = split_gap  # cut line boxes at blank stretches this many line heights wide
         self.fold = fold  # run the split pipeline's models rewritten by retrieval.onnx_fold (same numbers, faster)
@@ -248,7 +250,7 @@ def split_at_gaps(bgr, quad, gap: float, threshold: int = 40) -> list:
     slant = max(2.0, 0.01 * (x2 - x1))  # two lines joined at slightly different heights tilt the box
     if h < 4 or x2 - x1 < 2 * h or np.ptp(ys[[0, 1]]) > slant or np.ptp(xs[[0, 3]]) > slant:
         return [quad]
-    grey = bgr[y1:y2, x1:x2].min(axis=2)  # (h, w)
+    grey = darkest_channel(bgr[y1:y2, x1:x2])  # (h, w)
     ink = (np.abs(grey.astype(np.int16) - int(np.median(grey))) > threshold).any(axis=0)  # (w,)
     cols = np.flatnonzero(ink)
     if cols.size == 0:
@@ -295,6 +297,23 @@ def _quiet_session(model_path: str, threads: int, fold: bool = True):
     return ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"])
 
 
+def darkest_channel(image):
+    """(h, w): each pixel's smallest channel value; a 2-D image as it is.
+
+    Element-wise minimum of the three planes: numpy's `min(axis=2)` over a 3-wide last axis took 24 ms on a
+    1280 x 990 page, this takes 1 ms.
+
+    >>> import numpy as np
+    >>> darkest_channel(np.array([[[9, 3, 5], [0, 7, 2]]], np.uint8)).tolist()
+    [[3, 0]]
+    """
+    import numpy as np
+
+    if image.ndim == 2:
+        return image
+    return np.minimum(np.minimum(image[..., 0], image[..., 1]), image[..., 2])
+
+
 def ink_box(bgr, pad: int = 16, threshold: int = 40) -> tuple[int, int, int, int]:
     """(x0, y0, x1, y1): the part of an image that differs from its background, padded by `pad` px.
 
@@ -304,7 +323,7 @@ def ink_box(bgr, pad: int = 16, threshold: int = 40) -> tuple[int, int, int, int
     """
     import numpy as np
 
-    grey = bgr.min(axis=2) if bgr.ndim == 3 else bgr  # (h, w): dark or coloured ink both show up
+    grey = darkest_channel(bgr)  # (h, w): dark or coloured ink both show up
     bg = np.median(grey[::4, ::4])
     ink = np.abs(grey.astype(np.int16) - int(bg)) > threshold  # (h, w)
     rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
