@@ -87,6 +87,19 @@ class _Graph:
             return a, 0.0, [mul], mul.output[0]
         return a, b, [mul, add], add.output[0]
 
+    def affines_into_conv(self, model: Any):
+        """(x, a, b, nodes, conv, (W, bias)) for each scalar `Mul(a) [-> Add(b)]` on x read only by a Conv's input."""
+        for mul in [n for n in model.graph.node if n.op_type == "Mul"]:
+            x = [i for i in mul.input if self.scalar(i) is None]
+            found = self.affine_after(x[0]) if len(x) == 1 and mul in self.readers.get(x[0], []) else None
+            if found is None or found[2][0] is not mul:
+                continue
+            a, b, nodes, out = found
+            conv = self.sole_reader(out, "Conv")
+            params = self.conv_params(conv) if conv is not None and conv.input[0] == out else None
+            if params is not None:
+                yield x[0], a, b, nodes, conv, params
+
     def conv_params(self, conv):
         """(W, bias) of a Conv whose weights are initializers, or None."""
         import numpy as np
@@ -152,23 +165,13 @@ def fold_affine_before_conv(model: Any) -> int:
     """Fold `Mul(a) [-> Add(b)] -> Conv` into a Conv without padding, where the Conv alone reads the affine."""
     g = _Graph(model)
     done = 0
-    for mul in [n for n in model.graph.node if n.op_type == "Mul"]:
-        x = [i for i in mul.input if g.scalar(i) is None]
-        if len(x) != 1:
+    for x, a, b, nodes, conv, (w, bias) in list(g.affines_into_conv(model)):
+        pads = [v for at in conv.attribute if at.name == "pads" for v in at.ints]
+        auto_pad = [at.s for at in conv.attribute if at.name == "auto_pad"]
+        if any(pads) or any(p not in (b"", b"NOTSET", b"VALID") for p in auto_pad):
             continue
-        found = g.affine_after(x[0]) if mul in g.readers.get(x[0], []) else None
-        if found is None or found[2][0] is not mul:
-            continue
-        a, b, nodes, out = found
-        conv = g.sole_reader(out, "Conv")
-        params = g.conv_params(conv) if conv is not None and conv.input[0] == out else None
-        pads = [v for at in conv.attribute if at.name == "pads" for v in at.ints] if conv is not None else []
-        auto_pad = [at.s for at in conv.attribute if at.name == "auto_pad"] if conv is not None else []
-        if params is None or any(pads) or any(p not in (b"", b"NOTSET", b"VALID") for p in auto_pad):
-            continue
-        w, bias = params
         g.set_conv_params(conv, w * a, bias + b * w.sum(axis=(1, 2, 3)))
-        conv.input[0] = x[0]
+        conv.input[0] = x
         g.remove(nodes)
         done += 1
     return done
@@ -181,26 +184,18 @@ def affine_as_depthwise_conv(model: Any) -> int:
 
     g = _Graph(model)
     done = 0
-    for mul in [n for n in model.graph.node if n.op_type == "Mul"]:
-        x = [i for i in mul.input if g.scalar(i) is None]
-        found = g.affine_after(x[0]) if len(x) == 1 and mul in g.readers.get(x[0], []) else None
-        if found is None or found[2][0] is not mul:
-            continue
-        a, b, nodes, out = found
-        conv = g.sole_reader(out, "Conv")
-        params = g.conv_params(conv) if conv is not None and conv.input[0] == out else None
-        if params is None:
-            continue
+    for x, a, b, nodes, conv, params in list(g.affines_into_conv(model)):
+        out = nodes[-1].output[0]
         groups = [at.i for at in conv.attribute if at.name == "group"]
         channels = params[0].shape[1] * (groups[0] if groups else 1)  # the Conv's input channels
         names = (f"{out}::affine_w", f"{out}::affine_b")
         for name, value in zip(names, (np.full((channels, 1, 1, 1), a), np.full(channels, b))):
             g.inits[name] = g._np.from_array(value.astype(np.float32), name)
             model.graph.initializer.append(g.inits[name])
-        at = list(model.graph.node).index(mul)
+        at = list(model.graph.node).index(nodes[0])
         g.remove(nodes)
         model.graph.node.insert(
-            at, helper.make_node("Conv", [x[0], *names], [out], group=channels, kernel_shape=[1, 1], name=f"{out}::dw")
+            at, helper.make_node("Conv", [x, *names], [out], group=channels, kernel_shape=[1, 1], name=f"{out}::dw")
         )
         done += 1
     return done
