@@ -1,16 +1,17 @@
 """A sentence-transformers text model (transformer, mean pooling, normalise) run by ONNX Runtime on the CPU.
 
-Opt-in: `VIMRAG_TEXT_BACKEND=onnx`. It gives the same vectors as torch (cosine >= 0.99999;
-`tests/retrieval/test_onnx_text.py`), so an index built with either backend answers queries embedded by the
-other. It is not the default, because on this project's quiet 2-core CPU torch was faster: 300 dev passages
-took 7.6 s on torch and 11.3 s on ONNX Runtime (spinning threads or not, batch 32 or 64). Only on the same
-box under a load average near 10 did ONNX Runtime come out ahead (1.38x). int8 weight quantisation was no
-faster either, and it moved some vectors to cosine 0.80.
+The default for MiniLM on a CPU; `VIMRAG_TEXT_BACKEND=torch` keeps torch. It gives the same vectors as torch
+(cosine >= 0.99999; `tests/retrieval/test_onnx_text.py`), so an index built with either backend answers
+queries embedded by the other. Measured on this project's quiet 2-core box (AMD EPYC), 400 dev passages:
+torch 12.5 s, ONNX Runtime 8.2 s at batch 32 and 6.4 s at batch 4; the whole dev corpus indexed in 323 s
+on torch against 252 s on ONNX Runtime, the export included (`python -m eval.bench_ingest`). An earlier
+session measured torch ahead on this box (7.6 s against 11.3 s for 300 passages), so the figure is worth
+re-measuring on other CPUs. int8 weight quantisation was no faster, and it moved some vectors to cosine 0.80.
 
-The graph is exported from the loaded torch weights with torch's own exporter once per machine and cached
-under `$VIMRAG_CACHE` (default `~/.cache/vimrag`), keyed by the weights file, so nothing is downloaded.
-A model whose pipeline is not plain transformer + mean pooling (+ normalise), or that adds prompts, stays
-on torch.
+The graph is exported from the loaded torch weights with torch's own exporter once per machine (about 3 s)
+and cached under `$VIMRAG_CACHE` (default `~/.cache/vimrag`), keyed by the weights file, so nothing is
+downloaded. A model whose pipeline is not plain transformer + mean pooling (+ normalise), that adds prompts,
+or that runs on a GPU stays on torch, and so does any model whose export fails (with a warning).
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ def cache_dir() -> Path:
 
 
 def wanted() -> bool:
-    """Whether the ONNX backend should be tried ($VIMRAG_TEXT_BACKEND: torch, the default, or onnx)."""
-    choice = os.environ.get(BACKEND_ENV, "torch").strip().lower() or "torch"
+    """Whether the ONNX backend should be tried ($VIMRAG_TEXT_BACKEND: onnx, the default, or torch)."""
+    choice = os.environ.get(BACKEND_ENV, "onnx").strip().lower() or "onnx"
     if choice not in ("onnx", "torch"):
-        raise ValueError(f"${BACKEND_ENV}={choice!r}; use torch (the default) or onnx")
+        raise ValueError(f"${BACKEND_ENV}={choice!r}; use onnx (the default) or torch")
     return choice == "onnx"
 
 
@@ -74,12 +75,17 @@ class OnnxTextEncoder:
         self._inputs = {i.name for i in self._session.get_inputs()}
         self.path = path
 
+    # Texts per run. 400 dev passages on 2 cores: 6.4 s at 1, 2 or 4, 7.0 s at 8, 7.7 s at 32, 8.5 s at 64
+    # (larger batches outgrow the cache); a caller's larger batch is cut into runs of this size.
+    RUN_BATCH = 4
+
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        """(n, dim) float32, L2-normalised. Batches are cut from texts sorted by length, so padding is small."""
+        """(n, dim) float32, L2-normalised. Runs are cut from texts sorted by length, so padding is small."""
         order = np.argsort([-len(t) for t in texts], kind="stable")
+        step = max(1, min(batch_size, self.RUN_BATCH))
         out: np.ndarray | None = None
-        for s in range(0, len(texts), batch_size):
-            rows = order[s : s + batch_size]
+        for s in range(0, len(texts), step):
+            rows = order[s : s + step]
             enc = self._model.preprocess([texts[i] for i in rows])
             feed = {
                 k: enc[k].numpy().astype(np.int64)
