@@ -10,7 +10,8 @@ Where things live, in the order data flows:
     ingest.py        Indexer: files -> units -> vectors, committed in batches (ingest_plan.py: what is new;
                      embed_units.py: passages or pixels; sharded.py: the same over N processes)
     loaders.py       reading PDFs, images, videos, text; page_images.py: VRAG's X_N.jpg page images
-    ocr.py           OCR engines behind one interface (ocr_rapid.py: RapidOCR; reading_order.py: layout)
+    ocr.py           OCR engines behind one interface (ocr_rapid.py: RapidOCR, its graphs folded by
+                     onnx_fold.py; reading_order.py: layout)
     embedders.py     load_embedder(spec) (embedder_specs.py: specs; embedder_base.py: the interface;
                      vl_embedders.py: GVE, Qwen3-VL; onnx_text.py: MiniLM on ONNX Runtime)
     store.py         the SQLite store, the source of truth; units.py: Unit, Hit, Filters
