@@ -293,7 +293,15 @@ def _quiet_session(model_path: str, threads: int, fold: bool = True):
     if fold:
         from retrieval.onnx_fold import fold as fold_model
 
-        return ort.InferenceSession(fold_model(model_path), opts, providers=["CPUExecutionProvider"])
+        try:
+            return ort.InferenceSession(fold_model(model_path), opts, providers=["CPUExecutionProvider"])
+        except Exception as e:  # noqa: BLE001 - another rapidocr's graph the rewrites do not fit: run it as shipped
+            import warnings
+
+            warnings.warn(
+                f"OCR model {model_path} runs as shipped; its rewrite failed ({type(e).__name__}: {str(e)[:200]})",
+                stacklevel=2,
+            )
     return ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"])
 
 

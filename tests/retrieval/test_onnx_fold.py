@@ -153,3 +153,18 @@ def test_engine_reads_the_same_text_with_and_without_folding():
 
     plain = RapidOcrEngine(fold=False).read(img)
     assert folded.text == plain.text and folded.text.strip()
+
+
+@pytest.mark.skipif(RAPID_MODELS is None, reason="rapidocr-onnxruntime is not installed")
+def test_a_model_the_rewrites_do_not_fit_runs_as_shipped_with_a_warning(monkeypatch):
+    from retrieval import ocr_rapid
+
+    def broken(path):
+        raise ValueError("unexpected graph")
+
+    monkeypatch.setattr(onnx_fold, "fold", broken)
+    path = str(RAPID_MODELS / "ch_PP-OCRv4_rec_infer.onnx")
+    with pytest.warns(UserWarning, match="runs as shipped; its rewrite failed .ValueError: unexpected graph"):
+        session = ocr_rapid._quiet_session(path, 1)
+    x = np.zeros((1, 3, 48, 96), np.float32)
+    assert session.run(None, {"x": x})[0].shape[-1] == 6625  # the shipped recogniser's classes
