@@ -1,6 +1,6 @@
 """Ingest benchmark: index the dev corpus from scratch, end to end, with today's ingest and the code before issue 15.
 
-    python -m eval.bench_ingest                  # all 67 dev PDFs (2,435 pages), both configurations
+    python -m eval.bench_ingest                  # all 67 dev PDFs (2,435 pages), every configuration
     python -m eval.bench_ingest --docs 8         # a quick look on the 8 smallest PDFs
     python -m eval.bench_ingest --only current   # one configuration
 

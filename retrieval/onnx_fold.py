@@ -109,15 +109,19 @@ class _Graph:
         bias = self.array(conv.input[2]) if has_bias else np.zeros(w.shape[0], np.float32) if w is not None else None
         return None if w is None or bias is None else (w, bias)
 
-    def set_conv_params(self, conv, w, bias) -> None:
+    def put(self, name: str, value) -> None:
+        """Set the float32 initializer `name` to `value`, replacing one of that name."""
         import numpy as np
 
+        if name in self.inits:
+            self.graph.initializer.remove(self.inits[name])
+        self.inits[name] = self._np.from_array(np.asarray(value, np.float32), name)
+        self.graph.initializer.append(self.inits[name])
+
+    def set_conv_params(self, conv, w, bias) -> None:
         names = (f"{conv.output[0]}::folded_w", f"{conv.output[0]}::folded_b")
         for name, value in zip(names, (w, bias)):
-            if name in self.inits:
-                self.graph.initializer.remove(self.inits[name])
-            self.inits[name] = self._np.from_array(np.asarray(value, np.float32), name)
-            self.graph.initializer.append(self.inits[name])
+            self.put(name, value)
         del conv.input[1:]
         conv.input.extend(names)
 
@@ -190,8 +194,7 @@ def affine_as_depthwise_conv(model: Any) -> int:
         channels = params[0].shape[1] * (groups[0] if groups else 1)  # the Conv's input channels
         names = (f"{out}::affine_w", f"{out}::affine_b")
         for name, value in zip(names, (np.full((channels, 1, 1, 1), a), np.full(channels, b))):
-            g.inits[name] = g._np.from_array(value.astype(np.float32), name)
-            model.graph.initializer.append(g.inits[name])
+            g.put(name, value)
         at = list(model.graph.node).index(nodes[0])
         g.remove(nodes)
         model.graph.node.insert(

@@ -3,10 +3,11 @@
 The default on a CPU for MiniLM and other plain text models; `VIMRAG_TEXT_BACKEND=torch` keeps torch. Same vectors
 as torch (cosine >= 0.99999; `tests/retrieval/test_onnx_text.py`), so an index built with either backend answers
 queries embedded by the other. Measured on this project's quiet 2-core box (AMD EPYC), 400 dev passages:
-torch 12.5 s, ONNX Runtime 7.7 s at batch 32 and 6.4 s in runs of 4. The whole dev corpus indexed in 341 s
-on torch against 235 s on ONNX Runtime, the export included (`python -m eval.bench_ingest`, same run). An
-earlier session measured torch ahead on this box (7.6 s against 11.3 s for 300 passages), so the figure is
-worth re-measuring on other CPUs. int8 weight quantisation was no faster, and it moved some vectors to cosine 0.80.
+torch 12.5 s against ONNX Runtime 8.2 s at batch 32, back to back in one process, and 6.4 s in runs of 4.
+The whole dev corpus indexed in 341 s on torch against 235 s on ONNX Runtime, the export included
+(`python -m eval.bench_ingest`, same run). An earlier session measured torch ahead on this box (7.6 s
+against 11.3 s for 300 passages), so the figure is worth re-measuring on other CPUs. int8 weight
+quantisation was no faster, and it moved some vectors to cosine 0.80.
 
 The graph is exported from the loaded torch weights with torch's own exporter once per machine (seconds)
 and cached under `$VIMRAG_CACHE` (default `~/.cache/vimrag`), keyed by the weights file, so nothing is
