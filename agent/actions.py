@@ -30,8 +30,10 @@ follows `</think>` the reasoning is searched too), and ignore later tags silentl
 checkpoint sees the observations it was trained on. A last tag left unclosed (a stop sequence eats the
 closing tag) is read to the end of the output.
 
-`protocol` is a registered protocol's name or the protocol object itself: this module reads only its
-`tools` (schemas) and its `syntax` ("calls": Qwen tool calls; "tags": VRAG-RL's tags), never its name.
+`protocol` is the protocol class or object itself: this module reads only its `tools` (schemas) and its
+`syntax` ("calls": Qwen tool calls; "tags": VRAG-RL's tags), never its name, and imports nothing of
+agent/protocols/ but its schemas, so imports inside agent/ point one way (the protocols import this module).
+`agent.protocols.parse` is the same function taking a registered name.
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agent import lenient_json
-from agent.protocols import resolve
 from agent.rejections import Rejection, reject
 from agent.validate import Context, canon_name, check, short
 
@@ -160,8 +161,9 @@ def _unpack(obj: Any, tools: dict) -> tuple[str | None, Any]:
 
 # ---- parsing -------------------------------------------------------------------------------------------
 def parse(text: str, protocol: Any, ctx: Context | None = None) -> Action | Rejection:
-    """Read one model output under `protocol`; validate it against `ctx` when given. Never raises on `text`."""
-    proto = resolve(protocol)  # an unknown protocol is the caller's bug, not the model's
+    """Read one model output under `protocol` (a protocol class or object); validate it against `ctx` when
+    given. Never raises on `text`. agent.protocols.parse also takes a protocol's name."""
+    proto = protocol
     try:
         return _parse(text, proto, ctx)
     except Exception as e:  # noqa: BLE001 - last line of defence; tests assert it never fires

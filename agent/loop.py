@@ -33,7 +33,8 @@ from agent.events import (
 )
 from agent.protocols import make_protocol
 from agent.protocols.base import citations
-from agent.state import AgentConfig, EpisodeState
+from agent.settings import AgentConfig
+from agent.state import EpisodeState
 from agent.toolbox import Toolbox, count_context, strip_images
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,5 @@
-"""The agent's configuration and the state of one episode (what the embedded and scripted policies read).
+"""The state of one episode (what the embedded and scripted policies read); its configuration is
+agent/settings.py's `AgentConfig`.
 
 `EpisodeState` is the structured `view` passed to a policy next to the rendered messages: model backends
 ignore it; the embedded controller and the scripted test policy use it to choose their next call.
@@ -7,81 +8,13 @@ ignore it; the embedded controller and the scripted test policy use it to choose
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent.config import Config, setting
 from agent.evidence import EvidenceStore
-from agent.tools import OBS_MAX_PIXELS
-from memory_graph.energy import GAMMA, LAMBDA, MAX_FRAME_PIXELS, MAX_IMAGE_PIXELS, S_TOTAL, TOP_K
 from memory_graph.graph import MemoryGraph
 
-
-def _protocols() -> tuple[str, ...]:
-    from agent.protocols import names
-
-    return names()
-
-
-def _search_modes() -> tuple[str, ...]:
-    from retrieval.retriever import MODES
-
-    return MODES
-
-
-@dataclass
-class AgentConfig(Config):
-    """How the agent works: its protocol, step limit, search depth and the visual memory's budgets."""
-
-    config_name = "agent"
-
-    protocol: str = setting(
-        "vimrag", "the protocol (agent/protocols/): its tools, context layout and prompts", choices=_protocols
-    )
-    max_steps: int | None = setting(None, "model calls before the episode is stopped; default: the protocol's own")
-    top_k: int = setting(3, "results shown per search (vimrag, react)")
-    vanilla_k: int = setting(5, "pages put in context by the vanilla baseline")
-    s_total: int = setting(S_TOTAL, "pixel budget of the whole visual context (vimrag)", aliases=["budget"])
-    memory_k: int = setting(TOP_K, "memorized items that keep pixels (top-K by energy)")
-    max_image_pixels: int = setting(MAX_IMAGE_PIXELS, "cap per memorized image")
-    max_frame_pixels: int = setting(MAX_FRAME_PIXELS, "cap per video frame")
-    obs_pixels: int = setting(OBS_MAX_PIXELS, "pixels per freshly retrieved image")
-    lam: float = setting(LAMBDA, "energy time decay")
-    gamma: float = setting(GAMMA, "energy back-propagation weight")
-    search_mode: str = setting(
-        "hybrid", "how searches rank: hybrid (BM25 + dense, fused), bm25 or dense", choices=_search_modes
-    )
-    docs: list[str] | None = setting(
-        None, "search only these documents (file name or path; repeatable)", aliases=["doc"]
-    )
-    prompts: dict[str, str] = setting(
-        factory=dict,
-        help="the protocol's prompts replaced by name, a mapping (vimrag: system, user, summary; vrag: user, "
-        "system, nudge, invalid); on the command line YAML, e.g. '{system: ...}', or see --prompt-file",
-    )
-    demo_jpeg: bool = setting(True, "vimrag: send pictures as the VimRAG demo does, JPEG quality 75 under 38,000 bytes")
-
-    def __post_init__(self) -> None:
-        from agent.protocols import check_prompts, get
-
-        proto = get(self.protocol)  # ValueError naming the protocols
-        if self.max_steps is None:
-            self.max_steps = proto.max_steps
-        self.prompts = check_prompts(self.protocol, dict(self.prompts or {}))
-        if self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
-        if self.top_k < 1 or self.vanilla_k < 1:
-            raise ValueError("top_k and vanilla_k must be >= 1")
-
-    def memory_budget(self) -> dict[str, int | float]:
-        """The visual memory's knobs as `memory_graph.energy.allocate` (and `memory_plan`) take them."""
-        return {
-            "k": self.memory_k,
-            "s_total": self.s_total,
-            "max_image": self.max_image_pixels,
-            "max_frame": self.max_frame_pixels,
-            "lam": self.lam,
-            "gamma": self.gamma,
-        }
+if TYPE_CHECKING:  # annotation only: AgentConfig sits above the protocols, which import this module
+    from agent.settings import AgentConfig
 
 
 @dataclass

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent import lenient_json
-from agent.protocols import resolve
 
 MAX_ABS = 1e9  # |numbers| above this are garbage, and would overflow pixel arithmetic downstream
 
@@ -367,8 +366,9 @@ def check(name: str, args: Any, proto: Any, ctx: Context | None) -> _Checker:
 
 
 def validate(name: str, args: Any, protocol: Any, ctx: Context | None = None) -> list[str]:
-    """Problems with one call (empty when it is valid). Coerces a copy; `args` is left as it is."""
-    proto = resolve(protocol)
-    if name not in proto.tools:
-        return [f"unknown tool {name!r}; available: {', '.join(proto.tools)}"]
-    return [m for _, m in check(name, copy.deepcopy(args), proto, ctx).problems]
+    """Problems with one call (empty when it is valid). Coerces a copy; `args` is left as it is.
+
+    `protocol` is a protocol class or object (its `tools`); agent.protocols.validate also takes a name."""
+    if name not in protocol.tools:
+        return [f"unknown tool {name!r}; available: {', '.join(protocol.tools)}"]
+    return [m for _, m in check(name, copy.deepcopy(args), protocol, ctx).problems]

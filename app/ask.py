@@ -19,7 +19,7 @@ from pathlib import Path
 def add_parser(sub, default_index: str) -> None:
     from agent.backends.base import PolicyConfig
     from agent.config import add_arguments
-    from agent.state import AgentConfig
+    from agent.settings import AgentConfig
 
     pa = sub.add_parser(
         "ask",
@@ -47,7 +47,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from agent.config import from_args
     from agent.events import Finished
     from agent.loop import Agent
-    from agent.state import AgentConfig
+    from agent.settings import AgentConfig
     from retrieval.retriever import open_retriever
 
     if not args.search_url and not Path(args.index).is_dir():

@@ -14,7 +14,7 @@ from typing import Any
 
 from agent.backends.base import PolicyConfig
 from agent.config import Config, setting
-from agent.state import AgentConfig
+from agent.settings import AgentConfig
 from app.workspace import Workspace
 
 # the backends the Settings form offers, by their label there

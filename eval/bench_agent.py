@@ -37,7 +37,8 @@ from agent.call_format import format_call
 from agent.evidence import Evidence
 from agent.loop import Agent
 from agent.protocols import get, make_protocol
-from agent.state import AgentConfig, EpisodeState
+from agent.settings import AgentConfig
+from agent.state import EpisodeState
 from agent.toolbox import Toolbox, count_context
 from memory_graph.graph import Item
 from retrieval.units import Hit, Unit

@@ -13,9 +13,9 @@ hand over, and the case where abstaining is right. Questions whose gold pages ar
 (`evidence_ok: false`) are left out.
 
 Readers, run in the same process on the same inputs:
-- `old`: the extractor before issue 13 (`agent.backends.extract_baseline.extract_answer`: anchors, numbers by kind,
+- `old`: the extractor before issue 13 (`agent.reader.extract_baseline.extract_answer`: anchors, numbers by kind,
   SmolLM2 choosing a span);
-- `new`: the typed, grounded reader (`agent.backends.extract.read_answer`) with SmolLM2 and MiniLM;
+- `new`: the typed, grounded reader (`agent.reader.extract.read_answer`) with SmolLM2 and MiniLM;
 - `new-nolm`: the same without SmolLM2 (rules alone choose free-text spans), to measure what the LM adds.
 
 `--replay RUN` calibrates the reader's abstention threshold instead: it reads an embedded `vimrag eval` run
@@ -25,7 +25,7 @@ last step, so this reproduces the run's answers at its own threshold without run
 
 Answers are scored with MMLongBench-Doc's rules by answer format (eval/answer_metrics.py). Printed: accuracy
 by format and overall for each reader, answerable Str + Int accuracy, "Not answerable" F1, the median
-seconds per question, and how many answers look like a heading or title (`agent.backends.sentences.is_heading`).
+seconds per question, and how many answers look like a heading or title (`agent.reader.sentences.is_heading`).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def inputs(items, texts: dict[tuple[str, int], str]) -> list[tuple[object, list[
 
 def headings(texts: list[str]) -> set[str]:
     """The title and heading lines of page texts (lower case, two words or more): what no answer may be."""
-    from agent.backends.sentences import is_heading
+    from agent.reader.sentences import is_heading
 
     out = set()
     for text in texts:
@@ -106,8 +106,8 @@ def headings(texts: list[str]) -> set[str]:
 
 
 def run_reader(name: str, pairs, lm, encoder) -> list[dict]:
-    from agent.backends.extract import Passage, read_answer
-    from agent.backends.extract_baseline import extract_answer
+    from agent.reader.extract import Passage, read_answer
+    from agent.reader.extract_baseline import extract_answer
     from eval.answer_metrics import score_item
 
     rows = []
@@ -191,7 +191,7 @@ def replay(run: Path, thresholds: list[float], lm, encoder, out: Path | None = N
     """Accuracy, answerable Str + Int and Not-answerable F1 of the reader at each threshold, on the evidence
     the run's episodes ended with; `out` gets every prediction (JSONL, with its threshold)."""
     from agent.backends.embedded import MAX_PASSAGES, keywords, relevance
-    from agent.backends.extract import Passage, read_answer
+    from agent.reader.extract import Passage, read_answer
     from eval.answer_metrics import score_item
 
     cases = []
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--thresholds", default="0.1,0.2,0.3", help="with --replay: comma-separated thresholds")
     a = ap.parse_args(argv)
     if a.replay:
-        from agent.backends.smollm import get_small_lm
+        from agent.reader.smollm import get_small_lm
         from retrieval.embedders import load_embedder
 
         ths = [float(x) for x in a.thresholds.split(",")]
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     pairs = inputs(items, texts)
-    from agent.backends.smollm import get_small_lm
+    from agent.reader.smollm import get_small_lm
     from retrieval.embedders import load_embedder
 
     lm, encoder = get_small_lm(), load_embedder("minilm")

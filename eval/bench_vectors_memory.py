@@ -3,7 +3,7 @@
 Each layout is built and saved in one fresh process, then loaded and queried in another that reports its
 resident memory (peak RSS from VmHWM), so one layout's allocations never count against another's. The
 workers are `python -m eval.bench_vectors --mv-worker STAGE:LAYOUT`; the corpus, the queries and the
-timing helpers are bench_vectors' own. See that module's docstring for the layouts and targets.
+timing helpers are eval/bench_vectors_data.py's. See that module's docstring for the layouts and targets.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from eval.bench_vectors import mv_data, p50_ms, recall_at, set_threads, time_queries, timed_build
+from eval.bench_vectors_data import mv_data, p50_ms, recall_at, set_threads, time_queries, timed_build
 from retrieval.index_base import get_faiss
 from retrieval.late_interaction import MultiVectorIndex
 

@@ -33,7 +33,7 @@ from typing import Any
 from agent.backends.base import PolicyConfig
 from agent.config import Config, flatten, setting
 from agent.protocols import get as get_protocol
-from agent.state import AgentConfig
+from agent.settings import AgentConfig
 from eval.datasets import Dataset, EvalItem, check_evidence, load_dataset
 from eval.retrieval_metrics import mrr, ndcg_at_k, recall_at_k
 

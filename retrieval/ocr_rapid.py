@@ -24,7 +24,7 @@ import threading
 from typing import Any
 
 from retrieval.errors import RetrievalError, missing_dependency
-from retrieval.ocr import ImageOcrEngine, OcrResult
+from retrieval.ocr_engine import ImageOcrEngine, OcrResult
 
 
 class _SpaceAwareCtcDecode:

@@ -5,7 +5,7 @@ gutters, which separates the columns of a two-column paper); inside a block, box
 form a line, lines go top to bottom, boxes in a line left to right joined by spaces, lines joined by
 newlines. Gaps are measured in line heights, so the same thresholds hold at any resolution.
 
->>> from retrieval.ocr import OcrBox
+>>> from retrieval.ocr_engine import OcrBox
 >>> left = [OcrBox((0, 20 * i, 300, 20 * i + 12), f"left {i}", 1.0) for i in range(3)]
 >>> right = [OcrBox((330, 20 * i, 630, 20 * i + 12), f"right {i}", 1.0) for i in range(3)]
 >>> layout_text(right + left).splitlines()
@@ -20,7 +20,7 @@ from statistics import median
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from retrieval.ocr import OcrBox
+    from retrieval.ocr_engine import OcrBox
 
 
 def reading_order(boxes: list[OcrBox], columns: bool = True) -> list[list[OcrBox]]:

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", default=None, help="keeps the model and index between runs")
     a = ap.parse_args(argv)
 
-    from agent.state import AgentConfig
+    from agent.settings import AgentConfig
     from rl.tiny import build_tiny_qwen2_5_vl
     from rl.trainer import TrainConfig, Trainer
 

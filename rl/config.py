@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from agent.backends.base import PolicyConfig
 from agent.config import Config, load, setting
-from agent.state import AgentConfig
+from agent.settings import AgentConfig
 
 
 @dataclass

@@ -111,7 +111,7 @@ def scripted_traces(
     from agent.backends.scripted import ScriptedPolicy
     from agent.loop import Agent
     from agent.protocols import get as get_protocol
-    from agent.state import AgentConfig
+    from agent.settings import AgentConfig
     from eval.datasets import load_dataset
     from retrieval.retriever import Retriever
 
@@ -183,7 +183,7 @@ def run(args) -> dict:
     import matplotlib.pyplot as plt
     import torch
 
-    from agent.state import AgentConfig
+    from agent.settings import AgentConfig
     from eval.datasets import load_dataset
     from eval.runner import ensure_index
     from rl.config import SFTConfig
@@ -296,7 +296,7 @@ def updates_to(curve: list[float], threshold: float, window: int = 3, below: boo
 def held_out_accuracy(trainer, test_q: Path, corpus: Path, index: Path, args, samples: int = 2) -> float:
     """Share of sampled answers that are right on the lockers never trained on (copying, not recall)."""
     from agent.loop import Agent
-    from agent.state import AgentConfig
+    from agent.settings import AgentConfig
     from eval.datasets import load_dataset
     from rl.trainer import make_policy
 

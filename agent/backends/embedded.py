@@ -7,7 +7,7 @@ a VLM would, in the protocol's own syntax, so they go through the same parser, t
     search (query rewritten by SmolLM2)  ->  memorize the results that mention the question's words, with
     priorities from how much they match  ->  crop where those words sit in small print (OCR boxes), and
     read the zoomed region  ->  maybe one more search when the evidence is thin  ->  answer: a short phrase
-    of the type the question wants, read from the best sentence of the evidence (agent/backends/extract.py),
+    of the type the question wants, read from the best sentence of the evidence (agent/reader/extract.py),
     citing the nodes it used; the sentence and its unit go to the trace.
 
 It is an honest baseline, far below a 7B VLM. Connect a real one with `--backend openai` or
@@ -22,7 +22,7 @@ import threading
 from typing import Any, Iterator
 
 from agent.backends.base import Policy, PolicyConfig, PolicyError
-from agent.backends.words import search_terms
+from agent.reader.words import search_terms
 
 QUESTION_WORDS = {
     "what",
@@ -144,7 +144,7 @@ class EmbeddedPolicy(Policy):
             with self._lock:
                 if self._lm is None:
                     try:
-                        from agent.backends.smollm import get_small_lm
+                        from agent.reader.smollm import get_small_lm
 
                         self._lm = get_small_lm()
                     except ImportError as e:
@@ -263,7 +263,7 @@ class EmbeddedPolicy(Policy):
     def answer(self, st, evidence: list) -> str:
         """The typed, grounded reader over the memorized evidence (best first), then the rest of what the
         episode retrieved; what the answer rests on goes to the episode (`st.support`) for the trace and UI."""
-        from agent.backends.extract import Passage, read_answer
+        from agent.reader.extract import Passage, read_answer
 
         ranked = [ev for ev in evidence if ev is not None]
         seen = {ev.info_id for ev in ranked}

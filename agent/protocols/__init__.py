@@ -9,8 +9,11 @@ Adding a protocol means adding one module here that defines a `Protocol` subclas
 registry finds it. Nothing outside this package switches on a protocol's name: callers ask the registry
 (`get(name)`) and read the class's attributes (tools, capabilities, limits).
 
-This module imports its members lazily: agent/validate.py needs `resolve` and `schema` while the protocol
-modules need agent/actions.py.
+Imports inside agent/ point one way: the parser (agent/actions.py, agent/validate.py), the episode state and
+the toolbox sit below this package and never import it (they take a protocol class or object, not a name);
+the protocol modules import them; the loop and `AgentConfig` (agent/settings.py) sit above. `parse` and
+`validate` here are the parser's functions taking a protocol's name as well. The protocol modules load on
+first use of the registry, so importing `schema` alone stays cheap.
 """
 
 from __future__ import annotations
@@ -65,6 +68,20 @@ def get(name: str):
 def resolve(protocol: Any):
     """The protocol behind `protocol`: a registered name, or an object with `tools` and `syntax` (returned as is)."""
     return get(protocol) if isinstance(protocol, str) else protocol
+
+
+def parse(text: str, protocol: Any, ctx=None):
+    """agent.actions.parse, with `protocol` a registered name or a protocol class or object."""
+    from agent.actions import parse as parse_reply
+
+    return parse_reply(text, resolve(protocol), ctx)
+
+
+def validate(name: str, args: Any, protocol: Any, ctx=None) -> list[str]:
+    """agent.validate.validate, with `protocol` a registered name or a protocol class or object."""
+    from agent.validate import validate as problems
+
+    return problems(name, args, resolve(protocol), ctx)
 
 
 def make_protocol(name: str, tools, **options: Any):

@@ -5,12 +5,12 @@ import re
 
 import pytest
 
-from agent.actions import MAX_CHARS, Action, parse
+from agent.actions import MAX_CHARS, Action
 from agent.call_format import format_call, format_vrag
-from agent.protocols import get
+from agent.protocols import get, parse, validate
 from agent.protocols.schema import specs
 from agent.rejections import REASONS, Rejection
-from agent.validate import Context, validate
+from agent.validate import Context
 
 
 def tool_specs(protocol: str) -> list[dict]:

@@ -26,11 +26,11 @@ import time
 
 import pytest
 
-from agent.actions import MAX_CHARS, Action, parse
+from agent.actions import MAX_CHARS, Action
 from agent.call_format import format_call, format_vrag
-from agent.protocols import get
+from agent.protocols import get, parse, validate
 from agent.rejections import REASONS, Rejection
-from agent.validate import Context, validate
+from agent.validate import Context
 
 TOOLS = {p: get(p).tools for p in ("vimrag", "react", "vrag")}
 

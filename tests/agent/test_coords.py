@@ -16,7 +16,8 @@ from agent.backends.base import PolicyConfig
 from agent.call_format import format_call
 from agent.coords import resolve
 from agent.protocols import get, make_protocol
-from agent.state import AgentConfig, EpisodeState
+from agent.settings import AgentConfig
+from agent.state import EpisodeState
 from agent.toolbox import Toolbox
 from retrieval.units import Unit
 

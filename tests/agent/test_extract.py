@@ -1,10 +1,10 @@
-"""The typed, grounded answer reader (agent/backends/extract.py): rules alone, no LM, no encoder."""
+"""The typed, grounded answer reader (agent/reader/extract.py): rules alone, no LM, no encoder."""
 
 import pytest
 
-from agent.backends.answer_types import answer_type, wants_side
-from agent.backends.extract import NOT_ANSWERABLE, Passage, read_answer, reformat
-from agent.backends.sentences import axis_ticks, is_heading
+from agent.reader.answer_types import answer_type, wants_side
+from agent.reader.extract import NOT_ANSWERABLE, Passage, read_answer, reformat
+from agent.reader.sentences import axis_ticks, is_heading
 
 NOTES = Passage(
     "# Field notes: Tampere factory visit\n\nThe Tampere factory opened in June 2025 and employs 85 "

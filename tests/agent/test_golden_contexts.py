@@ -22,7 +22,7 @@ from PIL import Image, ImageDraw
 from agent.backends.scripted import ScriptedPolicy
 from agent.call_format import format_call, format_vrag
 from agent.loop import Agent
-from agent.state import AgentConfig
+from agent.settings import AgentConfig
 from retrieval.units import Hit, Unit
 
 GOLDEN = Path(__file__).parent / "golden"

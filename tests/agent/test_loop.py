@@ -21,7 +21,7 @@ from agent.events import (
     Trace,
 )
 from agent.loop import Agent
-from agent.state import AgentConfig
+from agent.settings import AgentConfig
 from retrieval.retriever import Retriever
 
 

@@ -461,7 +461,7 @@ def test_agent_loop_over_the_endpoint_sends_the_rebuilt_context(server, make_pol
     """The vimrag loop through the fake endpoint: tool calls come back, images go out as data URLs."""
     from agent.call_format import format_call
     from agent.loop import Agent
-    from agent.state import AgentConfig
+    from agent.settings import AgentConfig
     from retrieval.retriever import Retriever
 
     calls = [
@@ -511,8 +511,8 @@ SEARCH_ARGS = {"id": "s1", "query": "revenue by region", "parent_ids": ["root"]}
 
 
 def test_native_streamed_tool_call_and_reasoning_become_the_same_text(server, make_policy):
-    from agent.actions import parse
     from agent.backends.base import Reasoning
+    from agent.protocols import parse
 
     args = json.dumps(SEARCH_ARGS)
     server.replies[:] = [
@@ -554,8 +554,8 @@ def test_native_streamed_tool_call_and_reasoning_become_the_same_text(server, ma
 
 
 def test_native_tool_calls_in_a_whole_message(server, make_policy):
-    from agent.actions import parse
     from agent.backends.base import Reasoning
+    from agent.protocols import parse
 
     message = {
         "role": "assistant",
@@ -607,7 +607,7 @@ def test_text_mode_sends_no_tools_and_bad_modes_are_refused(server, make_policy)
 
 def test_native_loop_keeps_reasoning_in_the_trace_and_out_of_the_reply(server, make_policy, mixed_index):
     from agent.loop import Agent
-    from agent.state import AgentConfig
+    from agent.settings import AgentConfig
     from retrieval.retriever import Retriever
 
     def call(name, args, thought):

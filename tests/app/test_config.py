@@ -9,7 +9,7 @@ import pytest
 
 from agent.backends.base import PolicyConfig
 from agent.config import add_command, args_to_dict, field_help, from_args, load, setting, setting_like, to_dict
-from agent.state import AgentConfig
+from agent.settings import AgentConfig
 from app.cli import build_parser, main
 from app.settings import DemoConfig, apply_form
 from eval.runner import JudgeConfig, RunConfig

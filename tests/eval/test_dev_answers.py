@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from agent.backends.extract import NOT_ANSWERABLE, Passage, read_answer
+from agent.reader.extract import NOT_ANSWERABLE, Passage, read_answer
 
 
 @pytest.mark.slow

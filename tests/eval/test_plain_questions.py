@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.backends.extract import NOT_ANSWERABLE
+from agent.reader.extract import NOT_ANSWERABLE
 from app.cli import main
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import torch
 
 from agent.backends.base import PolicyError, Tokens
 from agent.backends.scripted import ScriptedPolicy
-from agent.state import AgentConfig
+from agent.settings import AgentConfig
 from eval.datasets import EvalItem, Gold
 from retrieval.retriever import Retriever
 from rl.rollout import rollout_one

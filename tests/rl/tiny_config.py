@@ -4,7 +4,7 @@ two agent steps; tests override what they are about."""
 
 def tiny_config(model, task: dict, out, **kw):
     """A validated TrainConfig for `model` on `task` (tests/rl/conftest.py), writing to `out`."""
-    from agent.state import AgentConfig
+    from agent.settings import AgentConfig
     from rl.trainer import TrainConfig
 
     base = dict(

@@ -1,7 +1,7 @@
 """Answers a document's layout gives: its title, who presents or wrote it, a figure's or table's caption, and an
 abbreviation's spelled-out form wherever it is printed.
 
-Which questions ask for them is decided in agent/backends/answer_types.py (`answer_type`, `wants_byline`).
+Which questions ask for them is decided in agent/reader/answer_types.py (`answer_type`, `wants_byline`).
 These are the questions whose answer is a heading or a title line, which the sentence reader never answers
 with ("What is the title of the slide?", "Who is the presenter?", "What is the title of Figure 2?"), or whose
 answer sits in a heading ("National Atmospheric Research Laboratory (NARL)"). They are read from the layout of
@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from agent.backends.answer_types import FIGURE
-from agent.backends.name_spans import expansion_spans
-from agent.backends.sentences import Passage, Sentence, is_heading
+from agent.reader.answer_types import FIGURE
+from agent.reader.name_spans import expansion_spans
+from agent.reader.sentences import Passage, Sentence, is_heading
 
 _CONNECTOR = re.compile(r"\b(and|of|for|the|in|on|to|with|a|an|&)$|[:,–-]$", re.I)
 _NAME = re.compile(

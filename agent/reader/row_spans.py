@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent.backends.answer_types import difference_sides, sum_parts
-from agent.backends.sentences import Passage
-from agent.backends.words import ORDINALS, content_words, number_value, stem, terms
+from agent.reader.answer_types import difference_sides, sum_parts
+from agent.reader.sentences import Passage
+from agent.reader.words import ORDINALS, content_words, number_value, stem, terms
 
 _MOST = r"highest|largest|biggest|most|greatest|maximum|max|top|best|strongest|longest|heaviest|oldest"
 _LEAST = r"lowest|smallest|least|fewest|minimum|min|worst|weakest|shortest|lightest|youngest"

@@ -1,15 +1,15 @@
 """Candidate answer spans that are names and phrases: people, organizations and places (runs of capitalised
 words, booth and hall locators, "City, Country"), an abbreviation's expansion, the value under a label line,
-and free-text phrases around the question's verb. The typed kinds are agent/backends/spans.py's.
+and free-text phrases around the question's verb. The typed kinds are agent/reader/spans.py's.
 """
 
 from __future__ import annotations
 
 import re
 
-from agent.backends.sentences import Sentence
-from agent.backends.spans import Span, clean, in_question
-from agent.backends.words import WORD, content_words, squash, stem
+from agent.reader.sentences import Sentence
+from agent.reader.spans import Span, clean, in_question
+from agent.reader.words import WORD, content_words, squash, stem
 
 _CAP_RUN = re.compile(r"\b[A-Z][\w&'’.-]*(?:\s+(?:of|de|van|von|der|and|&)?\s*[A-Z][\w&'’.-]*){0,4}")
 _LOCATOR = re.compile(

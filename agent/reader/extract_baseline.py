@@ -1,4 +1,4 @@
-"""The answer extractor that came before the typed reader (agent/backends/extract.py, which the embedded
+"""The answer extractor that came before the typed reader (agent/reader/extract.py, which the embedded
 policy uses now). Kept as the baseline `python -m eval.bench_extract` measures the reader against (`old`).
 
 - abstain ("Not answerable") when the question names a specific (a year, a capitalised name) that the
@@ -19,8 +19,8 @@ import math
 import re
 from typing import Any
 
-from agent.backends.smollm import SPAN_PROMPT, get_small_lm
-from agent.backends.words import (
+from agent.reader.smollm import SPAN_PROMPT, get_small_lm
+from agent.reader.words import (
     NOT_ANSWERABLE,
     NUMBER,
     SCAFFOLD,

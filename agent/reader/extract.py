@@ -14,9 +14,9 @@ evidence states the answer, it must answer from that sentence, with the phrase a
                   passes the threshold, with a note when the answer may sit in a chart, table or picture the
                   text cannot resolve ("a VLM backend can read it").
 
-Where each step lives: answer types in agent/backends/answer_types.py, candidate sentences in
-agent/backends/sentences.py, spans in agent/backends/spans.py (typed kinds) and agent/backends/name_spans.py
-(names and phrases), words and stems in agent/backends/words.py; this module ranks the spans and reads
+Where each step lives: answer types in agent/reader/answer_types.py, candidate sentences in
+agent/reader/sentences.py, spans in agent/reader/spans.py (typed kinds) and agent/reader/name_spans.py
+(names and phrases), words and stems in agent/reader/words.py; this module ranks the spans and reads
 the answer.
 
 SmolLM2-135M reorders the best free-text spans (`SmallLM.score`), where rules cannot tell a name from a
@@ -30,7 +30,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent.backends.answer_types import (
+from agent.reader.answer_types import (
     NUMERIC,
     SECTION,
     answer_type,
@@ -42,12 +42,12 @@ from agent.backends.answer_types import (
     wants_byline,
     without_pages,
 )
-from agent.backends.clause_spans import bridge, consequence_spans, definition, key_spans
-from agent.backends.doc_spans import byline, caption, doc_title, expansion
-from agent.backends.name_spans import entity_spans, expansion_spans, label_spans, not_siblings, phrase_spans
-from agent.backends.row_spans import asks_extreme_value, difference, read_rows, total
-from agent.backends.sentences import Passage, Sentence, is_heading, passage_sentences, score_sentences, visual_hint
-from agent.backends.spans import (
+from agent.reader.clause_spans import bridge, consequence_spans, definition, key_spans
+from agent.reader.doc_spans import byline, caption, doc_title, expansion
+from agent.reader.name_spans import entity_spans, expansion_spans, label_spans, not_siblings, phrase_spans
+from agent.reader.row_spans import asks_extreme_value, difference, read_rows, total
+from agent.reader.sentences import Passage, Sentence, is_heading, passage_sentences, score_sentences, visual_hint
+from agent.reader.spans import (
     CONTACT,
     MONTHS,
     Span,
@@ -61,7 +61,7 @@ from agent.backends.spans import (
     numeric_spans,
     q_hits,
 )
-from agent.backends.words import (
+from agent.reader.words import (
     MONTH_ABBR,
     NOT_ANSWERABLE,
     SCAFFOLD,
@@ -483,7 +483,7 @@ def reformat(question: str, answer: str, kind: str) -> str:
 
 def _lm_order(lm: Any, question: str, ranked: list[tuple[float, Span]]) -> list[tuple[float, Span]]:
     """SmolLM2's likelihood of each of the best 8 free-text spans as the answer, added to the rule score."""
-    from agent.backends.smollm import SPAN_PROMPT
+    from agent.reader.smollm import SPAN_PROMPT
 
     top = ranked[:8]
     ctx = "\n".join(dict.fromkeys(sp.sent.text for _, sp in top))[:600]

@@ -221,7 +221,7 @@ def missing_phrases(question: str, texts: list[str]) -> list[str]:
     >>> missing_phrases("What's the market name for EPS Code AR01?", ["EPS\\nMarket name Code\\n1. Little Rock AR01"])
     []
     """
-    from agent.backends.answer_types import question_keys
+    from agent.reader.answer_types import question_keys
 
     keys = [k for k in question_keys(question) if any(re.search(rf"\b{k}\b", t) for t in texts)]
     joined = squash(" ".join(texts))

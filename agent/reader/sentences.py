@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agent.backends.words import fuzzy_hit, question_idf, split_sentences, terms
+from agent.reader.words import fuzzy_hit, question_idf, split_sentences, terms
 
 SIM_WEIGHT = 0.35  # weight of MiniLM cosine similarity beside term coverage in a sentence's score
 

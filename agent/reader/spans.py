@@ -1,9 +1,9 @@
 """Candidate answer spans of the typed kinds: numbers (counts, percentages, money, durations, years, with the
 side of a change they are on), dates, frequencies, colours, e-mails / phones / URLs, enumerations, and the pick of
-an either-or question. Names, places and free-text phrases are agent/backends/name_spans.py's.
+an either-or question. Names, places and free-text phrases are agent/reader/name_spans.py's.
 
 A `Span` is a piece of a candidate sentence with a type-specific bonus ("fell from X to Y": X is the before,
-Y the after); the reader (agent/backends/extract.py) ranks them.
+Y the after); the reader (agent/reader/extract.py) ranks them.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent.backends.answer_types import DURATION_UNITS, choices, wants_side
-from agent.backends.sentences import Sentence
-from agent.backends.words import COLORS, SCAFFOLD, WORD, content_words, number_value, squash, stem, terms
+from agent.reader.answer_types import DURATION_UNITS, choices, wants_side
+from agent.reader.sentences import Sentence
+from agent.reader.words import COLORS, SCAFFOLD, WORD, content_words, number_value, squash, stem, terms
 
 _SCALE = r"million|billion|thousand|trillion|bn|mn|m|k"
 _CUR_WORDS = r"dollars|euros|pounds|yen|usd|eur|gbp|us\$"

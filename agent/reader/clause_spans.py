@@ -9,7 +9,7 @@ supplies less than 1.5 A?'), and the row that a key looks up ('the market name f
                  ('Press and hold' | 'Wake up the voice assistant.')
     key row      the name printed in the same row as a code the question names ('1. Little Rock AR01')
 
-Functions over candidate sentences (agent/backends/sentences.py); the reader (extract.py) ranks and cites. One
+Functions over candidate sentences (agent/reader/sentences.py); the reader (extract.py) ranks and cites. One
 side effect, on purpose: a table's result cell takes its row's relevance (score and coverage), so that it ranks
 as the row does.
 """
@@ -19,10 +19,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent.backends.answer_types import DOC, KEY, consequence_condition, definition_term, question_keys
-from agent.backends.sentences import Passage, Sentence, passage_sentences
-from agent.backends.spans import Span, clean, in_question
-from agent.backends.words import content_words, stem, terms
+from agent.reader.answer_types import DOC, KEY, consequence_condition, definition_term, question_keys
+from agent.reader.sentences import Passage, Sentence, passage_sentences
+from agent.reader.spans import Span, clean, in_question
+from agent.reader.words import content_words, stem, terms
 
 # a term printed as a label and then defined, or defined by a verb: 'Law of good Gestalt. Elements ...'
 _LABEL_AFTER = re.compile(r"^\s*[.:—–-]\s*(?P<rest>\S.*)$")

@@ -8,7 +8,7 @@ tokenizer, config) under $VIMRAG_CACHE (default ~/.cache/vimrag); later loads ta
 
 A 135M model cannot read a page: asked for an answer it restates the question or invents one (1-3% on
 MMLongBench-Doc dev questions with the gold pages as evidence). So the readers are extractive
-(agent/backends/extract.py; agent/backends/extract_baseline.py before it), and the LM is used where it is
+(agent/reader/extract.py; agent/reader/extract_baseline.py before it), and the LM is used where it is
 good: ranking a handful of short candidate spans by likelihood (`SmallLM.score`, one prompt pass whose KV
 cache the candidates share). Query rewriting is keyword extraction by default: the LM's rewrite measured no
 better for BM25.
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.backends.words import SCAFFOLD, WORD, keyword_query, stem
+from agent.reader.words import SCAFFOLD, WORD, keyword_query, stem
 from retrieval.errors import missing_dependency
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
