@@ -6,6 +6,10 @@ events without data, id:/retry: fields); an event stream sent under another cont
 read the same way, and a whole JSON body (a server that ignored stream=True) as one message. A malformed
 response is a PolicyError naming the URL. Left out on purpose: HTTP, retries and requests, which are
 agent/backends/openai_compat.py's.
+
+Streamed tool calls are assembled from fragments as servers really send them, two shapes beyond OpenAI's own
+included: `index` only on a call's first fragment (continuations carry none), and the function name repeated
+in every fragment of a call (it is kept once). See `tool_call_key` and `merge_tool_call`.
 """
 
 from __future__ import annotations
@@ -49,7 +53,8 @@ def read_completion(response: httpx.Response, url: str, max_new_tokens: int) -> 
         # an event stream under another content type (some proxies): read it as the stream it is
         response = httpx.Response(200, headers={"content-type": "text/event-stream"}, content=text.encode())
     finished = False
-    calls: dict[int, dict[str, Any]] = {}  # streamed native tool calls, by index, assembled piece by piece
+    calls: dict[int, dict[str, Any]] = {}  # streamed native tool calls by index (else in order), assembled
+    current: int | None = None  # the open call: the one the last fragment went to
     for event in httpx_sse.EventSource(response).iter_sse():  # comments and event:/id:/retry: fields skipped
         data = event.data.strip()
         if data == "[DONE]":
@@ -75,14 +80,8 @@ def read_completion(response: httpx.Response, url: str, max_new_tokens: int) -> 
             for tc in delta.get("tool_calls") or []:
                 if not isinstance(tc, dict):
                     continue
-                slot = calls.setdefault(int(tc.get("index", len(calls))), {"name": "", "arguments": ""})
-                fn = tc.get("function") or {}
-                slot["name"] += fn.get("name") or ""
-                args = fn.get("arguments")
-                if isinstance(args, str):
-                    slot["arguments"] += args
-                elif args is not None:
-                    slot["arguments"] = args
+                current = tool_call_key(calls, tc, current)
+                merge_tool_call(calls.setdefault(current, {"id": "", "name": "", "arguments": ""}), tc)
             if choice.get("finish_reason") == "length":
                 log.warning(
                     "answer cut at max_new_tokens=%d; raise it if answers end mid-sentence",
@@ -93,6 +92,58 @@ def read_completion(response: httpx.Response, url: str, max_new_tokens: int) -> 
         yield ("\n" if i else "") + render_tool_call(calls[i]["name"], calls[i]["arguments"])
     if not finished:
         log.debug("stream from %s ended without [DONE] or a finish_reason", url)
+
+
+def tool_call_key(calls: dict[int, dict[str, Any]], tc: dict, current: int | None) -> int:
+    """Which call a streamed fragment belongs to. Its `index` when it has one; without one (some servers send
+    it only on a call's first fragment) the open call, unless the fragment plainly starts another: a new `id`,
+    or (with no id) a different name after the open call's arguments began, since a name never resumes then."""
+    index = tc.get("index")
+    if index is not None:
+        try:
+            return int(index)
+        except (TypeError, ValueError):  # a junk index says nothing: read the fragment as if it had none
+            pass
+    if current is None:
+        return max(calls, default=-1) + 1
+    open_call, call_id, name = calls[current], tc.get("id"), function_of(tc).get("name")
+    new_id = isinstance(call_id, str) and call_id and open_call["id"] and call_id != open_call["id"]
+    new_name = not call_id and isinstance(name, str) and name and name != open_call["name"] and begun(open_call)
+    return max(calls) + 1 if new_id or new_name else current
+
+
+def merge_tool_call(slot: dict[str, Any], tc: dict) -> None:
+    """Add one fragment to its call. `id` and `type` may repeat in every fragment: the first id is kept.
+
+    The name rule: a fragment's name is appended only while the call's arguments have not begun and it is not
+    the whole name assembled so far. So a name some servers repeat in every chunk ("search", "search", ...)
+    stays "search", and a name streamed in pieces ("add_search" then "_node") still joins. Names come before
+    arguments, so a name after them is a repeat. Left ambiguous: a name made of one piece twice ("ab" + "ab"
+    for "abab"), read as a repeat; no protocol's tool is named so.
+    """
+    call_id = tc.get("id")
+    if isinstance(call_id, str) and call_id and not slot["id"]:
+        slot["id"] = call_id
+    fn = function_of(tc)
+    name = fn.get("name")
+    if isinstance(name, str) and name and name != slot["name"] and not begun(slot):
+        slot["name"] += name
+    args = fn.get("arguments")
+    if isinstance(args, str):
+        slot["arguments"] += args
+    elif args is not None:
+        slot["arguments"] = args
+
+
+def function_of(tc: dict) -> dict:
+    fn = tc.get("function")
+    return fn if isinstance(fn, dict) else {}
+
+
+def begun(slot: dict[str, Any]) -> bool:
+    """Whether a call's arguments have started (an empty or blank string is what servers send before them)."""
+    args = slot["arguments"]
+    return not isinstance(args, str) or bool(args.strip())
 
 
 def message_chunks(payload: Any, url: str, max_new_tokens: int) -> Iterator[str | Reasoning]:

@@ -8,7 +8,8 @@ size the agent chose; the only resize is a safety downscale of anything over `co
 
 Tool calls (`config.tool_calling`):
 - "text" (default): the model writes `<tool_call>{...}</tool_call>` in its reply, as the VimRAG demo reads it.
-- "native": the request carries `tools` (the protocol's schemas, `view.tool_specs`); the server's
+- "native": the request carries `tools` (the protocol's schemas, `view.tool_specs`) and `tool_choice: "auto"`
+  (vLLM reads tool calls only when it is sent, or with --enable-auto-tool-choice); the server's
   `tool_calls`, from streamed deltas or a whole message, come back rendered as that same `<tool_call>` text,
   so one parser turns both into actions.
 - "auto": native, and if the server refuses `tools` (vLLM without --enable-auto-tool-choice answers 400),
@@ -125,7 +126,8 @@ class OpenAIPolicy(Policy):
         mode = self.config.tool_calling
         if specs and (mode == "native" or (mode == "auto" and not self._tools_refused)):
             try:
-                yield from self._request("POST", "/chat/completions", {**body, "tools": specs}, self._read_completion)
+                native = {**body, "tools": specs, "tool_choice": "auto"}  # the model may also answer in text
+                yield from self._request("POST", "/chat/completions", native, self._read_completion)
                 return
             except PolicyError as exc:
                 if mode == "native" or getattr(exc, "status", None) != 400 or "tool" not in str(exc).lower():

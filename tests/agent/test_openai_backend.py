@@ -548,6 +548,7 @@ def test_native_streamed_tool_call_and_reasoning_become_the_same_text(server, ma
         "add_answer_node",
     ]
     assert not has_key(sent["tools"], "x-ref") and not has_key(sent["tools"], "x-kind")
+    assert sent["tool_choice"] == "auto"  # sent whenever tools are
     action = parse(text, "vimrag")
     assert action.name == "add_search_node" and action.args == SEARCH_ARGS
     assert policy.native_tools  # so the protocol leaves the tool list out of its prompt
@@ -600,7 +601,7 @@ def test_auto_falls_back_to_text_when_the_server_refuses_tools(server, make_poli
 
 def test_text_mode_sends_no_tools_and_bad_modes_are_refused(server, make_policy):
     make_policy().generate([{"role": "user", "content": "q"}], view=View())
-    assert "tools" not in server.posts()[-1]["json"]
+    assert "tools" not in server.posts()[-1]["json"] and "tool_choice" not in server.posts()[-1]["json"]
     with pytest.raises(PolicyError, match="tool_calling"):
         make_policy(tool_calling="sometimes")
 
