@@ -23,12 +23,13 @@ unquoted keys and bare-word values, // and /* */ comments, Python True/False/Non
 "parameters"/"args" for "arguments", arguments given as a JSON string, an OpenAI `{"function": {...}}`
 wrapper, arguments flattened next to "name", and `ast.literal_eval` as a last resort.
 
-VRAG multi-tag rule: VRAG-RL reads the leftmost complete `<search|answer|bbox>...</...>` (`re.search` over
-the response) and its rollouts stop generating at the first closing tag, so later tags are never seen. We
-do the same after stripping the think block (a tag quoted in the reasoning does not count; if nothing
-follows `</think>` the reasoning is searched too), and ignore later tags silently, so the released
-checkpoint sees the observations it was trained on. A last tag left unclosed (a stop sequence eats the
-closing tag) is read to the end of the output.
+VRAG action rule, exactly VRAG-RL's (`VRAG-RL/vrag_agent/generation.py`): the reply is first reduced to its
+complete `<answer|search|think|bbox>...</...>` tags re-joined by newlines (`keep_tags`, lines 93-108,
+`_postprocess_responses`), then the action is the first `<(search|answer|bbox)>(.*?)</\1>` match in that text
+(lines 652-658, `postprocess_predictions`): case-sensitive, think blocks included, so a `<search>` written
+inside `<think>` runs before an `<answer>` after it. No match, or a `<bbox>` that is not a JSON list of four
+numbers >= 0 (lines 620-627), is an invalid action. The rollouts set no stop strings, so a tag left unclosed is
+no action either.
 
 `protocol` is the protocol class or object itself: this module reads only its `tools` (schemas) and its
 `syntax` ("calls": Qwen tool calls; "tags": VRAG-RL's tags), never its name, and imports nothing of
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import json
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -48,7 +50,8 @@ from agent import lenient_json
 from agent.rejections import Rejection, reject
 from agent.validate import Context, canon_name, check, short
 
-__all__ = ["parse", "Action", "MAX_CHARS", "Rejection"]  # Rejection: what parse returns
+# Rejection: what parse returns
+__all__ = ["parse", "Action", "MAX_CHARS", "Rejection", "keep_tags", "vrag_bbox", "vrag_tag"]
 
 MAX_CHARS = 20_000  # output past this is not read: no real call is this long, and it bounds parse time
 
@@ -278,43 +281,63 @@ def _checked(action: Action, proto: Any, ctx: Context | None) -> Action | Reject
     return action
 
 
-_VRAG_OPEN = re.compile(r"<(search|answer|bbox)>", re.I)
-_VRAG_CLOSE = re.compile(r"</(search|answer|bbox)\s*>", re.I)
-_TRAILING_NOISE = re.compile(r"(?:\s|<\|[^|>]{0,40}\|>|</?\w{1,20}>)+\Z")
+_VRAG_TAGS = re.compile(r"<(answer|search|think|bbox)>(.*?)</\1>", re.S)  # generation.py line 101
+_VRAG_ACTION = re.compile(r"<(search|answer|bbox)>(.*?)</\1>", re.S)  # generation.py line 654
+_VRAG_THINK = re.compile(r"<think>(.*?)</think>", re.S)
 
 
-def _vrag_action(text: str, start: int) -> tuple[int, str, str] | None:
-    """(position, tag, content) of the leftmost complete action tag from `start`; else the first open one, unclosed."""
-    last_close: dict[str, int] = {}
-    for m in _VRAG_CLOSE.finditer(text, start):
-        last_close[m.group(1).lower()] = m.start()
-    first_open = None
-    for m in _VRAG_OPEN.finditer(text, start):
-        tag = m.group(1).lower()
-        first_open = first_open or m
-        if last_close.get(tag, -1) >= m.end():  # this open tag has a closing tag after it
-            close = _VRAG_CLOSE.search(text, m.end())
-            while close.group(1).lower() != tag:
-                close = _VRAG_CLOSE.search(text, close.end())
-            return m.start(), tag, text[m.end() : close.start()]
-    if first_open is not None:
-        body = text[first_open.end() :]
-        return first_open.start(), first_open.group(1).lower(), _TRAILING_NOISE.sub("", body)
-    return None
+def keep_tags(reply: str) -> str:
+    """The reply as VRAG-RL keeps it: its complete tags, re-joined by newlines (generation.py lines 93-108).
+
+    >>> keep_tags("Sure! <think>need p.2</think> ok <search>revenue</search> trailing")
+    '<think>need p.2</think>\\n<search>revenue</search>'
+    """
+    return "\n".join(f"<{tag}>{body}</{tag}>" for tag, body in _VRAG_TAGS.findall(reply or ""))
+
+
+def vrag_tag(reply: str) -> str | None:
+    """The action tag VRAG-RL reads in a reply ("search", "answer" or "bbox"), or None when there is none.
+
+    >>> vrag_tag("<think>zoom <bbox>[1, 2]</bbox></think><answer>x</answer>"), vrag_tag("<answer>x")
+    ('bbox', None)
+    """
+    m = _VRAG_ACTION.search(keep_tags(reply))
+    return m.group(1) if m else None
+
+
+def vrag_bbox(body: str) -> list[float] | None:
+    """A <bbox> body as VRAG-RL accepts it (generation.py lines 620-627): json.loads gives four numbers >= 0.
+
+    >>> vrag_bbox(" [10, 20.5, 30, 40] "), vrag_bbox("10, 20, 30, 40"), vrag_bbox("[1, 2, -3, 4]")
+    ([10, 20.5, 30, 40], None, None)
+    """
+    try:
+        box = json.loads(body)
+    except (ValueError, RecursionError):  # RecursionError: brackets nested thousands deep
+        return None
+    ok = isinstance(box, list) and len(box) == 4
+    ok = ok and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in box)
+    return box if ok else None
 
 
 def _parse_vrag(text: str, raw: str, proto: Any, ctx: Context | None, warnings: list[str]):
-    first = _VRAG_OPEN.search(text)
-    think, start = _think_and_start(text, first.start() if first else -1)
-    found = _vrag_action(text, start) or (_vrag_action(text, 0) if start else None)
-    if found is None:
+    kept = keep_tags(text)
+    m = _VRAG_ACTION.search(kept)
+    if m is None:
         hint = " (tool calls are not this protocol's syntax)" if _TC_OPEN.search(text) else ""
-        return reject("no_action", [f"no <search>, <bbox> or <answer> tag was found{hint}"], proto, ctx, raw)
-    pos, tag, body = found
-    if not think:
-        think = text[start:pos].strip()
+        return reject("no_action", [f"no complete <search>, <bbox> or <answer> tag was found{hint}"], proto, ctx, raw)
+    tag, body = m.group(1), m.group(2).strip()
+    think = _VRAG_THINK.search(kept)
     kind = {"search": "search", "bbox": "crop", "answer": "answer"}[tag]
     name = next(n for n, t in proto.tools.items() if t.get("x-kind") == kind)
+    if kind == "crop" and vrag_bbox(body) is None:
+        return reject(
+            "bad_bbox",
+            [f"the <bbox> must be a JSON list of four numbers >= 0, [x1, y1, x2, y2]; got {short(body, 60)}"],
+            proto,
+            ctx,
+            raw,
+            name,
+        )
     key = {"search": "query", "crop": "bbox", "answer": "answer"}[kind]
-    args = {key: body.strip()}  # a bbox string is read by the schema coercion: "[1, 2, 3, 4]", "1, 2, 3, 4"
-    return _checked(Action(name, args, raw, think, warnings), proto, ctx)
+    return _checked(Action(name, {key: body}, raw, think.group(1).strip() if think else "", warnings), proto, ctx)

@@ -5,8 +5,10 @@ prompt) and `demo/vrag_agent.py` (the demo's limits); tests/agent/golden/ cites 
 
 1. One user turn holds the instruction and the question; there is no system message (the chat template adds
    its default one, as in training).
-2. The model writes `<think>`, then `<search>`, `<bbox>` or `<answer>`; the first complete action tag is run.
-   Its turn is kept as the tags it wrote, re-joined by newlines (generation.py `_postprocess_responses`).
+2. The model writes `<think>`, then `<search>`, `<bbox>` or `<answer>`. Its turn is kept as the complete tags it
+   wrote, re-joined by newlines (generation.py `_postprocess_responses`), and the first action tag in that text
+   runs, think blocks included (`postprocess_predictions`; agent/actions.py). No action, or a box that
+   json.loads cannot read as four numbers >= 0, gets the invalid-action turn (prompts `invalid`, `invalid_bbox`).
 3. A search inserts the first page not yet inserted among the top 10 results, as a user turn holding the
    image alone; every inserted image, search result or crop, is resized into [256*28*28, 512*28*28] pixels.
 4. `<bbox>` crops the latest image: the box, padded by 28 px in the model's coordinates, is scaled to the raw
@@ -23,10 +25,9 @@ action wording are replaced by the official texts with `--prompt-file`.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from agent.actions import Action
+from agent.actions import Action, keep_tags, vrag_tag
 from agent.events import Event, SearchResults
 from agent.media import model_view, vrag_image
 from agent.protocols import schema as S
@@ -36,7 +37,6 @@ from agent.tools import ToolError
 
 SEARCH_TOP_K = 10  # VRAG's search engine returns the top 10 (search_engine/search_engine.py, batch_search)
 CROP_PAD = 28  # generation.py: the box grows by 28 px on every side (model coordinates) before mapping
-_TAGS = re.compile(r"<(answer|search|think|bbox)>(.*?)</\1>", re.S)
 
 TOOLS = {  # a tag protocol: the schemas serve validation and documentation
     "search": S.tool(
@@ -63,15 +63,6 @@ INSTRUCTION = (
 )
 COORDS = {"absolute": "pixels of the image as you see it", "relative": "each from 0 to 1000 of its width and height"}
 NUDGE = "This is your last turn: give the answer now, inside <answer> and </answer>."
-
-
-def keep_tags(reply: str) -> str:
-    """The reply as VRAG-RL keeps it in the history: its complete tags, re-joined by newlines.
-
-    >>> keep_tags("Sure! <think>need p.2</think> ok <search>revenue</search> trailing")
-    '<think>need p.2</think>\\n<search>revenue</search>'
-    """
-    return "\n".join(f"<{tag}>{body}</{tag}>" for tag, body in _TAGS.findall(reply or ""))
 
 
 def vrag_crop_box(bbox: list[float], seen: tuple[int, int], raw: tuple[int, int], pad: float = CROP_PAD) -> list[int]:
@@ -101,7 +92,9 @@ class VragProtocol(Protocol):
     summary = "VRAG-RL's <search>/<bbox>/<answer> tags in its exact layout, for its released checkpoint"
     syntax = "tags"
     tools = TOOLS
-    PROMPTS = {"user": INSTRUCTION, "system": "", "nudge": NUDGE, "invalid": ""}
+    # "invalid" and "invalid_bbox": VRAG-RL's two invalid-action turns (generation.py lines 629 and 632: after a
+    # bbox that cannot be cropped, and after a reply with no action); empty = our corrective message
+    PROMPTS = {"user": INSTRUCTION, "system": "", "nudge": NUDGE, "invalid": "", "invalid_bbox": ""}
     PLACEHOLDERS = {"user": ("question",)}
     main_prompt = "user"
     max_steps = 11  # demo/vrag_agent.py: max_steps 10, then one call that must answer
@@ -130,7 +123,9 @@ class VragProtocol(Protocol):
 
     def reject(self, st: EpisodeState, message: str, raw: str) -> list[Event]:
         events = super().reject(st, message, raw)
-        self.observe(st, raw, self.prompt(st, "invalid") or message)
+        bbox = vrag_tag(raw) == "bbox"
+        text = (self.prompt(st, "invalid_bbox") if bbox else "") or self.prompt(st, "invalid") or message
+        self.observe(st, raw, text)
         return events
 
     def _show(self, st: EpisodeState, info_id: str) -> list[dict[str, Any]] | str:

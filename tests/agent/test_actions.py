@@ -220,21 +220,27 @@ def test_overlong_output_is_read_up_to_the_cap():
 
 
 # ---- VRAG tags -----------------------------------------------------------------------------------------
-def test_vrag_first_complete_tag_after_think_wins():
-    a = ok("<think>I could <answer>guess</answer> but</think>\n<search>revenue 2023</search><answer>x</answer>", "vrag")
-    assert (a.name, a.args, a.think) == ("search", {"query": "revenue 2023"}, "I could <answer>guess</answer> but")
+def test_vrag_action_is_the_first_complete_tag_think_included():
+    # VRAG-RL (generation.py lines 93-108, 652-658): the first <search|answer|bbox> match in the kept tags, so a
+    # search written inside <think> runs before the answer after it
+    a = ok("<think>I could <search>x</search> first</think><answer>y</answer>", "vrag")
+    assert (a.name, a.args, a.think) == ("search", {"query": "x"}, "I could <search>x</search> first")
     assert a.warnings == []  # later tags are ignored silently, as in VRAG-RL
+    a = ok("<think>I could <answer>guess</answer> but</think>\n<search>revenue 2023</search><answer>x</answer>", "vrag")
+    assert (a.name, a.args) == ("answer", {"answer": "guess"})
     a = ok("<think>t</think><search>unclosed <answer>done</answer>", "vrag")  # leftmost *complete* tag
     assert (a.name, a.args) == ("answer", {"answer": "done"})
     assert ok("<think>only inside <answer>x</answer></think>", "vrag").args == {"answer": "x"}
+    assert ok("Sure. <search> revenue by region </search> then", "vrag").args == {"query": "revenue by region"}
 
 
-def test_vrag_tolerances():
-    assert ok("<ANSWER> Paris </ANSWER>", "vrag").args == {"answer": "Paris"}
-    assert ok("<think>t</think><answer>Paris<|im_end|>", "vrag").args == {"answer": "Paris"}  # stop ate the tag
-    assert ok("<bbox>10, 20, 30, 40</bbox>", "vrag").args == {"bbox": [10, 20, 30, 40]}
-    assert ok("<bbox>[10.5, '20', 30, 40,]</bbox>", "vrag").args == {"bbox": [10.5, 20, 30, 40]}
-    assert ok("<bbox>[[10, 20, 30, 40]]</bbox>", "vrag").args == {"bbox": [10, 20, 30, 40]}
+def test_vrag_is_exact_where_vrag_rl_calls_an_action_invalid():
+    # case-sensitive, no stop strings (so an unclosed tag is no action), bbox read by json.loads: 4 numbers >= 0
+    rejected("<ANSWER> Paris </ANSWER>", "vrag", None, "no_action", "<search>")
+    rejected("<think>t</think><answer>Paris<|im_end|>", "vrag", None, "no_action", "complete")
+    for body in ("10, 20, 30, 40", "[10.5, '20', 30, 40,]", "[[10, 20, 30, 40]]", "[1, 2, -3, 4]", "[1, 2, 3]"):
+        rejected(f"<bbox>{body}</bbox>", "vrag", None, "bad_bbox", "JSON list of four numbers >= 0")
+    assert ok("<bbox>[10.5, 20, 30, 40]</bbox>", "vrag").args == {"bbox": [10.5, 20, 30, 40]}
     c = ctx()
     c.current_image = "Picture 1"  # 640x480: a box at y=600 is outside it, though inside Picture 2
     rejected("<bbox>[10, 600, 30, 700]</bbox>", "vrag", c, "bbox_outside", "Picture 1", "640x480")
@@ -246,9 +252,7 @@ def test_vrag_rejections():
     rejected(call("search", {"query": "q"}), "vrag", None, "no_action", "tool calls are not this protocol")
     rejected("<search>   </search>", "vrag", None, "empty_value", "`query` is empty")
     rejected("<answer></answer>", "vrag", None, "empty_answer", "`answer` is empty")
-    rejected("<bbox>the top left corner</bbox>", "vrag", None, "bad_bbox", "must be a bbox [x1, y1, x2, y2]")
-    rejected("<bbox>[1, 2, 3, 4} @</bbox>", "vrag", None, "bad_bbox", "got '[1, 2, 3, 4} @'")
-    rejected("<bbox>[1, 2, 3]</bbox>", "vrag", None, "bad_bbox", "exactly 4 numbers")
+    rejected("<bbox>the top left corner</bbox>", "vrag", None, "bad_bbox", "got 'the top left corner'")
     no_image = Context(node_ids={"root"}, info_ids={"Text 1": None})
     r = parse("<bbox>[1, 2, 30, 40]</bbox>", "vrag", no_image)
     assert r.reason == "not_an_image" and "search> first" in r.observation

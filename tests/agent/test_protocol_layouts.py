@@ -178,6 +178,36 @@ def test_vrag_asks_for_the_answer_on_the_last_call(pages):
     assert AgentConfig(protocol="vrag").max_steps == 11  # the demo's 10 actions, then one that must answer
 
 
+def test_vrag_runs_a_search_written_inside_think_before_the_answer_after_it(pages):
+    """Acceptance: VRAG-RL reads the first action tag of the reply's kept tags, think blocks included."""
+    first = "<think>I need the table <search>revenue table</search> first.</think>\n<answer>42</answer>"
+    events, trace, policy = run(Fixed(pages), [first, "<answer>done</answer>"], protocol="vrag")
+    calls = [e["name"] for e in trace.events if e["type"] == "tool_call"]
+    assert calls == ["search", "answer"] and trace.answer == "done"
+    assert [e["query"] for e in trace.events if e["type"] == "search_results"] == ["revenue table"]
+    # the turn kept in the history is VRAG-RL's: the complete tags (the think, holding the search), re-joined
+    assert policy.calls[1][-2] == {
+        "role": "assistant",
+        "content": "<think>I need the table <search>revenue table</search> first.</think>\n<answer>42</answer>",
+    }
+
+
+def test_vrag_invalid_action_turns(pages):
+    """No action, or a box VRAG-RL cannot read: the kept tags, then a user turn with the invalid-action text
+    (VRAG-RL has one for boxes and one for the rest: generation.py lines 629 and 632)."""
+    prompts = {"invalid": "<INVALID>", "invalid_bbox": "<INVALID BBOX>"}
+    script = ["No tags at all.", "<think>zoom</think><bbox>10, 20, 30, 40</bbox>", "<answer>x</answer>"]
+    _, trace, policy = run(Fixed(pages), script, protocol="vrag", prompts=prompts)
+    assert policy.calls[1][-2:] == [{"role": "assistant", "content": ""}, {"role": "user", "content": "<INVALID>"}]
+    assert policy.calls[2][-2:] == [
+        {"role": "assistant", "content": "<think>zoom</think>\n<bbox>10, 20, 30, 40</bbox>"},
+        {"role": "user", "content": "<INVALID BBOX>"},
+    ]
+    assert [e["type"] for e in trace.events].count("error") == 2 and trace.answer == "x"
+    _, _, policy = run(Fixed(pages), script, protocol="vrag")  # ours by default: the corrective message
+    assert "<search>" in policy.calls[1][-1]["content"] and "four numbers" in policy.calls[2][-1]["content"]
+
+
 # --------------------------------------------------------------------------------------------- vimrag
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
