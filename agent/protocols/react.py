@@ -84,8 +84,9 @@ class ReactProtocol(Protocol):
     def run(self, kind: str, action: Action, st: EpisodeState) -> list[Event]:
         a = action.args
         if kind == "search":
-            node = chain(st, "search", a["query"])
-            ids = [e.info_id for e in self.toolbox.search(st, node.id, a["query"])]
+            node_id = fresh_id(st.graph, "search")
+            ids = [e.info_id for e in self.toolbox.search(st, node_id, a["query"])]  # a failed search adds no node
+            node = chain(st, "search", a["query"], node_id)
             remember(st, node.id, ids)
             self.observe(st, action.raw, self.toolbox.show(st, ids, header=f"Results for {a['query']!r}:"))
             return [SearchResults(st.step, node_id=node.id, query=a["query"], results=result_rows(st, ids))]

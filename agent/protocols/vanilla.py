@@ -35,8 +35,8 @@ class VanillaProtocol(Protocol):
 
     def context(self, st: EpisodeState) -> list[dict[str, Any]]:
         if not st.graph.children("root"):
-            node = st.graph.add_node("search1", "search", ["root"], st.question)
-            ids = [e.info_id for e in self.toolbox.search(st, node.id, st.question, k=st.config.vanilla_k)]
+            ids = [e.info_id for e in self.toolbox.search(st, "search1", st.question, k=st.config.vanilla_k)]
+            node = st.graph.add_node("search1", "search", ["root"], st.question)  # only once retrieval worked
             st.pending, st.pending_node = ids, node.id
             remember(st, node.id, ids)
         parts = [{"type": "text", "text": f"Question: {st.question}"}]

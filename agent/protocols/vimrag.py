@@ -362,9 +362,11 @@ class VimragProtocol(Protocol):
     def _search(self, action: Action, st: EpisodeState) -> list[Event]:
         a = action.args
         image_id = self._resolve(st, a["image"], a.get("parent_ids")) if a.get("image") else ""
+        # retrieval first: a search that fails adds no node, so it shifts no energy (in the demo a step joins
+        # the graph only when memorized, vimrag_agent.py lines 417-423, and a failed search changes nothing)
+        found = self.toolbox.search(st, a["id"], a.get("query", ""), image_id, a.get("bbox"))
         node = st.graph.add_node(a["id"], "search", a.get("parent_ids") or ["root"], a.get("query", ""))
         node.args = dict(action.raw_args or a)
-        found = self.toolbox.search(st, node.id, a.get("query", ""), image_id, a.get("bbox"))
         ids = [e.info_id for e in found]
         shown = self._respond(st, action.raw, node.id, ids)
         return [

@@ -151,8 +151,9 @@ class VragProtocol(Protocol):
     def run(self, kind: str, action: Action, st: EpisodeState) -> list[Event]:
         a = action.args
         if kind == "search":
-            node = chain(st, "search", a["query"])
-            hits = self.toolbox.search(st, node.id, a["query"], k=SEARCH_TOP_K)
+            node_id = fresh_id(st.graph, "search")
+            hits = self.toolbox.search(st, node_id, a["query"], k=SEARCH_TOP_K)  # a failed search adds no node
+            node = chain(st, "search", a["query"], node_id)
             fresh = next((e for e in hits if e.unit.uid not in st.inserted), hits[-1] if hits else None)
             if fresh is None:
                 self.observe(st, action.raw, "The search returned no results.")

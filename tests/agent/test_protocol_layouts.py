@@ -347,3 +347,57 @@ def test_a_60_second_clip_is_sampled_across_its_whole_span(mixed):
     assert [time_key(t) for t in mem.key_timestamps] == ["0.0", "28.8", "59.8"] and mem.in_memory
     memory = [p for p in policy.calls[2][1]["content"] if p["type"] == "image"]
     assert [p["time"] for p in memory] == mem.key_timestamps  # exactly those frames, in that order
+
+
+class Failing(Fixed):
+    """Fixed results, except that a query containing "down" fails as a search server that went away does."""
+
+    def search(self, query, k=3, filters=None, mode="hybrid"):
+        from retrieval.errors import RetrievalError
+
+        if "down" in str(query):
+            raise RetrievalError("the search server at http://127.0.0.1:9/search did not answer")
+        return super().search(query, k, filters, mode)
+
+
+@pytest.mark.parametrize("protocol", ["vimrag", "vrag", "react"])
+def test_a_failed_search_adds_no_node_and_leaves_energy_unchanged(mixed, protocol):
+    """Acceptance: a search whose retrieval fails is a tool error that adds no node, so Omega is unchanged."""
+    from memory_graph.energy import energy
+
+    first = {
+        "vimrag": format_call("add_search_node", {"id": "s1", "query": "poster", "parent_ids": ["root"]}),
+        "vrag": format_vrag("search", {"query": "poster"}),
+        "react": format_call("search", {"query": "poster"}),
+    }[protocol]
+    memorize = format_call(
+        "summarize_and_memorize",
+        {
+            "summarize": "the poster",
+            "memorize": [{"information_id": "Picture 1", "is_useful": True, "priority_score": 4}],
+        },
+    )
+    failing = {
+        "vimrag": format_call("add_search_node", {"id": "s2", "query": "server down", "parent_ids": ["s1"]}),
+        "vrag": format_vrag("search", {"query": "server down"}),
+        "react": format_call("search", {"query": "server down"}),
+    }[protocol]
+    answer = {
+        "vimrag": format_call("add_answer_node", {"answer": "x", "parent_ids": ["s1"]}),
+        "vrag": "<answer>x</answer>",
+        "react": format_call("answer", {"answer": "x"}),
+    }[protocol]
+    script = [first] + ([memorize] if protocol == "vimrag" else []) + [failing, answer]
+    seen = []
+
+    def snapshot(messages, view):
+        seen.append((sorted(view.graph.nodes), energy(view.graph)))
+        return script[len(seen) - 1]
+
+    events, trace, _ = run(Failing([mixed[0], mixed[1]]), [snapshot] * len(script), protocol=protocol)
+    errors = [e for e in events if isinstance(e, ErrorEvent)]
+    assert len(errors) == 1 and "did not answer" in errors[0].message
+    before_fail, after_fail = seen[-2], seen[-1]
+    assert after_fail[0] == before_fail[0]  # no node for the failed search
+    assert after_fail[1] == before_fail[1] and after_fail[1]  # every Omega exactly as before
+    assert trace.answer == "x"
