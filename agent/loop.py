@@ -69,11 +69,12 @@ class Agent:
         proto = make_protocol(cfg.protocol, tools, native_tools=getattr(self.policy, "native_tools", False))
         st = self.state = EpisodeState(question=question.strip(), config=cfg)
         st.tool_specs = proto.tool_specs() if proto.syntax == "calls" else []  # for native tool calling
+        st.generation = self.policy.generation(proto)  # the protocol's sampling defaults under the user's settings
         trace = Trace(
             question=st.question,
             protocol=cfg.protocol,
             backend=backend,
-            config={"agent": cfg.to_dict(), "policy": _policy_config(self.policy)},
+            config={"agent": cfg.to_dict(), "policy": _policy_config(self.policy), "generation": st.generation},
         )
         t_start = time.perf_counter()
         model_total = 0.0

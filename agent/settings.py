@@ -39,8 +39,12 @@ class AgentConfig(Config):
     vanilla_k: int = setting(5, "pages put in context by the vanilla baseline")
     s_total: int = setting(S_TOTAL, "pixel budget of the whole visual context (vimrag)", aliases=["budget"])
     memory_k: int = setting(TOP_K, "memorized items that keep pixels (top-K by energy)")
-    max_image_pixels: int = setting(MAX_IMAGE_PIXELS, "cap per memorized image")
-    max_frame_pixels: int = setting(MAX_FRAME_PIXELS, "cap per video frame")
+    max_image_pixels: int = setting(
+        MAX_IMAGE_PIXELS, "cap per picture as encoded (the VimRAG demo's max_pixels_image), results and memory alike"
+    )
+    max_frame_pixels: int = setting(
+        MAX_FRAME_PIXELS, "cap per video frame as encoded (the VimRAG demo's max_pixels_video)"
+    )
     obs_pixels: int = setting(OBS_MAX_PIXELS, "pixels per freshly retrieved image")
     lam: float = setting(LAMBDA, "energy time decay")
     gamma: float = setting(GAMMA, "energy back-propagation weight")
@@ -74,8 +78,6 @@ class AgentConfig(Config):
         return {
             "k": self.memory_k,
             "s_total": self.s_total,
-            "max_image": self.max_image_pixels,
-            "max_frame": self.max_frame_pixels,
             "lam": self.lam,
             "gamma": self.gamma,
         }

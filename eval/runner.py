@@ -320,6 +320,9 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
         index = None if cfg.search_url else ensure_index(ds, cfg.index, progress)  # a server holds its own
         seed_everything(cfg.policy.seed)
         policy = None if agent_factory else load_policy(cfg.policy)
+        if policy is not None:  # the sampling the protocol and the user's settings resolve to
+            config["generation"] = policy.generation(get_protocol(cfg.agent.protocol))
+            (run / "config.json").write_text(json.dumps(config, indent=1))
         retriever = (
             None if agent_factory else open_retriever(index, cfg.search_url, text_only=cfg.policy.backend == "embedded")
         )

@@ -82,14 +82,14 @@ class Slot:
 def memory_plan(graph: MemoryGraph, k: int = TOP_K, **budget) -> list[tuple[str, list[Slot]]]:
     """[(node id, slots)] of the memory section: nodes in graph order, each node's selected items best first.
 
-    `k` and `budget` (s_total, max_image, max_frame, lam, gamma) are `energy.allocate`'s knobs, with its defaults.
+    `k` and `budget` (s_total, lam, gamma) are `energy.allocate`'s knobs, with its defaults.
 
     >>> g = MemoryGraph("q")
     >>> _ = g.add_node("s1", "search", ["root"], "a")
     >>> g.nodes["s1"].items += [Item("Picture 1", "u1", "page", priority=2),
     ...                         Item("Picture 2", "u2", "page", priority=5)]
     >>> [(n, [(s.item.info_id, s.pixels) for s in slots]) for n, slots in memory_plan(g)]
-    [('s1', [('Picture 2', 1003520), ('Picture 1', 573440)])]
+    [('s1', [('Picture 2', 1433600), ('Picture 1', 573440)])]
     """
     chosen = [a for a in allocate(graph, k=k, **budget) if a.pixels > 0][:k]
     by_node: dict[str, list[Slot]] = {}

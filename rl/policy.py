@@ -74,6 +74,10 @@ class _Sampler(Policy):
     def encode(self, messages: list[dict]) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
+    def generation(self, protocol: Any) -> dict[str, Any]:
+        """The trainer's own sampling, whatever the protocol (rollouts sample the plain tempered distribution)."""
+        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature}
+
     @torch.no_grad()
     def sample(self, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """(gen_ids (N,), logp (N,)) for one prompt, sampled from the tempered distribution."""

@@ -128,6 +128,9 @@ class ServedPolicy(Policy):
     def describe(self) -> str:
         return f"served policy ({self.client.base_url}, adapter {self.model_name})"
 
+    def generation(self, protocol: Any) -> dict[str, Any]:
+        return self.local.generation(protocol)
+
     def stream(self, messages: list[dict], view: Any = None) -> Iterator[str | Tokens]:
         loc = self.local
         choice = self.client.complete(

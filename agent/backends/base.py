@@ -63,8 +63,20 @@ class PolicyConfig(Config):
     api_key: str = setting("", "API key; defaults to $OPENAI_API_KEY, else 'EMPTY'", secret=True)
     timeout_s: float = setting(120.0, "per-request timeout of endpoint calls (s)", aliases=["timeout"])
     retries: int = setting(2, "retries on connection errors / 5xx / 429")
-    temperature: float = setting(0.0, "sampling temperature; 0 = greedy")
-    max_new_tokens: int = setting(1024, "cap on generated tokens per step")
+    temperature: float | None = setting(
+        None, "sampling temperature, 0 = greedy; default: the protocol's (vimrag: 0.6 thinking, 0 without; others 0)"
+    )
+    top_p: float | None = setting(
+        None, "nucleus sampling; default: the protocol's (vimrag thinking: 0.95; others: unset)"
+    )
+    max_new_tokens: int | None = setting(
+        None, "cap on generated tokens per step; default: the protocol's (vimrag 4096, as the demo; others 1024)"
+    )
+    thinking: bool | None = setting(
+        None,
+        "thinking mode, sent as chat_template_kwargs.enable_thinking (openai) or to the chat template "
+        "(transformers); default: the protocol's (vimrag on, as the demo; others not sent)",
+    )
     device: str = setting("auto", "transformers backend: auto | cpu | cuda[:n]")
     dtype: str = setting("auto", "transformers backend: auto | bfloat16 | float32")
     max_pixels: int = setting(1_003_520, "upper bound on any one image's pixels")
@@ -83,6 +95,27 @@ class PolicyConfig(Config):
     )
 
 
+def generation_settings(protocol: Any, config: Any) -> dict[str, Any]:
+    """The sampling settings of a model call: the protocol's defaults (`Protocol.generation_defaults`, which follow
+    the published code) overridden by whatever the user set in `config` (a PolicyConfig). `protocol` None: the
+    protocol-neutral defaults. Keys: max_new_tokens, temperature, and top_p / thinking when they are to be sent.
+
+    >>> generation_settings(None, PolicyConfig(temperature=0.3))
+    {'max_new_tokens': 1024, 'temperature': 0.3}
+    """
+    thinking = getattr(config, "thinking", None)
+    out = dict(protocol.generation_defaults(thinking) if protocol is not None else DEFAULT_GENERATION)
+    if thinking is not None:
+        out["thinking"] = thinking
+    for key in ("max_new_tokens", "temperature", "top_p"):
+        if getattr(config, key, None) is not None:
+            out[key] = getattr(config, key)
+    return out
+
+
+DEFAULT_GENERATION = {"max_new_tokens": 1024, "temperature": 0.0}  # every protocol's but vimrag's
+
+
 class Policy:
     """Base class: subclasses implement `stream`; `generate` joins the stream."""
 
@@ -98,6 +131,11 @@ class Policy:
 
     def stream(self, messages: list[dict], view: Any = None) -> Iterator[str | Tokens]:
         raise NotImplementedError
+
+    def generation(self, protocol: Any) -> dict[str, Any]:
+        """The sampling settings this policy uses under `protocol`, as the trace and config.json record them
+        (the loop hands them back as `view.generation`); empty for a policy that does not sample."""
+        return {}
 
     def generate(self, messages: list[dict], view: Any = None) -> str:
         return "".join(c for c in self.stream(messages, view) if isinstance(c, str))

@@ -17,6 +17,11 @@ Tool calls (`config.tool_calling`):
 Reasoning a server returns apart from the reply (`reasoning_content`, or `reasoning`) is yielded as
 `Reasoning` chunks: kept in the trace, never parsed as the reply; inline `<think>` blocks stay in the text.
 
+Sampling (`generation`, agent/backends/base.py `generation_settings`): each protocol's published settings under
+the user's. vimrag sends the VimRAG demo's request: max_tokens 4096, `chat_template_kwargs: {"enable_thinking":
+true}`, temperature 0.6 and top_p 0.95 (thinking off: temperature 0); a server that answers 400 to
+`chat_template_kwargs` is asked again without it. The other protocols send max_tokens 1024 and temperature 0.
+
 Connection errors, timeouts, 429 and 5xx are retried with exponential backoff (honouring a short
 Retry-After), but only while no text has been yielded: a stream that breaks mid-answer raises instead, so a
 retry can never repeat text the caller already has. Every failure is a PolicyError naming the endpoint, the
@@ -34,6 +39,7 @@ keeps them as text, which every server accepts in user/assistant turns).
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import logging
 import math
@@ -47,7 +53,7 @@ import httpx
 import tenacity
 from PIL import Image
 
-from agent.backends.base import Policy, PolicyConfig, PolicyError, Reasoning
+from agent.backends.base import Policy, PolicyConfig, PolicyError, generation_settings
 from agent.backends.chat_completions import choices_of, clip, error_text, parse_json, read_completion
 
 log = logging.getLogger(__name__)
@@ -93,6 +99,7 @@ class OpenAIPolicy(Policy):
             raise PolicyError(f"tool_calling {config.tool_calling!r} is not one of {', '.join(TOOL_CALLING)}")
         self.native_tools = config.tool_calling == "native"
         self._tools_refused = False  # auto: the server answered 400 to `tools` once, so text from then on
+        self._template_kwargs_refused = False  # the server answered 400 to chat_template_kwargs once
         if self._model:
             self._set_patch(self._model)
 
@@ -113,21 +120,19 @@ class OpenAIPolicy(Policy):
             model = f"unresolved ({exc})"
         return f"openai-compatible endpoint {self.base_url}, model {model}"
 
+    def generation(self, protocol: Any) -> dict[str, Any]:
+        return generation_settings(protocol, self.config)
+
     def stream(self, messages: list[dict], view: Any = None) -> Iterator[str]:
-        body = {
-            "model": self.model,
-            "messages": [self._convert_message(m) for m in messages],
-            "temperature": self.config.temperature,
-            "max_tokens": self.config.max_new_tokens,
-            "seed": self.config.seed,
-            "stream": True,
-        }
+        gen = getattr(view, "generation", None) or generation_settings(None, self.config)
+        body = self.request_body(messages, gen)
+        read = functools.partial(read_completion, max_new_tokens=gen["max_new_tokens"])
         specs = getattr(view, "tool_specs", None)
         mode = self.config.tool_calling
         if specs and (mode == "native" or (mode == "auto" and not self._tools_refused)):
             try:
                 native = {**body, "tools": specs, "tool_choice": "auto"}  # the model may also answer in text
-                yield from self._request("POST", "/chat/completions", native, self._read_completion)
+                yield from self._post_chat(native, read)
                 return
             except PolicyError as exc:
                 if mode == "native" or getattr(exc, "status", None) != 400 or "tool" not in str(exc).lower():
@@ -138,7 +143,38 @@ class OpenAIPolicy(Policy):
                     self.base_url,
                     getattr(exc, "said", exc),
                 )
-        yield from self._request("POST", "/chat/completions", body, self._read_completion)
+        yield from self._post_chat(body, read)
+
+    def request_body(self, messages: list[dict], gen: dict[str, Any]) -> dict[str, Any]:
+        """The streamed chat-completion request for `messages` under the sampling settings `gen` (no tools)."""
+        body = {
+            "model": self.model,
+            "messages": [self._convert_message(m) for m in messages],
+            "temperature": gen["temperature"],
+            "max_tokens": gen["max_new_tokens"],
+            "seed": self.config.seed,
+            "stream": True,
+        }
+        if gen.get("top_p") is not None:
+            body["top_p"] = gen["top_p"]
+        if gen.get("thinking") is not None and not self._template_kwargs_refused:
+            body["chat_template_kwargs"] = {"enable_thinking": bool(gen["thinking"])}  # vLLM, SGLang, DashScope
+        return body
+
+    def _post_chat(self, body: dict, read: Callable) -> Iterator:
+        """POST a chat completion; a server that refuses `chat_template_kwargs` (OpenAI's own API answers 400 to
+        unknown fields) is asked again without it, and never sent it again."""
+        try:
+            yield from self._request("POST", "/chat/completions", body, read)
+        except PolicyError as exc:
+            said = str(getattr(exc, "said", ""))
+            if "chat_template_kwargs" not in body or getattr(exc, "status", None) != 400:
+                raise
+            if "chat_template_kwargs" not in said and "enable_thinking" not in said:
+                raise
+            self._template_kwargs_refused = True
+            log.warning("%s refused chat_template_kwargs (%s); thinking is left to the server", self.base_url, said)
+            yield from self._request("POST", "/chat/completions", _without(body, "chat_template_kwargs"), read)
 
     def complete(self, messages: list[dict], **params: Any) -> dict:
         """One non-streamed chat completion: the first choice as the server sent it (message, logprobs,
@@ -298,9 +334,6 @@ class OpenAIPolicy(Policy):
 
     # --- reading responses --------------------------------------------------------------------------
 
-    def _read_completion(self, response: httpx.Response, url: str) -> Iterator[str | Reasoning]:
-        return read_completion(response, url, self.config.max_new_tokens)
-
     def _first_served_model(self) -> str:
         def read(response: httpx.Response, url: str) -> Iterator[list]:
             payload = parse_json(response.read().decode("utf-8", errors="replace"), url)
@@ -402,6 +435,10 @@ class OpenAIPolicy(Policy):
                 "or check the server is not overloaded"
             )
         return "check the server's log; it may have crashed or dropped the connection"
+
+
+def _without(body: dict, key: str) -> dict:
+    return {k: v for k, v in body.items() if k != key}
 
 
 def _retryable(exc: BaseException) -> bool:

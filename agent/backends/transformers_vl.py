@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator
 
-from agent.backends.base import Policy, PolicyConfig, PolicyError, Tokens
+from agent.backends.base import Policy, PolicyConfig, PolicyError, Tokens, generation_settings
 
 # model_type values whose processors follow the Qwen2-VL smart-resize scheme this backend controls
 QWEN_VL_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
@@ -184,13 +184,15 @@ class TransformersPolicy(Policy):
         # [shortest_edge, longest_edge]; one merged patch is the smallest image the model can read.
         return {"shortest_edge": self.patch * self.patch, "longest_edge": int(self.config.max_pixels)}
 
-    def prepare(self, messages: list[dict]):
-        """Internal messages -> processor tensors on the model's device (also fills `last_inputs_info`)."""
+    def prepare(self, messages: list[dict], thinking: bool | None = None):
+        """Internal messages -> processor tensors on the model's device (also fills `last_inputs_info`).
+        `thinking` goes to the chat template as `enable_thinking` (Qwen3's templates read it) when given."""
         if self.model is None:
             raise PolicyError("this transformers policy was closed; load a new one with load_policy(...)")
         chat, images = _split_images(messages, self.patch)
         try:
-            text = self.processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+            extra = {} if thinking is None else {"enable_thinking": bool(thinking)}
+            text = self.processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True, **extra)
         except Exception as exc:
             raise PolicyError(
                 f"the chat template of {self.source!r} rejected the messages: {exc}; check roles and content parts"
@@ -222,7 +224,8 @@ class TransformersPolicy(Policy):
         from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
 
         torch = self._torch
-        inputs = self.prepare(messages)
+        gen = getattr(view, "generation", None) or generation_settings(None, self.config)
+        inputs = self.prepare(messages, gen.get("thinking"))
         tokenizer = self.processor.tokenizer
         streamer = TextIteratorStreamer(tokenizer, skip_prompt=True, skip_special_tokens=True)
         stop = threading.Event()
@@ -235,15 +238,16 @@ class TransformersPolicy(Policy):
         gen_kwargs: dict[str, Any] = dict(
             **inputs,
             streamer=streamer,
-            max_new_tokens=int(self.config.max_new_tokens),
+            max_new_tokens=int(gen["max_new_tokens"]),
             stopping_criteria=StoppingCriteriaList([_StopWhenClosed()]),
         )
         if self.model.generation_config.pad_token_id is None and tokenizer.pad_token_id is not None:
             gen_kwargs["pad_token_id"] = tokenizer.pad_token_id
-        if self.config.temperature > 0:
-            # Qwen checkpoints ship top_k=1 / top_p=0.001 defaults that would make sampling greedy again;
-            # the config only has a temperature, so sample from the plain tempered distribution.
-            gen_kwargs.update(do_sample=True, temperature=float(self.config.temperature), top_k=0, top_p=1.0)
+        if gen["temperature"] > 0:
+            # Qwen checkpoints ship top_k=1 / top_p=0.001 defaults that would make sampling greedy again, so
+            # sample from the tempered distribution, cut only at the top_p the settings give (1.0 if none).
+            top_p = float(gen.get("top_p") or 1.0)
+            gen_kwargs.update(do_sample=True, temperature=float(gen["temperature"]), top_k=0, top_p=top_p)
             torch.manual_seed(int(self.config.seed))
         else:
             gen_kwargs["do_sample"] = False
@@ -273,6 +277,9 @@ class TransformersPolicy(Policy):
         new = result["sequences"][0, self.last_inputs_info["input_tokens"] :]  # (N,)
         self.last_inputs_info["output_tokens"] = int(new.shape[0])
         yield Tokens(new.tolist())  # the ids only: their log-probs would cost a second forward pass
+
+    def generation(self, protocol: Any) -> dict[str, Any]:
+        return generation_settings(protocol, self.config)
 
     def describe(self) -> str:
         dtype = str(self.dtype).removeprefix("torch.")

@@ -20,6 +20,7 @@ import re
 from typing import Any, ClassVar
 
 from agent.actions import Action, parse
+from agent.backends.base import DEFAULT_GENERATION
 from agent.call_format import format_call, format_vrag
 from agent.events import AnswerEvent, Citation, Cropped, ErrorEvent, Event, SearchHit
 from agent.protocols.schema import specs
@@ -87,6 +88,12 @@ class Protocol:
         if name is None:
             raise ValueError(f"protocol {cls.name} has no {kind} tool")
         return cls.format_call(name, args, think)
+
+    @classmethod
+    def generation_defaults(cls, thinking: bool | None = None) -> dict[str, Any]:
+        """The sampling settings the published code uses with this protocol, before the user's overrides
+        (agent/backends/base.py `generation_settings`)."""
+        return dict(DEFAULT_GENERATION)
 
     # -- one turn ------------------------------------------------------------------------------------------
     def context(self, st: EpisodeState) -> list[dict[str, Any]]:

@@ -175,6 +175,14 @@ class VimragProtocol(Protocol):
     memorizes = True
     labels_per_response = True
 
+    @classmethod
+    def generation_defaults(cls, thinking: bool | None = None) -> dict[str, Any]:
+        """The demo's request (vimrag_agent.py lines 32, 73-85): up to 4,096 new tokens, thinking on by default and
+        sent as chat_template_kwargs; temperature 0.6 and top-p 0.95 when thinking, temperature 0 otherwise."""
+        thinking = True if thinking is None else thinking
+        sampling = {"temperature": 0.6, "top_p": 0.95} if thinking else {"temperature": 0.0}
+        return {"max_new_tokens": 4096, "thinking": thinking, **sampling}
+
     def default_prompt(self, key: str) -> str:
         if key == "system":
             tools = (

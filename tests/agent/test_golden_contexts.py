@@ -62,6 +62,9 @@ CITES = {
         "then resized as in [D]",
         "F": f"{VDEMO} lines 27 and 170-175: 10 actions, and the last observation also asks for the answer now "
         "(our marker text here; the demo's own words are in those lines)",
+        "G": "ours, not the published code's: the demo sends no sampling settings (the server's defaults; "
+        f"{VDEMO} lines 85-89) and training samples up to 2,048 tokens a turn (VRAG-RL/train_grpo_qwen2_5_vl_7b.sh "
+        "line 37); we send temperature 0 and 1,024 tokens, each overridable",
     },
     "vimrag": {
         "A": f"{AGENT} lines 241-251 (`_build_initial_messages`): a system message, then one user turn holding "
@@ -80,7 +83,10 @@ CITES = {
         "G": f"{AGENT} lines 253-269 and {UTILS} lines 216-269: the `### Multimodal Memory` header (agent lines "
         "265-268), then per node in graph order `Node: <id>` (utils line 252) and the images of its items "
         "among the top 5 by energy (utils lines 156-213, 231-232), bare, each at its share of 2,007,040 "
-        "pixels (utils lines 254-266)",
+        "pixels, int(S * (omega / sum)) split over a video's frames with //, and no per-item cap: one item alone "
+        "gets all 2,007,040 (utils lines 254-266)",
+        "H": f"{AGENT} lines 32 and 73-85 (`_model_generate`): max_tokens 4096, chat_template_kwargs with "
+        "enable_thinking (on by default), and in thinking mode temperature 0.6 and top_p 0.95",
     },
 }
 
@@ -216,8 +222,21 @@ def _tool_payload(t: str) -> str:
     return "" if framing else t
 
 
+def request_line(protocol: str) -> str:
+    """The sampling part of the request the OpenAI-compatible backend sends under this protocol by default."""
+    from agent.backends.base import PolicyConfig
+    from agent.backends.openai_compat import OpenAIPolicy
+    from agent.protocols import get
+
+    policy = OpenAIPolicy(PolicyConfig(backend="openai", model="served-model"))
+    body = policy.request_body([], policy.generation(get(protocol)))
+    sampling = {k: v for k, v in body.items() if k not in ("model", "messages", "seed", "stream")}
+    tag = "H" if protocol == "vimrag" else "G"
+    return f"=== every request: {json.dumps(sampling)} ===    [{tag}]"
+
+
 def render(protocol: str, calls: list[list[dict]]) -> str:
-    lines = []
+    lines = [request_line(protocol)]
     for n, messages in enumerate(calls, start=1):
         rebuilt = protocol == "vimrag" and n > 1 and len(messages) == 2
         lines.append(f"=== model call {n}: {len(messages)} messages ===" + ("    [F] rebuilt" if rebuilt else ""))

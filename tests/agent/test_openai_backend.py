@@ -490,6 +490,74 @@ def test_agent_loop_over_the_endpoint_sends_the_rebuilt_context(server, make_pol
     assert sum(w * h for w, h in sizes) == trace.steps[1].image_pixels  # counted as the model will see them
     # after memorizing (nothing kept) the context is rebuilt: system and one user turn again
     assert [m["role"] for m in bodies[2]["messages"]] == ["system", "user"]
+    # every request carries the VimRAG demo's sampling (vimrag_agent.py lines 32, 73-85), and the trace says so
+    sampling = {k: bodies[0][k] for k in ("max_tokens", "temperature", "top_p", "chat_template_kwargs")}
+    assert sampling == {
+        "max_tokens": 4096,
+        "temperature": 0.6,
+        "top_p": 0.95,
+        "chat_template_kwargs": {"enable_thinking": True},
+    }
+    assert all({k: b[k] for k in sampling} == sampling for b in bodies)
+    assert trace.config["generation"] == {"max_new_tokens": 4096, "thinking": True, "temperature": 0.6, "top_p": 0.95}
+
+
+class Gen:
+    """A view carrying the sampling settings the loop resolves for a protocol."""
+
+    def __init__(self, policy, protocol: str):
+        from agent.protocols import get
+
+        self.generation = policy.generation(get(protocol))
+
+
+@pytest.mark.parametrize(
+    "protocol, settings, sent",
+    [
+        (
+            "vimrag",
+            {},
+            {"max_tokens": 4096, "temperature": 0.6, "top_p": 0.95, "chat_template_kwargs": {"enable_thinking": True}},
+        ),
+        (
+            "vimrag",
+            {"thinking": False},
+            {"max_tokens": 4096, "temperature": 0.0, "chat_template_kwargs": {"enable_thinking": False}},
+        ),
+        (
+            "vimrag",
+            {"temperature": 0.2, "max_new_tokens": 300, "top_p": 0.5},
+            {"max_tokens": 300, "temperature": 0.2, "top_p": 0.5, "chat_template_kwargs": {"enable_thinking": True}},
+        ),
+        ("react", {}, {"max_tokens": 1024, "temperature": 0.0}),
+        (
+            "vrag",
+            {"thinking": True},
+            {"max_tokens": 1024, "temperature": 0.0, "chat_template_kwargs": {"enable_thinking": True}},
+        ),
+    ],
+    ids=["vimrag-demo", "vimrag-no-thinking", "vimrag-overridden", "react", "vrag-thinking-asked"],
+)
+def test_sampling_follows_the_protocol_under_the_users_settings(server, make_policy, protocol, settings, sent):
+    server.replies[:] = [sse(delta("ok"))]
+    policy = make_policy(**settings)
+    assert policy.generate([{"role": "user", "content": "q"}], view=Gen(policy, protocol)) == "ok"
+    got = server.posts()[-1]["json"]
+    keys = ("max_tokens", "temperature", "top_p", "chat_template_kwargs")
+    assert {k: got[k] for k in keys if k in got} == sent
+
+
+def test_a_server_refusing_chat_template_kwargs_is_asked_again_without_it(server, make_policy, caplog):
+    refusal = {"error": {"message": "Unrecognized request argument supplied: chat_template_kwargs", "code": 400}}
+    server.replies[:] = [body(400, refusal), sse(delta("first")), sse(delta("second"))]
+    policy = make_policy()
+    view = Gen(policy, "vimrag")
+    with caplog.at_level(logging.WARNING):
+        assert policy.generate([{"role": "user", "content": "q"}], view=view) == "first"
+        assert policy.generate([{"role": "user", "content": "q"}], view=view) == "second"
+    assert ["chat_template_kwargs" in p["json"] for p in server.posts()] == [True, False, False]
+    assert server.posts()[1]["json"]["temperature"] == 0.6  # the rest of the demo's request stays
+    assert "refused chat_template_kwargs" in caplog.text
 
 
 # --- native tool calls and reasoning ---------------------------------------------------------------------

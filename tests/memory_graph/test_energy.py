@@ -28,12 +28,12 @@ def test_intrinsic_and_backpropagated_energy_by_hand():
     assert om[("s1", 0)] == pytest.approx(2 * math.exp(-0.1) + 0.3 * 0.6)
 
 
-def test_allocation_shares_caps_and_top_k():
+def test_allocation_shares_and_top_k():
     g = chain()
     alloc = {(a.node_id, a.item_index): a for a in allocate(g)}
     total = 2 * math.exp(-0.1) + 0.18 + 0.6
-    assert alloc[("s1", 0)].pixels == 1_003_520  # 1.54 M by share, capped per image
-    assert alloc[("s2", 0)].pixels == int(S_TOTAL * 0.6 / total)
+    assert alloc[("s1", 0)].pixels == int(S_TOTAL * ((2 * math.exp(-0.1) + 0.18) / total))  # 1.54 M: no cap
+    assert alloc[("s2", 0)].pixels == int(S_TOTAL * (0.6 / total))
     # Only the top K items get pixels; the rest keep their text summary.
     for i in range(6):
         g.add_node(f"x{i}", "search", ["root"])
@@ -51,7 +51,7 @@ def test_video_frames_share_their_item_budget_and_text_gets_none():
         Item("Text 1", "t", "text", priority=5),
     ]
     rows = {r.item_index: r for r in allocate(g)}
-    assert rows[0].frames == 2 and rows[0].pixels == 2 * 401_408  # the whole budget, capped per frame
+    assert rows[0].frames == 2 and rows[0].pixels == S_TOTAL  # the one item takes the whole budget
     assert 1 not in rows  # a text item is no visual memory: no energy, no pixels
 
 

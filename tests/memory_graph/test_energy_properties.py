@@ -47,18 +47,13 @@ def graphs(draw, words=st.just("")) -> MemoryGraph:
     return g
 
 
-budgets = dict(
-    k=st.integers(1, 8),
-    s_total=st.integers(0, 3_000_000),
-    max_image=st.integers(1, 1_500_000),
-    max_frame=st.integers(1, 600_000),
-)
+budgets = dict(k=st.integers(1, 8), s_total=st.integers(0, 3_000_000))
 
 
 @settings(max_examples=200, deadline=None)
 @given(g=graphs(), **budgets)
-def test_allocation_never_exceeds_the_budgets(g, k, s_total, max_image, max_frame):
-    rows = allocate(g, k=k, s_total=s_total, max_image=max_image, max_frame=max_frame)
+def test_allocation_never_exceeds_the_budgets(g, k, s_total):
+    rows = allocate(g, k=k, s_total=s_total)
     assert sum(r.pixels for r in rows) <= s_total
     assert sum(1 for r in rows if r.pixels > 0) <= k
     for r in rows:
@@ -67,24 +62,22 @@ def test_allocation_never_exceeds_the_budgets(g, k, s_total, max_image, max_fram
         if item.modality == "text":
             assert r.pixels == 0
         elif item.modality == "video":
-            assert r.frames == max(1, len(item.key_timestamps)) and r.pixels <= r.frames * max_frame
-        else:
-            assert r.pixels <= max_image
+            assert r.frames == max(1, len(item.key_timestamps))
 
 
 @settings(max_examples=200, deadline=None)
 @given(g=graphs(), **budgets)
-def test_allocation_is_monotone_in_energy(g, k, s_total, max_image, max_frame):
-    rows = allocate(g, k=k, s_total=s_total, max_image=max_image, max_frame=max_frame)
+def test_allocation_is_monotone_in_energy(g, k, s_total):
+    rows = allocate(g, k=k, s_total=s_total)
     assert [r.omega for r in rows] == sorted((r.omega for r in rows), reverse=True)
     images = [r for r in rows if g.nodes[r.node_id].items[r.item_index].modality in ("page", "image")]
     for a in images:
         for b in images:
             if a.omega > b.omega:  # more energy never buys fewer pixels
                 assert a.pixels >= b.pixels
-    uncapped = [r for r in images if 0 < r.pixels < max_image]
-    for a in uncapped:  # uncapped shares are proportional to Omega, up to integer rounding
-        for b in uncapped:
+    shared = [r for r in images if r.pixels > 0]
+    for a in shared:  # shares are proportional to Omega, up to integer rounding
+        for b in shared:
             assert abs(a.pixels * b.omega - b.pixels * a.omega) <= max(a.omega, b.omega) + 1e-6 * s_total
 
 

@@ -52,10 +52,11 @@ def test_action_graph_is_the_demos_list_of_raw_arguments_plus_summary():
 def test_memory_plan_by_hand():
     # T = 2. s1 (t=1, one child): E = 1.0 * 2 * e^-0.1 = 1.8097; s2 (t=2): E = 0.6.
     # Omega(s2) = 0.6; Omega(s1) = 1.8097 + 0.3 * 0.6 = 1.9897; sum 2.5897.
-    # s1: int(2,007,040 * 1.9897 / 2.5897) = 1,542,030 -> capped at 1,003,520; s2: int(2,007,040 * 0.6 / 2.5897).
+    # s1: int(2,007,040 * (1.9897 / 2.5897)) = 1,542,030, no cap (the demo has none);
+    # s2: int(2,007,040 * (0.6 / 2.5897)) = 465,009.
     plan = memory_plan(chain())
     assert plan_pixels(plan) == [
-        ("s1", [("Picture 1", 1_003_520, 1_003_520)]),
+        ("s1", [("Picture 1", 1_542_030, 1_542_030)]),
         ("s2", [("Picture 2", 465_009, 465_009)]),
     ]
     omega = {s.item.info_id: s.omega for _, slots in plan for s in slots}
@@ -89,8 +90,8 @@ def test_video_frames_share_the_item_budget_and_a_video_without_frames_is_not_me
     g.add_node("s1", "search", ["root"], "demo")
     g.nodes["s1"].items.append(Item("Video 1", "v:c0", "video", priority=4, key_timestamps=[3.0, 12.0]))
     assert plan_pixels(memory_plan(g, s_total=200_704)) == [("s1", [("Video 1", 200_704, 100_352)])]
-    capped = memory_plan(g, s_total=2_007_040, max_frame=50_000)  # the per-frame cap binds
-    assert plan_pixels(capped) == [("s1", [("Video 1", 100_000, 50_000)])]
+    alone = memory_plan(g, s_total=2_007_041)  # an odd budget: each frame gets its // share, no cap
+    assert plan_pixels(alone) == [("s1", [("Video 1", 2_007_041, 1_003_520)])]
     g.nodes["s1"].items[0].key_timestamps = []  # no timestamp matched a sampled frame: the demo drops it
     assert memory_plan(g) == []
 
@@ -109,21 +110,19 @@ sizes = st.integers(1, 5)
     ),
     s_total=st.integers(1, 4_000_000),
     k=st.integers(1, 6),
-    max_frame=st.integers(784, 500_000),
 )
-def test_plan_stays_within_budget_and_holds_only_memory(items, s_total, k, max_frame):
+def test_plan_stays_within_budget_and_holds_only_memory(items, s_total, k):
     g = MemoryGraph("q")
     for i, (modality, prio, n_frames, useful) in enumerate(items):
         g.add_node(f"s{i}", "search", [f"s{i - 1}" if i else "root"])
         ts = [float(t) for t in range(n_frames)] if modality == "video" else []
         g.nodes[f"s{i}"].items.append(Item(f"I{i}", f"u{i}", modality, prio, useful=useful, key_timestamps=ts))
-    plan = memory_plan(g, k=k, s_total=s_total, max_frame=max_frame)
+    plan = memory_plan(g, k=k, s_total=s_total)
     slots = [s for _, group in plan for s in group]
     assert len(slots) <= k and sum(s.pixels for s in slots) <= s_total
     assert all(s.item.in_memory for s in slots)
     for s in slots:
         frames = len(s.item.key_timestamps) if s.item.modality == "video" else 1
-        assert s.per_frame * frames <= s.pixels
-        assert s.per_frame <= (max_frame if s.item.modality == "video" else 1_003_520)
+        assert s.per_frame == s.pixels // frames
     order = [g.nodes[n].index for n, _ in plan]
     assert order == sorted(order)
