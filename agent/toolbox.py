@@ -162,12 +162,14 @@ class Toolbox:
     def _show_pixels(self, st: EpisodeState, ev: Evidence, label: str, share: int | None) -> list[dict[str, Any]]:
         top, low = self.budget(st, ev, share)
         if ev.kind == "video":
-            frames = st.evidence.frames(ev)[:4]
-            per = max(self.patch * self.patch * 4, top // max(1, len(frames)))
-            parts: list[dict[str, Any]] = [{"type": "text", "text": f"{label}, key frames:"}]
-            for img, flabel in frames:
-                view = resize_for_model(img, min(per, st.config.max_frame_pixels), 0, self.patch, st.resize_cache)
-                parts += [{"type": "text", "text": flabel}, {"type": "image", "image": view, "ref": ev.info_id}]
+            # the whole clip, sampled as every protocol samples it (agent/media.py `sample_times`: 1 fps, at most
+            # 32 frames, across its span), each frame at the per-frame cap a vimrag tool response uses
+            times = st.evidence.sampled_times(ev)
+            parts: list[dict[str, Any]] = [{"type": "text", "text": f"{label}, {len(times)} frames:"}]
+            for (img, flabel), t in zip(st.evidence.frames(ev, times), times):
+                view = resize_for_model(img, st.config.max_frame_pixels, 0, self.patch, st.resize_cache)
+                image = {"type": "image", "image": view, "ref": ev.info_id, "time": t}
+                parts += [{"type": "text", "text": flabel}, image]
             return parts
         view = resize_for_model(st.evidence.raw_image(ev), top, low, self.patch, st.resize_cache)
         ev.seen_size = view.size

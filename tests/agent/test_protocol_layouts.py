@@ -349,6 +349,22 @@ def test_a_60_second_clip_is_sampled_across_its_whole_span(mixed):
     assert [p["time"] for p in memory] == mem.key_timestamps  # exactly those frames, in that order
 
 
+@pytest.mark.parametrize("protocol", ["react", "vanilla"])
+def test_react_and_vanilla_show_the_whole_clip(mixed, protocol):
+    """Acceptance: a 60 s clip is shown by the sampler every protocol shares (1 fps, at most 32 frames, across
+    the clip), so the baselines see its last 15 s too, not its first 4 keyframes."""
+    script = [format_call("search", {"query": "talk"}), format_call("answer", {"answer": "x"})]
+    if protocol == "vanilla":
+        script = ["<answer>x</answer>"]
+    _, trace, policy = run(Fixed([mixed[2]]), script, protocol=protocol)
+    shown = policy.calls[-1]  # react: the search's observation is in the last context; vanilla: its one context
+    frames = [p for m in shown if isinstance(m["content"], list) for p in m["content"] if p["type"] == "image"]
+    times = [p["time"] for p in frames]
+    assert len(times) == 32 and times[0] == 0.0 and times[-1] > 59  # the same frames vimrag samples
+    assert [t for t in times if t >= 45.0]  # frames from the clip's last 15 s
+    assert all(p["image"].width * p["image"].height <= 401_408 for p in frames)  # the demo's per-frame cap
+
+
 class Failing(Fixed):
     """Fixed results, except that a query containing "down" fails as a search server that went away does."""
 
