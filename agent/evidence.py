@@ -2,19 +2,28 @@
 
 Ids are numbered over the whole episode ("Picture 3", "Video 1", "Text 2"), so an item memorized early
 keeps its name in later turns. A crop or scaled view is a new piece of evidence derived from another; it
-records its box in the raw pixels of the source unit's image, so citations point at the original file.
-Raw images are loaded lazily and cached, so re-rendering the context each turn costs no decoding.
+records its box in the source-frame pixels of its unit (an image file's own pixels, a PDF page's at 200 dpi),
+so citations point at the original file, and its pixels are cut from that source, never from a smaller copy.
+Images are loaded lazily and cached, so re-rendering the context each turn costs no decoding.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from retrieval.loaders import PAGE_DPI
 from retrieval.units import Unit
 
-RAW_MAX_PIXELS = 4_000_000  # pages are rendered at 144 dpi and shrunk to this; crops read from this raster
+log = logging.getLogger(__name__)
+
+RAW_MAX_PIXELS = 4_000_000  # the display raster (OCR, drawings): pages at 144 dpi, shrunk to this
+SOURCE_MAX_PIXELS = 40_000_000  # a source held whole (a 5334x3000 photo is 16 MP); larger ones are held shrunk
+MAX_ZOOM = 6.0  # a page region is rendered at up to 6 x 200 = 1,200 dpi; past that it is enlarged
+REGION_MAX_PIXELS = 16_000_000  # and never to more pixels than this
 KIND_LABEL = {"image": "Picture", "video": "Video", "text": "Text"}
 
 
@@ -29,7 +38,7 @@ class Evidence:
     unit: Unit
     node_id: str  # the node whose action produced it
     score: float = 0.0
-    crop_box: list[int] | None = None  # in raw pixels of the unit's image
+    crop_box: list[int] | None = None  # in the unit's source-frame pixels (EvidenceStore.frame_size)
     scale: float = 1.0  # linear factor of a scaled view, relative to the observation budget
     parent: str = ""  # information id it was derived from (crop/scale)
     text: str = ""  # text known for it: the unit's text, or what was read inside a crop
@@ -116,35 +125,83 @@ class EvidenceStore:
         return self.by_id.get(info_id)
 
     # -- pixels ----------------------------------------------------------------------------------------
+    # Two rasters per unit. The *source* is the unit at its own resolution, the frame every crop box is in: an
+    # image file's own pixels, a PDF page at PAGE_DPI (200, as VRAG renders its page images). Observations and
+    # crops are cut from it (or, for a small region of a page, rendered from the PDF at a higher dpi), so what
+    # the model sees is never enlarged from a smaller copy than the corpus holds. The *display* raster
+    # (`full_image`, at most `raw_max_pixels`, pages at 144 dpi) serves OCR, drawings and thumbnails.
     def full_image(self, unit: Unit):
-        """The unit's raw raster (pages rendered once), cached for the episode."""
-        with self._lock:
-            img = self._raw.get(unit.uid)
-        if img is None:
-            img = unit.load_image(max_pixels=self.raw_max_pixels)
-            with self._lock:
-                self._raw[unit.uid] = img
-        return img
+        """The unit's display raster (pages rendered once, at most `raw_max_pixels`), cached for the episode."""
+        return self._cached(unit.uid, lambda: unit.load_image(max_pixels=self.raw_max_pixels))
 
-    def raw_image(self, ev: Evidence):
-        """The evidence's raw pixels: the unit's image, cropped to its box."""
-        img = self.full_image(ev.unit)
+    def frame_size(self, unit: Unit) -> tuple[int, int]:
+        """(w, h) of the unit's source frame: the image file's own size, or the page at PAGE_DPI."""
+        return self._cached(f"{unit.uid}@frame", lambda: _frame_size(unit))
+
+    def source_image(self, unit: Unit):
+        """The unit at its source resolution (frame_size), or shrunk to SOURCE_MAX_PIXELS when it is larger."""
+        return self._cached(f"{unit.uid}@source", lambda: _load_source(unit, self.frame_size(unit)))
+
+    def raw_image(self, ev: Evidence, at_least: tuple[int, int] | None = None):
+        """The evidence's pixels: its unit's source, or the region of its crop box.
+
+        `at_least` (w, h) is the smallest size the caller will show the crop at. A page region smaller than
+        that at 200 dpi is rendered from the PDF at the dpi that reaches it (at most MAX_ZOOM times 200 dpi), so
+        a zoom is never an enlargement of a raster; an image file has no more pixels than its own."""
         if not ev.crop_box:
-            return img
-        key = f"{ev.unit.uid}#{tuple(ev.crop_box)}"  # the same object every turn, so resized views are reused
-        with self._lock:
-            crop = self._raw.get(key)
-        if crop is None:
-            crop = img.crop(tuple(ev.crop_box))
-            with self._lock:
-                self._raw[key] = crop
-        return crop
+            return self.source_image(ev.unit)
+        box = tuple(int(v) for v in ev.crop_box)
+        bw, bh = box[2] - box[0], box[3] - box[1]
+        zoom = 1.0
+        if at_least and ev.unit.modality == "page":
+            zoom = min(MAX_ZOOM, max(1.0, at_least[0] / max(1, bw), at_least[1] / max(1, bh)))
+            zoom = min(zoom, max(1.0, math.sqrt(REGION_MAX_PIXELS / max(1, bw * bh))))
+        if zoom > 1.0:
+            zbox = (
+                math.floor(box[0] * zoom),
+                math.floor(box[1] * zoom),
+                math.ceil(box[2] * zoom),
+                math.ceil(box[3] * zoom),
+            )
+            return self._cached(
+                f"{ev.unit.uid}#{box}@x{zoom:.4f}",
+                lambda: _render_region(ev.unit, zbox, PAGE_DPI * zoom),
+            )
+
+        def cut():
+            src = self.source_image(ev.unit)
+            fw, fh = self.frame_size(ev.unit)
+            if src.size == (fw, fh):
+                return src.crop(box)
+            sx, sy = src.width / fw, src.height / fh  # a giant source held smaller: the box scaled to it
+            return src.crop((int(box[0] * sx), int(box[1] * sy), math.ceil(box[2] * sx), math.ceil(box[3] * sy)))
+
+        return self._cached(f"{ev.unit.uid}#{box}", cut)
 
     def raw_size(self, ev: Evidence) -> tuple[int, int]:
+        """(w, h) of the evidence in source-frame pixels: its crop box, or its unit's frame."""
         if ev.crop_box:
             x1, y1, x2, y2 = ev.crop_box
-            return x2 - x1, y2 - y1
-        return self.full_image(ev.unit).size
+            return int(x2) - int(x1), int(y2) - int(y1)
+        return self.frame_size(ev.unit)
+
+    def display_box(self, ev: Evidence) -> list[int] | None:
+        """The crop box in `full_image` pixels, for drawing it on the display raster."""
+        if not ev.crop_box:
+            return None
+        (fw, fh), disp = self.frame_size(ev.unit), self.full_image(ev.unit)
+        sx, sy = disp.width / fw, disp.height / fh
+        x1, y1, x2, y2 = ev.crop_box
+        return [round(x1 * sx), round(y1 * sy), round(x2 * sx), round(y2 * sy)]
+
+    def _cached(self, key: str, make):
+        with self._lock:
+            value = self._raw.get(key)
+        if value is None:
+            value = make()
+            with self._lock:
+                self._raw[key] = value
+        return value
 
     def frames(self, ev: Evidence, timestamps: list[float] | None = None) -> list[tuple[Any, str]]:
         """[(PIL frame, "t=mm:ss")] of a video item at its key timestamps (default: the clip's keyframes)."""
@@ -215,8 +272,12 @@ class EvidenceStore:
 
     def thumbnail(self, item, size: int = 256):
         """A small picture of a memorized item for drawings (None for text, or when the file is gone)."""
+        ev = self.by_id.get(item.info_id)
         try:
-            imgs = self.images_for(item.info_id, item.key_timestamps)
+            if ev is not None and ev.kind == "image" and not ev.crop_box:  # the display raster is enough
+                imgs = [(self.full_image(ev.unit), "")]
+            else:
+                imgs = self.images_for(item.info_id, item.key_timestamps)
         except Exception:  # noqa: BLE001 - a drawing must not fail because a source file moved
             return None
         if not imgs:
@@ -229,3 +290,42 @@ class EvidenceStore:
 def _mmss(seconds: float) -> str:
     s = int(round(seconds))
     return f"{s // 60:02d}:{s % 60:02d}"
+
+
+def _frame_size(unit: Unit) -> tuple[int, int]:
+    from retrieval import loaders
+
+    if unit.modality == "page":
+        return loaders.pdf_page_frame(unit.source, unit.page or 1)
+    if unit.modality == "image":
+        from PIL import Image
+
+        with Image.open(unit.source) as im:  # the header only: no pixels are decoded
+            return im.size
+    return unit.load_image(max_pixels=RAW_MAX_PIXELS).size  # a clip's keyframe: its size as decoded
+
+
+def _load_source(unit: Unit, frame: tuple[int, int]):
+    """The unit's source raster; a source over SOURCE_MAX_PIXELS (a poster page, a giant scan) is held shrunk,
+    so one picture cannot take gigabytes, and its crops are enlarged from that by at most the shrink factor."""
+    from retrieval import loaders
+
+    if frame[0] * frame[1] > SOURCE_MAX_PIXELS:
+        log.warning(
+            "%s is %dx%d pixels at source resolution, over the %d MP held per picture; crops of it are cut "
+            "from a copy shrunk to fit",
+            unit.citation(),
+            *frame,
+            SOURCE_MAX_PIXELS // 1_000_000,
+        )
+    if unit.modality == "page":
+        return loaders.render_pdf_page(unit.source, unit.page or 1, max_pixels=SOURCE_MAX_PIXELS, dpi=PAGE_DPI)
+    if unit.modality == "image":
+        return loaders.open_image(unit.source, max_pixels=SOURCE_MAX_PIXELS)
+    return unit.load_image(max_pixels=RAW_MAX_PIXELS)
+
+
+def _render_region(unit: Unit, box: tuple[int, int, int, int], dpi: float):
+    from retrieval import loaders
+
+    return loaders.render_pdf_region(unit.source, unit.page or 1, box, dpi)

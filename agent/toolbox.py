@@ -13,7 +13,15 @@ from typing import Any
 from agent.coords import to_seen
 from agent.evidence import Evidence
 from agent.state import EpisodeState
-from agent.tools import OBS_MIN_PIXELS, ToolError, compose_box, map_bbox, resize_for_model, scaled_budget
+from agent.tools import (
+    OBS_MIN_PIXELS,
+    ToolError,
+    compose_box,
+    map_bbox,
+    resize_for_model,
+    scaled_budget,
+    target_size,
+)
 from memory_graph.render import visual_tokens
 from retrieval.errors import RetrievalError
 
@@ -83,8 +91,6 @@ class Toolbox:
         """Size the model last saw the evidence at; before it was shown, its default observation size."""
         if ev.seen_size:
             return ev.seen_size
-        from agent.tools import target_size
-
         w, h = st.evidence.raw_size(ev)
         return target_size(w, h, st.config.obs_pixels, patch=self.patch)
 
@@ -118,7 +124,9 @@ class Toolbox:
         ocr = getattr(self.retriever, "ocr", None)
         if ocr is None:
             return ""
-        img = resize_for_model(st.evidence.raw_image(ev), st.config.max_image_pixels, OBS_MIN_PIXELS, self.patch)
+        cap, floor = st.config.max_image_pixels, OBS_MIN_PIXELS
+        want = target_size(*st.evidence.raw_size(ev), cap, floor, self.patch)
+        img = resize_for_model(st.evidence.raw_image(ev, at_least=want), cap, floor, self.patch)
         t0 = time.perf_counter()
         try:
             return ocr.read(img).text
@@ -171,7 +179,8 @@ class Toolbox:
                 image = {"type": "image", "image": view, "ref": ev.info_id, "time": t}
                 parts += [{"type": "text", "text": flabel}, image]
             return parts
-        view = resize_for_model(st.evidence.raw_image(ev), top, low, self.patch, st.resize_cache)
+        want = target_size(*st.evidence.raw_size(ev), top, low, self.patch) if ev.crop_box else None
+        view = resize_for_model(st.evidence.raw_image(ev, at_least=want), top, low, self.patch, st.resize_cache)
         ev.seen_size = view.size
         return [{"type": "text", "text": label + ":"}, {"type": "image", "image": view, "ref": ev.info_id}]
 

@@ -297,8 +297,9 @@ def evidence_picture(state, ev, item, max_side: int = 900) -> list[tuple[Image.I
                 out.append((_label(pic, f"{ev.info_id} · {label.replace('t=', '')}"), f"{cap} · {label}"))
             return out
         full = state.evidence.full_image(ev.unit).convert("RGB").copy()
-        if ev.crop_box:
-            ImageDraw.Draw(full).rectangle(tuple(ev.crop_box), outline=(230, 30, 30), width=max(3, full.width // 250))
+        if ev.crop_box:  # the box is in source-frame pixels; the display raster may be smaller
+            box = tuple(state.evidence.display_box(ev))
+            ImageDraw.Draw(full).rectangle(box, outline=(230, 30, 30), width=max(3, full.width // 250))
         full.thumbnail((max_side, max_side))
         label = ev.info_id + (" · crop" if ev.crop_box else "") + (f" · ×{ev.scale:g}" if ev.scale != 1.0 else "")
         return [(_label(full, label), cap)]

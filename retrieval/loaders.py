@@ -27,6 +27,10 @@ TEXT_EXTS = {".txt", ".md", ".markdown", ".rst"}
 MAX_IMAGE_PIXELS = 150_000_000
 # The most pixels a rendered page or decoded image is held at before OCR or embedding.
 DEFAULT_MAX_PIXELS = 4_000_000
+# A PDF page's own pixels: the page rendered at pdf2image's default 200 dpi, the resolution VRAG's
+# search_engine/corpus/pdf2images.py gives the page images its crops are cut from. Crop boxes on pages are in
+# these pixels, whatever resolution a page is shown or searched at.
+PAGE_DPI = 200.0
 # pdfium is not thread-safe; all pdfium calls go through this lock.
 PDFIUM_LOCK = threading.Lock()
 
@@ -140,13 +144,9 @@ def render_pdf_page(
     import pypdfium2 as pdfium
 
     with PDFIUM_LOCK:
+        doc = _open_pdf(pdfium, path)
         try:
-            doc = pdfium.PdfDocument(str(path))
-        except pdfium.PdfiumError as e:
-            raise IngestError(path, f"not a readable PDF ({e})", "re-download or re-export the file") from e
-        try:
-            if not 1 <= page <= len(doc):
-                raise IngestError(path, f"page {page} is out of range 1..{len(doc)}", "cite an existing page")
+            _check_page(doc, path, page)
             p = doc[page - 1]
             try:
                 w, h = p.get_size()
@@ -158,6 +158,66 @@ def render_pdf_page(
                 p.close()
         finally:
             doc.close()
+
+
+def pdf_page_frame(path: str | Path, page: int, dpi: float = PAGE_DPI) -> tuple[int, int]:
+    """(w, h) in pixels of a 1-indexed page rendered at `dpi`, as pdfium sizes its bitmap, without rendering it."""
+    import pypdfium2 as pdfium
+
+    with PDFIUM_LOCK:
+        doc = _open_pdf(pdfium, path)
+        try:
+            _check_page(doc, path, page)
+            p = doc[page - 1]
+            try:
+                w, h = p.get_size()
+            finally:
+                p.close()
+        finally:
+            doc.close()
+    scale = dpi / 72.0
+    return math.ceil(w * scale), math.ceil(h * scale)
+
+
+def render_pdf_region(path: str | Path, page: int, box: tuple[int, int, int, int], dpi: float) -> Image.Image:
+    """The pixels of `box` (x1, y1, x2, y2, in pixels of the page rendered at `dpi`) rendered from the PDF at that
+    dpi, exactly (x2 - x1) x (y2 - y1): only the region is rasterised, so a high dpi costs the region's pixels,
+    not the page's."""
+    import pypdfium2 as pdfium
+
+    x1, y1, x2, y2 = (int(v) for v in box)
+    scale = dpi / 72.0
+    with PDFIUM_LOCK:
+        doc = _open_pdf(pdfium, path)
+        try:
+            _check_page(doc, path, page)
+            p = doc[page - 1]
+            try:
+                w, h = p.get_size()
+                full_w, full_h = math.ceil(w * scale), math.ceil(h * scale)
+                x1, y1, x2, y2 = max(0, x1), max(0, y1), min(full_w, x2), min(full_h, y2)
+                if x2 <= x1 or y2 <= y1:
+                    raise ValueError(f"box {list(box)} lies outside page {page} ({full_w}x{full_h} at {dpi:g} dpi)")
+                # pdfium takes the margins to cut in points and rounds each up to whole pixels: a hair under the
+                # exact value rounds to exactly the pixel edge asked for
+                cut = [max(0.0, (px - 1e-6) / scale) for px in (x1, full_h - y2, full_w - x2, y1)]
+                return p.render(scale=scale, crop=tuple(cut)).to_pil().convert("RGB")
+            finally:
+                p.close()
+        finally:
+            doc.close()
+
+
+def _open_pdf(pdfium, path: str | Path):
+    try:
+        return pdfium.PdfDocument(str(path))
+    except pdfium.PdfiumError as e:
+        raise IngestError(path, f"not a readable PDF ({e})", "re-download or re-export the file") from e
+
+
+def _check_page(doc, path: str | Path, page: int) -> None:
+    if not 1 <= page <= len(doc):
+        raise IngestError(path, f"page {page} is out of range 1..{len(doc)}", "cite an existing page")
 
 
 # ------------------------------------------------------------------------------------------- images

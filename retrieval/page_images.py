@@ -25,7 +25,7 @@ from retrieval import loaders
 from retrieval.units import Unit, page_image_name
 
 PAGE_IMAGE_DIR = "page_images"
-PAGE_IMAGE_DPI = 200.0  # pdf2image's default, used by VRAG's pdf2images.py
+PAGE_IMAGE_DPI = loaders.PAGE_DPI  # pdf2image's default, used by VRAG's pdf2images.py
 PAGE_IMAGE_MAX_PIXELS = 12_000_000  # an A4 page at 200 dpi is 3.9 MP; larger pages are scaled to fit
 
 

@@ -339,7 +339,7 @@ class EmbeddedPolicy(Policy):
         ocr = self.ocr
         if ocr is None:
             return None
-        img = st.evidence.raw_image(ev)
+        img = st.evidence.full_image(ev.unit)  # the display raster: boxes are mapped to the seen view below
         key = ev.unit.uid
         with self._lock:
             read = self._boxes.get(key)

@@ -270,18 +270,22 @@ class VimragProtocol(Protocol):
         return self.toolbox.budget(st, ev)[0] if ev.scale != 1.0 else st.config.max_image_pixels
 
     def _raw_view(self, st: EpisodeState, ev):
-        """The raw pixels to show; a small crop is first enlarged to VRAG-RL's floor of 256*28*28 pixels, so
-        zooming in gives the model more tokens on the region (ours: the demo has no crop)."""
-        img = st.evidence.raw_image(ev)
-        if ev.crop_box and img.width * img.height < VRAG_MIN_PIXELS:
-            key = ("vimrag-zoom", id(img))
-            if key not in st.resize_cache:
-                st.resize_cache[key] = (
-                    img,
-                    img.resize(vrag_size(img.width, img.height, st.config.max_image_pixels), Image.Resampling.BICUBIC),
-                )
-            img = st.resize_cache[key][1]
-        return img
+        """The pixels to show; a small crop is brought up to VRAG-RL's floor of 256*28*28 pixels, so zooming in
+        gives the model more tokens on the region (ours: the demo has no crop). A page region is rendered from
+        the PDF at the size it is shown, not enlarged from the 200 dpi page."""
+        if not ev.crop_box:
+            return st.evidence.raw_image(ev)
+        bw, bh = st.evidence.raw_size(ev)
+        if bw * bh >= VRAG_MIN_PIXELS:
+            return st.evidence.raw_image(ev)
+        target = vrag_size(bw, bh, st.config.max_image_pixels)
+        img = st.evidence.raw_image(ev, at_least=target)
+        if img.size == target:
+            return img
+        key = ("vimrag-zoom", id(img), target)
+        if key not in st.resize_cache:
+            st.resize_cache[key] = (img, img.resize(target, Image.Resampling.BICUBIC))
+        return st.resize_cache[key][1]
 
     def _tool_response(self, st: EpisodeState, ids: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
         """The user turn holding fresh results, and their labels (label -> information id)."""

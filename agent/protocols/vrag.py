@@ -29,7 +29,7 @@ from typing import Any
 
 from agent.actions import Action, keep_tags, vrag_tag
 from agent.events import Event, SearchResults
-from agent.media import model_view, vrag_image
+from agent.media import model_view, vrag_image, vrag_size
 from agent.protocols import schema as S
 from agent.protocols.base import Protocol, chain, cropped, fresh_id, remember, result_rows
 from agent.state import EpisodeState
@@ -134,7 +134,12 @@ class VragProtocol(Protocol):
         if ev.kind == "text":
             return ev.text
         try:
-            img = vrag_image(st.evidence.raw_image(ev))
+            if ev.crop_box:  # VRAG-RL resizes the crop of the original into its range (generation.py lines 141-143)
+                target = vrag_size(*st.evidence.raw_size(ev))
+                region = st.evidence.raw_image(ev, at_least=target)  # a page's small region: rendered finer
+                img = vrag_image(region) if region.size == st.evidence.raw_size(ev) else _resized(region, target)
+            else:
+                img = vrag_image(st.evidence.raw_image(ev))  # the original file, or the page at 200 dpi
         except Exception as e:  # noqa: BLE001 - a vanished file must not end the episode
             return f"The image of {ev.citation()} could not be loaded ({e}). Its text: {ev.text[:1200]}"
         ev.seen_size = img.size  # VRAG-RL maps boxes against this size (generation.py, `latest_image.size`)
@@ -174,3 +179,9 @@ class VragProtocol(Protocol):
             self.observe(st, action.raw, self._show(st, ev.info_id))
             return [event]
         return self.finish_chain(st, a["answer"])
+
+
+def _resized(image, size: tuple[int, int]):
+    """A region rendered finer than its box, brought to the size VRAG-RL gives the box (Pillow's default filter)."""
+    out = image.resize(size) if image.size != size else image
+    return out.convert("RGB") if out.mode != "RGB" else out
