@@ -60,6 +60,11 @@ class AgentConfig(Config):
         "system, nudge, invalid); on the command line YAML, e.g. '{system: ...}', or see --prompt-file",
     )
     demo_jpeg: bool = setting(True, "vimrag: send pictures as the VimRAG demo does, JPEG quality 75 under 38,000 bytes")
+    vrag_pad: int = setting(
+        28,
+        "vrag: pixels a <bbox> grows by on each side, in the model's coordinates, before it is mapped to the "
+        "original (VRAG-RL pads 28 in its validation branch and the demo; 0 reproduces its training rollouts)",
+    )
 
     def __post_init__(self) -> None:
         from agent.protocols import check_prompts, get

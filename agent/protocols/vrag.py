@@ -25,6 +25,7 @@ action wording are replaced by the official texts with `--prompt-file`.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from agent.actions import Action, keep_tags, vrag_tag
@@ -36,7 +37,7 @@ from agent.state import EpisodeState
 from agent.tools import ToolError
 
 SEARCH_TOP_K = 10  # VRAG's search engine returns the top 10 (search_engine/search_engine.py, batch_search)
-CROP_PAD = 28  # generation.py: the box grows by 28 px on every side (model coordinates) before mapping
+CROP_PAD = 28  # generation.py lines 138-139: in the validation branch the box grows by 28 px on every side
 
 TOOLS = {  # a tag protocol: the schemas serve validation and documentation
     "search": S.tool(
@@ -172,7 +173,8 @@ class VragProtocol(Protocol):
             if not st.last_image:
                 raise ToolError("there is no image to crop yet; <search> first")
             node_id = fresh_id(st.graph, "crop")
-            ev, box = self.toolbox.crop(st, st.last_image, a["bbox"], node_id, mapper=vrag_crop_box)
+            pad = functools.partial(vrag_crop_box, pad=st.config.vrag_pad)  # 28: validation; 0: training rollouts
+            ev, box = self.toolbox.crop(st, st.last_image, a["bbox"], node_id, mapper=pad)
             chain(st, "crop", f"crop {st.last_image}", node_id)
             remember(st, node_id, [ev.info_id])
             event = cropped(st, node_id, ev, st.last_image, a["bbox"], box)

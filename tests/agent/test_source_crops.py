@@ -131,3 +131,16 @@ def test_crop_boxes_are_drawn_on_the_display_raster(pdf_page):
     disp = store.full_image(pdf_page)  # 144 dpi: 1224x1584
     assert disp.size == (1224, 1584)
     assert store.display_box(ev) == [122, 158, 612, 792]  # the box scaled by 144 / 200
+
+
+def test_vrag_pad_is_its_validation_branch_and_zero_reproduces_training(photo):
+    """VRAG-RL pads the box by 28 only when is_validation (generation.py lines 138-139); vrag_pad=0 maps it bare."""
+    script = [
+        format_vrag("search", {"query": "q"}),
+        format_vrag("crop", {"bbox": [400, 200, 460, 240]}),
+        "<answer>x</answer>",
+    ]
+    policy = ScriptedPolicy(script=script)
+    events = list(Agent(Fixed([photo]), policy, AgentConfig(protocol="vrag", vrag_pad=0)).stream("q"))
+    crop = next(e for e in events if isinstance(e, Cropped))
+    assert crop.bbox_raw == [int(5334 * 400 / 844), int(3000 * 200 / 475), int(5334 * 460 / 844), int(3000 * 240 / 475)]
