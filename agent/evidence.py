@@ -15,12 +15,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from PIL import Image
+
 from retrieval.loaders import PAGE_DPI
 from retrieval.units import Unit
 
 log = logging.getLogger(__name__)
 
-RAW_MAX_PIXELS = 4_000_000  # the display raster (OCR, drawings): pages at 144 dpi, shrunk to this
+RAW_MAX_PIXELS = 4_000_000  # the display raster (OCR, drawings): the source, shrunk to this when larger
 SOURCE_MAX_PIXELS = 40_000_000  # a source held whole (a 5334x3000 photo is 16 MP); larger ones are held shrunk
 MAX_ZOOM = 6.0  # a page region is rendered at up to 6 x 200 = 1,200 dpi; past that it is enlarged
 REGION_MAX_PIXELS = 16_000_000  # and never to more pixels than this
@@ -129,10 +131,20 @@ class EvidenceStore:
     # image file's own pixels, a PDF page at PAGE_DPI (200, as VRAG renders its page images). Observations and
     # crops are cut from it (or, for a small region of a page, rendered from the PDF at a higher dpi), so what
     # the model sees is never enlarged from a smaller copy than the corpus holds. The *display* raster
-    # (`full_image`, at most `raw_max_pixels`, pages at 144 dpi) serves OCR, drawings and thumbnails.
+    # (`full_image`, the source shrunk to at most `raw_max_pixels` when larger) serves OCR, drawings and thumbnails.
     def full_image(self, unit: Unit):
-        """The unit's display raster (pages rendered once, at most `raw_max_pixels`), cached for the episode."""
-        return self._cached(unit.uid, lambda: unit.load_image(max_pixels=self.raw_max_pixels))
+        """The unit's display raster: its source when that holds at most `raw_max_pixels`, else the source
+        shrunk to that (one decode or render per unit either way), cached for the episode."""
+
+        def shrink():
+            src = self.source_image(unit)
+            if src.width * src.height <= self.raw_max_pixels:
+                return src
+            from retrieval.loaders import fit_pixels
+
+            return src.resize(fit_pixels(*src.size, self.raw_max_pixels), Image.Resampling.BICUBIC)
+
+        return self._cached(unit.uid, shrink)
 
     def frame_size(self, unit: Unit) -> tuple[int, int]:
         """(w, h) of the unit's source frame: the image file's own size, or the page at PAGE_DPI."""

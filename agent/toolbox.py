@@ -70,7 +70,7 @@ class Toolbox:
             for ev in found:  # fetching the results' pixels is part of retrieval, not of the agent's overhead
                 if ev.kind == "image":
                     try:
-                        st.evidence.full_image(ev.unit)
+                        st.evidence.source_image(ev.unit)  # what observations and crops are cut from
                     except Exception:  # noqa: BLE001 - `show` reports an unreadable file to the model
                         pass
         finally:

@@ -229,6 +229,13 @@ def mixed(tmp_path_factory):
     ]
 
 
+def test_vimrag_step_limit_is_the_demos():
+    """vimrag_agent.py lines 31 and 374-377: max_mem_steps = 20 model calls."""
+    assert AgentConfig().max_steps == 20 and AgentConfig(protocol="vimrag", max_steps=7).max_steps == 7
+    _, trace, policy = run(Fixed([]), ["no call here"] * 25)
+    assert trace.status == "limit" and len(policy.calls) == 20
+
+
 def test_vimrag_search_appends_reply_tool_response_and_summary_prompt(mixed):
     script = [
         format_call("add_search_node", {"id": "s1", "query": "pilot", "parent_ids": ["root"]}),

@@ -128,9 +128,11 @@ def test_a_tiny_box_cannot_make_a_huge_render(pdf_page):
 def test_crop_boxes_are_drawn_on_the_display_raster(pdf_page):
     store = EvidenceStore()
     ev = Evidence("Picture 1", pdf_page, "crop1", crop_box=[170, 220, 850, 1100])
-    disp = store.full_image(pdf_page)  # 144 dpi: 1224x1584
-    assert disp.size == (1224, 1584)
-    assert store.display_box(ev) == [122, 158, 612, 792]  # the box scaled by 144 / 200
+    assert store.full_image(pdf_page) is store.source_image(pdf_page)  # 3.7 MP at 200 dpi: one render serves both
+    assert store.display_box(ev) == [170, 220, 850, 1100]
+    small = EvidenceStore(raw_max_pixels=1_000_000)  # a source over the display cap is shown shrunk
+    assert small.full_image(pdf_page).size == (850, 1100)
+    assert small.display_box(ev) == [85, 110, 425, 550]  # the box scaled with it
 
 
 def test_vrag_pad_is_its_validation_branch_and_zero_reproduces_training(photo):
