@@ -6,6 +6,7 @@ about the index; `retrieval.ingest` turns what these return into units.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import threading
@@ -137,44 +138,44 @@ def _pageless(path: Path) -> bool:
     )
 
 
+@contextlib.contextmanager
+def _pdf_page(path: str | Path, page: int):
+    """The 1-indexed pdfium page of `path`, open (and the pdfium lock held) inside the block."""
+    import pypdfium2 as pdfium
+
+    with PDFIUM_LOCK:
+        try:
+            doc = pdfium.PdfDocument(str(path))
+        except pdfium.PdfiumError as e:
+            raise IngestError(path, f"not a readable PDF ({e})", "re-download or re-export the file") from e
+        try:
+            if not 1 <= page <= len(doc):
+                raise IngestError(path, f"page {page} is out of range 1..{len(doc)}", "cite an existing page")
+            p = doc[page - 1]
+            try:
+                yield p
+            finally:
+                p.close()
+        finally:
+            doc.close()
+
+
 def render_pdf_page(
     path: str | Path, page: int, max_pixels: int | None = DEFAULT_MAX_PIXELS, dpi: float = 144.0
 ) -> Image.Image:
     """Render one 1-indexed page to an RGB image at `dpi`, shrunk to fit `max_pixels`."""
-    import pypdfium2 as pdfium
-
-    with PDFIUM_LOCK:
-        doc = _open_pdf(pdfium, path)
-        try:
-            _check_page(doc, path, page)
-            p = doc[page - 1]
-            try:
-                w, h = p.get_size()
-                scale = dpi / 72.0
-                if max_pixels:
-                    scale = min(scale, math.sqrt(max_pixels / max(1.0, w * h)))
-                return p.render(scale=scale).to_pil().convert("RGB")
-            finally:
-                p.close()
-        finally:
-            doc.close()
+    with _pdf_page(path, page) as p:
+        w, h = p.get_size()
+        scale = dpi / 72.0
+        if max_pixels:
+            scale = min(scale, math.sqrt(max_pixels / max(1.0, w * h)))
+        return p.render(scale=scale).to_pil().convert("RGB")
 
 
 def pdf_page_frame(path: str | Path, page: int, dpi: float = PAGE_DPI) -> tuple[int, int]:
     """(w, h) in pixels of a 1-indexed page rendered at `dpi`, as pdfium sizes its bitmap, without rendering it."""
-    import pypdfium2 as pdfium
-
-    with PDFIUM_LOCK:
-        doc = _open_pdf(pdfium, path)
-        try:
-            _check_page(doc, path, page)
-            p = doc[page - 1]
-            try:
-                w, h = p.get_size()
-            finally:
-                p.close()
-        finally:
-            doc.close()
+    with _pdf_page(path, page) as p:
+        w, h = p.get_size()
     scale = dpi / 72.0
     return math.ceil(w * scale), math.ceil(h * scale)
 
@@ -183,41 +184,18 @@ def render_pdf_region(path: str | Path, page: int, box: tuple[int, int, int, int
     """The pixels of `box` (x1, y1, x2, y2, in pixels of the page rendered at `dpi`) rendered from the PDF at that
     dpi, exactly (x2 - x1) x (y2 - y1): only the region is rasterised, so a high dpi costs the region's pixels,
     not the page's."""
-    import pypdfium2 as pdfium
-
     x1, y1, x2, y2 = (int(v) for v in box)
     scale = dpi / 72.0
-    with PDFIUM_LOCK:
-        doc = _open_pdf(pdfium, path)
-        try:
-            _check_page(doc, path, page)
-            p = doc[page - 1]
-            try:
-                w, h = p.get_size()
-                full_w, full_h = math.ceil(w * scale), math.ceil(h * scale)
-                x1, y1, x2, y2 = max(0, x1), max(0, y1), min(full_w, x2), min(full_h, y2)
-                if x2 <= x1 or y2 <= y1:
-                    raise ValueError(f"box {list(box)} lies outside page {page} ({full_w}x{full_h} at {dpi:g} dpi)")
-                # pdfium takes the margins to cut in points and rounds each up to whole pixels: a hair under the
-                # exact value rounds to exactly the pixel edge asked for
-                cut = [max(0.0, (px - 1e-6) / scale) for px in (x1, full_h - y2, full_w - x2, y1)]
-                return p.render(scale=scale, crop=tuple(cut)).to_pil().convert("RGB")
-            finally:
-                p.close()
-        finally:
-            doc.close()
-
-
-def _open_pdf(pdfium, path: str | Path):
-    try:
-        return pdfium.PdfDocument(str(path))
-    except pdfium.PdfiumError as e:
-        raise IngestError(path, f"not a readable PDF ({e})", "re-download or re-export the file") from e
-
-
-def _check_page(doc, path: str | Path, page: int) -> None:
-    if not 1 <= page <= len(doc):
-        raise IngestError(path, f"page {page} is out of range 1..{len(doc)}", "cite an existing page")
+    with _pdf_page(path, page) as p:
+        w, h = p.get_size()
+        full_w, full_h = math.ceil(w * scale), math.ceil(h * scale)
+        x1, y1, x2, y2 = max(0, x1), max(0, y1), min(full_w, x2), min(full_h, y2)
+        if x2 <= x1 or y2 <= y1:
+            raise ValueError(f"box {list(box)} lies outside page {page} ({full_w}x{full_h} at {dpi:g} dpi)")
+        # pdfium takes the margins to cut in points and rounds each up to whole pixels: a hair under the exact
+        # value rounds to exactly the pixel edge asked for
+        cut = [max(0.0, (px - 1e-6) / scale) for px in (x1, full_h - y2, full_w - x2, y1)]
+        return p.render(scale=scale, crop=tuple(cut)).to_pil().convert("RGB")
 
 
 # ------------------------------------------------------------------------------------------- images
