@@ -131,8 +131,8 @@ def test_crop_boxes_are_drawn_on_the_display_raster(pdf_page):
     assert store.full_image(pdf_page) is store.source_image(pdf_page)  # 3.7 MP at 200 dpi: one render serves both
     assert store.display_box(ev) == [170, 220, 850, 1100]
     small = EvidenceStore(raw_max_pixels=1_000_000)  # a source over the display cap is shown shrunk
-    assert small.full_image(pdf_page).size == (850, 1100)
-    assert small.display_box(ev) == [85, 110, 425, 550]  # the box scaled with it
+    assert small.full_image(pdf_page).size == (879, 1137)  # 1700x2200 scaled by sqrt(1e6 / 3.74e6), truncated
+    assert small.display_box(ev) == [88, 114, 440, 568]  # the box scaled with it (879 / 1700, 1137 / 2200)
 
 
 def test_vrag_pad_is_its_validation_branch_and_zero_reproduces_training(photo):
