@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import io
 import math
+import threading
+from collections import OrderedDict
 
 from PIL import Image
 
@@ -86,11 +88,76 @@ def _jpeg(image: Image.Image) -> bytes:
     return buf.getvalue()
 
 
-def demo_jpeg(image: Image.Image, max_pixels: int) -> tuple[Image.Image, bytes]:
+class EncodedPictures:
+    """Process-wide LRU of demo encodings (their JPEG bytes) by picture identity, bounded in bytes.
+
+    The demo's encoding of a page costs two Lanczos resizes and two JPEG encodes (about 55 ms on one core for a
+    1240x1754 page), and the same pages come back across the questions of an eval run, the sessions of the
+    demo and the rollouts of training; a picture met before costs one JPEG decode (about 3 ms) instead. Only
+    bytes are kept, never pixels, so the cache stays small (38,000 bytes a picture at most after the demo's
+    rule)."""
+
+    def __init__(self, max_bytes: int = 64_000_000) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple, bytes] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key: tuple) -> bytes | None:
+        with self._lock:
+            data = self._items.get(key)
+            if data is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return data
+
+    def put(self, key: tuple, data: bytes) -> None:
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = data
+            self._size += len(data)
+            while self._size > self.max_bytes and self._items:
+                _, old = self._items.popitem(last=False)
+                self._size -= len(old)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._size = 0
+            self.hits = self.misses = 0
+
+
+ENCODED = EncodedPictures()
+
+
+def demo_jpeg(image: Image.Image, max_pixels: int, key: tuple | None = None) -> tuple[Image.Image, bytes]:
     """(decoded image, JPEG bytes) as the VimRAG demo encodes a picture under `max_pixels`.
 
-    The decoded image holds exactly the pixels the server will decode, JPEG artefacts included.
+    The decoded image holds exactly the pixels the server will decode, JPEG artefacts included. With `key` (what
+    the picture is: its file, page, crop and the like; nothing else may differ between two calls with one key),
+    an encoding made before in this process is decoded instead of made again (`ENCODED`).
     """
+    if key is not None:
+        data = ENCODED.get((key, max_pixels))
+        if data is not None:
+            return _decoded(data), data
+    decoded, data = _demo_jpeg(image, max_pixels)
+    if key is not None:
+        ENCODED.put((key, max_pixels), data)
+    return decoded, data
+
+
+def _decoded(data: bytes) -> Image.Image:
+    decoded = Image.open(io.BytesIO(data))
+    decoded.load()
+    return decoded if decoded.mode == "RGB" else decoded.convert("RGB")
+
+
+def _demo_jpeg(image: Image.Image, max_pixels: int) -> tuple[Image.Image, bytes]:
     img = image.convert("RGB") if image.mode != "RGB" else image
     w, h = img.size
     if w * h > max_pixels:
@@ -101,9 +168,7 @@ def demo_jpeg(image: Image.Image, max_pixels: int) -> tuple[Image.Image, bytes]:
         f = math.sqrt(DEMO_MAX_BYTES * 0.95 / len(data))
         img = img.resize((max(1, int(img.width * f)), max(1, int(img.height * f))), resample=Image.Resampling.LANCZOS)
         data = _jpeg(img)
-    decoded = Image.open(io.BytesIO(data))
-    decoded.load()
-    return decoded.convert("RGB"), data
+    return _decoded(data), data
 
 
 def fit_budget(image: Image.Image, max_pixels: int, patch: int) -> Image.Image:

@@ -13,8 +13,12 @@ agent's context handling is compared):
    20 nodes and 50 memorized items (pictures) is stepped `--repeats` times: rebuild the context (energy,
    allocation, resizing the top-K images, the action graph JSON), parse the reply, run the tool (a
    search whose retrieval returns instantly, then its memorize). Reports p50 / p90 of the per-step time
-   with retrieval time subtracted. Target: <= 20 ms. The first rebuild, which decodes the raw images,
-   is reported separately: raw images are cached per episode, so only the first step pays it.
+   with retrieval time subtracted. Target: <= 20 ms. The first rebuild, which decodes and encodes the top-5
+   memory pictures, is reported separately. It runs twice: with every picture seen for the first time in
+   the process (the demo's JPEG encoding, two Lanczos resizes, paid per new picture: about 55 ms on one core
+   for these pages), and again over the same pages in a fresh episode state, as the questions of an eval run,
+   the demo's sessions and training rollouts meet pages again (agent/media.py `ENCODED` keeps the encodings).
+   Both means are printed against the target, with the share of first-sight steps.
 
 Left out on purpose: model latency (backend-specific), retrieval latency (eval/bench_retrieval.py).
 
@@ -36,6 +40,7 @@ from agent.backends.scripted import ScriptedPolicy
 from agent.call_format import format_call
 from agent.evidence import Evidence
 from agent.loop import Agent
+from agent.media import ENCODED
 from agent.protocols import get, make_protocol
 from agent.settings import AgentConfig
 from agent.state import EpisodeState
@@ -210,26 +215,36 @@ def main(argv: list[str] | None = None) -> int:
             f"vimrag memory peak {memory_peak:,} px vs budget {budget:,}: "
             f"{'PASS' if memory_peak <= budget else 'FAIL'}; peak with fresh results {peak:,} px"
         )
-        first, times = overhead(units, args.repeats)
-        search, memo = sorted(times[0::2]), sorted(times[1::2])
-        mean = statistics.fmean(times) * 1000
-        print(
-            f"\nagent overhead per step, graph of 20 nodes / 50 items ({len(times)} steps, retrieval and image "
-            f"decoding excluded):"
-        )
-        for name, ts in (
-            ("search step (rebuild + 3 results' turn)", search),
-            ("memorize step (context as it was)", memo),
+        ENCODED.clear()  # every picture below is met for the first time in this process
+        for label, note in (
+            ("every picture seen for the first time", "the demo's encoding paid once per new picture"),
+            ("the same pages again, fresh episode state", "encodings met before: decoded, not made again"),
         ):
-            print(
-                f"  {name:<38} p50 {statistics.median(ts) * 1000:6.1f} ms   p90 "
-                f"{ts[int(0.9 * (len(ts) - 1))] * 1000:6.1f} ms"
-            )
-        print(
-            f"  mean over all steps {mean:.1f} ms (target <= 20 ms): {'PASS' if mean <= 20 else 'FAIL'}; "
-            f"first rebuild of a fresh episode state (decodes 50 raw images) {first * 1000:.0f} ms"
-        )
+            misses = ENCODED.misses
+            first, times = overhead(units, args.repeats)
+            report(label, note, first, times, ENCODED.misses - misses)
     return 0
+
+
+def report(label: str, note: str, first: float, times: list[float], encodes: int) -> None:
+    search, memo = sorted(times[0::2]), sorted(times[1::2])
+    mean = statistics.fmean(times) * 1000
+    print(
+        f"\nagent overhead per step, graph of 20 nodes / 50 items, {label} ({len(times)} steps, retrieval and "
+        f"image decoding excluded; {encodes} pictures encoded: {note}):"
+    )
+    for name, ts in (
+        ("search step (rebuild + 3 results' turn)", search),
+        ("memorize step (context as it was)", memo),
+    ):
+        print(
+            f"  {name:<38} p50 {statistics.median(ts) * 1000:6.1f} ms   p90 "
+            f"{ts[int(0.9 * (len(ts) - 1))] * 1000:6.1f} ms"
+        )
+    print(
+        f"  mean over all steps {mean:.1f} ms (target <= 20 ms): {'PASS' if mean <= 20 else 'FAIL'}; "
+        f"first rebuild of a fresh episode state (its 5 memory pictures) {first * 1000:.0f} ms"
+    )
 
 
 if __name__ == "__main__":

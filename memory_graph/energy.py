@@ -40,11 +40,24 @@ def item_key(node_id: str, index: int) -> tuple[str, int]:
     return node_id, index
 
 
-def intrinsic_energy(graph: MemoryGraph, lam: float = LAMBDA) -> dict[tuple[str, int], float]:
+def _children(graph: MemoryGraph) -> dict[str, list[str]]:
+    """node id -> its children in creation order: graph.children of every node, in one pass over the graph."""
+    kids: dict[str, list[str]] = {n: [] for n in graph.nodes}
+    for node in graph.nodes.values():
+        for p in dict.fromkeys(node.parents):
+            if p in kids:
+                kids[p].append(node.id)
+    return kids
+
+
+def intrinsic_energy(
+    graph: MemoryGraph, lam: float = LAMBDA, kids: dict[str, list[str]] | None = None
+) -> dict[tuple[str, int], float]:
     T = graph.newest_index
+    kids = _children(graph) if kids is None else kids
     out = {}
     for node in graph.nodes.values():
-        deg = graph.out_degree(node.id)
+        deg = len(kids[node.id])
         decay = np.exp(-lam * (T - node.index))  # numpy's exp, as the demo (vimrag_utils.py line 187)
         for j, item in enumerate(node.items):
             if item.in_memory:
@@ -54,12 +67,13 @@ def intrinsic_energy(graph: MemoryGraph, lam: float = LAMBDA) -> dict[tuple[str,
 
 def energy(graph: MemoryGraph, lam: float = LAMBDA, gamma: float = GAMMA) -> dict[tuple[str, int], float]:
     """Omega for every memorized item, with children's mean energy propagated to their parents."""
-    base = intrinsic_energy(graph, lam)
+    kids = _children(graph)
+    base = intrinsic_energy(graph, lam, kids)
     omega: dict[tuple[str, int], float] = {}
     node_mean: dict[str, float | None] = {}
     for node in sorted(graph.nodes.values(), key=lambda n: -n.index):  # newest first: children before parents
         inherited = 0.0
-        for c in graph.children(node.id):
+        for c in kids[node.id]:
             if node_mean.get(c) is not None:
                 inherited += node_mean[c]  # children in creation order, as the demo's adjacency lists
         vals = []

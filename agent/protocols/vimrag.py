@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -184,13 +185,17 @@ class VimragProtocol(Protocol):
         return {"max_new_tokens": 4096, "thinking": thinking, **sampling}
 
     def default_prompt(self, key: str) -> str:
-        if key == "system":
-            tools = (
-                ""
-                if self.native_tools
-                else "\nTools:\n" + "\n".join(json.dumps(s, ensure_ascii=False) for s in self.tool_specs()) + "\n"
-            )
-            return SYSTEM.format(tools=tools, coords=COORDS[self.coords])
+        if key == "system":  # built once per tool setting: it is asked for at every rebuild
+            memo = self.__dict__.setdefault("_system_prompts", {})
+            setting = (self.native_tools, self.coords)
+            if setting not in memo:
+                tools = (
+                    ""
+                    if self.native_tools
+                    else "\nTools:\n" + "\n".join(json.dumps(s, ensure_ascii=False) for s in self.tool_specs()) + "\n"
+                )
+                memo[setting] = SYSTEM.format(tools=tools, coords=COORDS[self.coords])
+            return memo[setting]
         return super().default_prompt(key)
 
     # -- context -------------------------------------------------------------------------------------------
@@ -245,7 +250,7 @@ class VimragProtocol(Protocol):
         base = st.resize_cache.get(base_key)
         if base is None:
             if jpeg:
-                img, data = demo_jpeg(image, cap)
+                img, data = demo_jpeg(image, cap, self._identity(st, ev, time))
             else:
                 img, data = fit_budget(image.convert("RGB"), cap, patch), None
             base = st.resize_cache[base_key] = (image, img, data)  # holding `image` keeps its id from being reused
@@ -264,6 +269,21 @@ class VimragProtocol(Protocol):
         if time is not None:
             part["time"] = time
         return part
+
+    def _identity(self, st: EpisodeState, ev, time: float | None) -> tuple | None:
+        """What a picture handed to `_picture` is, for the process-wide encoding cache: its file (by content),
+        page, crop, frame time, and the settings the view was made with; None when the file's content is
+        unknown (a remote search server's result)."""
+        u = ev.unit
+        try:
+            stat = os.stat(u.source)  # the file as it is now: a file rewritten in place is another picture
+        except OSError:
+            return None
+        if not u.content_hash:
+            return None
+        crop = tuple(ev.crop_box) if ev.crop_box else ()
+        file = (u.source, stat.st_size, stat.st_mtime_ns, u.content_hash, u.uid, u.page)
+        return (file, crop, time, st.config.max_image_pixels, st.evidence.raw_max_pixels)
 
     def _cap(self, st: EpisodeState, ev) -> int:
         """A result's pixel cap: the demo's 1,003,520, or a scaled view's own budget."""
@@ -471,10 +491,32 @@ class VimragProtocol(Protocol):
         return events
 
 
+PICTURE_THREADS = 4  # pictures prepared at once; above a 2-core box's cores on purpose (see in_parallel)
+_pool: ThreadPoolExecutor | None = None  # made on first use, kept for the process
+_pool_lock = threading.Lock()
+
+
+def _picture_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=PICTURE_THREADS, thread_name_prefix="vimrag-picture")
+        return _pool
+
+
+def _forget_pool() -> None:  # a forked child inherits the pool but not its threads: it makes its own
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
 def in_parallel(fn, items: list) -> list:
     """[fn(x) for x in items], on a few threads when there are several: resizing and JPEG-encoding pictures
-    releases the GIL, so a response's pictures are prepared side by side."""
+    releases the GIL, so a response's pictures are prepared side by side. The threads are kept for the process
+    (starting and joining them cost about 0.3 ms a call), and there are up to 4 even on a 2-core box: with 2,
+    the third of a search's 3 pictures would be done alone, a core idle. `fn` must not call in_parallel."""
     if len(items) < 2:
         return [fn(x) for x in items]
-    with ThreadPoolExecutor(max_workers=min(len(items), os.cpu_count() or 2, 4)) as pool:
-        return list(pool.map(fn, items))
+    return list(_picture_pool().map(fn, items))

@@ -424,3 +424,26 @@ def test_a_failed_search_adds_no_node_and_leaves_energy_unchanged(mixed, protoco
     assert after_fail[0] == before_fail[0]  # no node for the failed search
     assert after_fail[1] == before_fail[1] and after_fail[1]  # every Omega exactly as before
     assert trace.answer == "x"
+
+
+def test_a_picture_met_before_is_decoded_not_encoded_again(mixed, tmp_path):
+    """The demo's encoding of a picture is kept per process by what the picture is (file, crop, frame): a second
+    episode gets the same bytes without encoding again, and a file rewritten in place is encoded afresh."""
+    from agent.media import ENCODED
+
+    ENCODED.clear()
+    poster = picture(tmp_path, "poster.png", (1500, 1000), seed=5)
+    script = [
+        format_call("add_search_node", {"id": "s1", "query": "poster", "parent_ids": ["root"]}),
+        format_call("add_answer_node", {"answer": "x", "parent_ids": ["s1"]}),
+    ]
+    _, _, first = run(Fixed([poster]), script)
+    assert (ENCODED.hits, ENCODED.misses) == (0, 1)
+    _, _, again = run(Fixed([poster]), script)
+    assert (ENCODED.hits, ENCODED.misses) == (1, 1)
+    sent = [[p for p in c[-2]["content"] if p["type"] == "image"][0] for c in (first.calls[1], again.calls[1])]
+    assert sent[0]["data"] == sent[1]["data"] and sent[0]["image"].tobytes() == sent[1]["image"].tobytes()
+    picture(tmp_path, "poster.png", (1500, 1000), seed=6)  # the same name, other pixels
+    _, _, changed = run(Fixed([poster]), script)
+    assert ENCODED.misses == 2
+    assert [p for p in changed.calls[1][-2]["content"] if p["type"] == "image"][0]["data"] != sent[0]["data"]
