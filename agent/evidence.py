@@ -13,11 +13,12 @@ import logging
 import math
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
-from retrieval.loaders import PAGE_DPI
+from retrieval.loaders import PAGE_DPI, fit_pixels
 from retrieval.units import Unit
 
 log = logging.getLogger(__name__)
@@ -140,15 +141,13 @@ class EvidenceStore:
             src = self.source_image(unit)
             if src.width * src.height <= self.raw_max_pixels:
                 return src
-            from retrieval.loaders import fit_pixels
-
             return src.resize(fit_pixels(*src.size, self.raw_max_pixels), Image.Resampling.BICUBIC)
 
         return self._cached(unit.uid, shrink)
 
     def frame_size(self, unit: Unit) -> tuple[int, int]:
         """(w, h) of the unit's source frame: the image file's own size, or the page at PAGE_DPI."""
-        return self._cached(f"{unit.uid}@frame", lambda: _frame_size(unit))
+        return self._cached(f"{unit.uid}@frame", unit.frame_size)
 
     def source_image(self, unit: Unit):
         """The unit at its source resolution (frame_size), or shrunk to SOURCE_MAX_PIXELS when it is larger."""
@@ -165,7 +164,7 @@ class EvidenceStore:
         box = tuple(int(v) for v in ev.crop_box)
         bw, bh = box[2] - box[0], box[3] - box[1]
         zoom = 1.0
-        if at_least and ev.unit.modality == "page":
+        if at_least and ev.unit.modality == "page" and Path(ev.unit.source).is_file():  # the PDF is here
             zoom = min(MAX_ZOOM, max(1.0, at_least[0] / max(1, bw), at_least[1] / max(1, bh)))
             zoom = min(zoom, max(1.0, math.sqrt(REGION_MAX_PIXELS / max(1, bw * bh))))
         if zoom > 1.0:
@@ -304,24 +303,9 @@ def _mmss(seconds: float) -> str:
     return f"{s // 60:02d}:{s % 60:02d}"
 
 
-def _frame_size(unit: Unit) -> tuple[int, int]:
-    from retrieval import loaders
-
-    if unit.modality == "page":
-        return loaders.pdf_page_frame(unit.source, unit.page or 1)
-    if unit.modality == "image":
-        from PIL import Image
-
-        with Image.open(unit.source) as im:  # the header only: no pixels are decoded
-            return im.size
-    return unit.load_image(max_pixels=RAW_MAX_PIXELS).size  # a clip's keyframe: its size as decoded
-
-
 def _load_source(unit: Unit, frame: tuple[int, int]):
     """The unit's source raster; a source over SOURCE_MAX_PIXELS (a poster page, a giant scan) is held shrunk,
     so one picture cannot take gigabytes, and its crops are enlarged from that by at most the shrink factor."""
-    from retrieval import loaders
-
     if frame[0] * frame[1] > SOURCE_MAX_PIXELS:
         log.warning(
             "%s is %dx%d pixels at source resolution, over the %d MP held per picture; crops of it are cut "
@@ -330,10 +314,8 @@ def _load_source(unit: Unit, frame: tuple[int, int]):
             *frame,
             SOURCE_MAX_PIXELS // 1_000_000,
         )
-    if unit.modality == "page":
-        return loaders.render_pdf_page(unit.source, unit.page or 1, max_pixels=SOURCE_MAX_PIXELS, dpi=PAGE_DPI)
-    if unit.modality == "image":
-        return loaders.open_image(unit.source, max_pixels=SOURCE_MAX_PIXELS)
+    if unit.modality in ("page", "image"):
+        return unit.load_image(max_pixels=SOURCE_MAX_PIXELS, dpi=PAGE_DPI)
     return unit.load_image(max_pixels=RAW_MAX_PIXELS)
 
 

@@ -238,6 +238,15 @@ def open_image(path: str | Path, max_pixels: int | None = DEFAULT_MAX_PIXELS, da
     return rgb
 
 
+def image_size(path: str | Path, data: bytes | None = None) -> tuple[int, int]:
+    """(w, h) of an image file (or of `data`, fetched bytes) from its header alone, nothing decoded."""
+    try:
+        with Image.open(path if data is None else io.BytesIO(data)) as im:
+            return im.size
+    except (Image.UnidentifiedImageError, OSError) as e:
+        raise IngestError(path, f"cannot read the image's size ({e})", "re-export the file; it may be truncated") from e
+
+
 def _to_rgb(im: Image.Image) -> Image.Image:
     if im.mode in ("RGBA", "LA", "P"):
         im = im.convert("RGBA")

@@ -46,11 +46,13 @@ class RemoteUnit(Unit):
 
     picture: str = ""
 
-    def load_image(self, max_pixels: int | None = None):
+    def load_image(self, max_pixels: int | None = None, dpi: float = 144.0):
         from retrieval import loaders
 
-        if not self.picture or self.modality == "video" or (self.modality == "page" and Path(self.source).is_file()):
-            return super().load_image(max_pixels=max_pixels)  # a PDF readable here renders as the local index's
+        if self._local():
+            return super().load_image(
+                max_pixels=max_pixels, dpi=dpi
+            )  # a PDF readable here renders as the local index's
         if self.picture.startswith(("http://", "https://")):
             return loaders.open_image(self.picture, max_pixels=max_pixels, data=_fetch(self.picture))
         if not Path(self.picture).is_file():
@@ -59,6 +61,20 @@ class RemoteUnit(Unit):
                 "cannot open; run the agent where the server's files are, or serve them by URL"
             )
         return loaders.open_image(self.picture, max_pixels=max_pixels)
+
+    def frame_size(self) -> tuple[int, int]:
+        from retrieval import loaders
+
+        if self._local():
+            return super().frame_size()
+        if self.picture.startswith(("http://", "https://")):
+            return loaders.image_size(self.picture, data=_fetch(self.picture))
+        return loaders.image_size(self.picture)
+
+    def _local(self) -> bool:
+        """Whether the pixels come from the unit's own source, as in a local index (no picture, a clip, or a page
+        whose PDF this machine can read)."""
+        return not self.picture or self.modality == "video" or (self.modality == "page" and Path(self.source).is_file())
 
 
 _FETCHED: dict[str, bytes] = {}

@@ -79,18 +79,31 @@ class Unit:
         return cls(**{k: v for k, v in d.items() if k in names})
 
     # Lazy loaders: the hit tells the agent how to get pixels, and pays only when asked.
-    def load_image(self, max_pixels: int | None = None):
-        """The unit's picture as a PIL image: the rendered page, the image, or the clip's first keyframe."""
+    def load_image(self, max_pixels: int | None = None, dpi: float = 144.0):
+        """The unit's picture as a PIL image: the page rendered at `dpi`, the image, or the clip's first keyframe;
+        shrunk to `max_pixels` when larger."""
         from retrieval import loaders
 
         if self.modality == "page":
-            return loaders.render_pdf_page(self.source, self.page or 1, max_pixels=max_pixels)
+            return loaders.render_pdf_page(self.source, self.page or 1, max_pixels=max_pixels, dpi=dpi)
         if self.modality == "image":
             return loaders.open_image(self.source, max_pixels=max_pixels)
         if self.modality == "video":
             frames = self.load_frames(self.keyframes[:1], max_pixels=max_pixels)
             return frames[0][1]
         raise ValueError(f"{self.citation()} is a text unit; it has no image (use .text)")
+
+    def frame_size(self) -> tuple[int, int]:
+        """(w, h) of the unit's own pixels, the frame crop boxes are given in: an image file's size, a page's at
+        `loaders.PAGE_DPI` (200, VRAG's page-image resolution), a clip's decoded keyframe; read without decoding
+        where the file allows."""
+        from retrieval import loaders
+
+        if self.modality == "page":
+            return loaders.pdf_page_frame(self.source, self.page or 1)
+        if self.modality == "image":
+            return loaders.image_size(self.source)
+        return self.load_image().size
 
     def load_frames(self, timestamps: list[float] | None = None, max_pixels: int | None = None):
         """[(timestamp, PIL image)] for a video clip, at its keyframes unless `timestamps` are given."""
