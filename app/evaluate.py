@@ -3,6 +3,7 @@
 vimrag eval --dataset mmlongbench-doc-smoke --protocol vimrag --backend embedded
 vimrag eval --dataset jsonl:qs.jsonl --corpus docs/ --backend openai --model Qwen2.5-VL-7B --concurrency 8
 vimrag eval compare runs/eval/A runs/eval/B [--out DIR]
+vimrag eval rescore runs/eval/A [runs/eval/B ...]      score finished runs again with the current scorer
 """
 
 from __future__ import annotations
@@ -20,9 +21,14 @@ def add_parser(sub) -> None:
     from eval.runner import RunConfig
 
     pe, groups = add_command(
-        sub, "eval", RunConfig, cmd_eval, "evaluate the agent on a benchmark (or: eval compare RUN...)"
+        sub, "eval", RunConfig, cmd_eval, "evaluate the agent on a benchmark (or: eval compare|rescore RUN...)"
     )
-    pe.add_argument("compare", nargs="*", metavar="compare RUN", help="compare finished run folders")
+    pe.add_argument(
+        "compare",
+        nargs="*",
+        metavar="compare|rescore RUN",
+        help="compare finished run folders, or score them again with the current scorer",
+    )
     pe.add_argument(
         "--config",
         help="settings from a YAML file (RunConfig's fields; policy: and agent: nested); flags override them",
@@ -36,11 +42,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
     stopped. `vimrag eval compare RUN...` puts finished runs side by side."""
     out = getattr(args, "out", "")
     if args.compare:
-        if args.compare[0] != "compare":
-            raise ValueError(f"unexpected argument {args.compare[0]!r}; did you mean `vimrag eval compare RUN...`?")
+        verb = args.compare[0]
+        if verb not in ("compare", "rescore"):
+            raise ValueError(
+                f"unexpected argument {verb!r}; did you mean `vimrag eval compare RUN...` or "
+                "`vimrag eval rescore RUN...`?"
+            )
         runs = [Path(p) for p in args.compare[1:]]
         if not runs:
-            raise ValueError("give the run folders to compare: vimrag eval compare RUN [RUN...]")
+            raise ValueError(f"give the run folders: vimrag eval {verb} RUN [RUN...]")
+        if verb == "rescore":
+            from eval.runner import rescore_run
+
+            for run in runs:
+                r = rescore_run(run)
+                print(
+                    f"{run}: {r['n']} rows, accuracy {r['before']:.1%} -> {r['after']:.1%}, {len(r['changed'])} changed"
+                )
+                for c in r["changed"]:
+                    print(f"  {c['id']}: {c['before']} -> {c['after']}  pred {c['pred']!r}  gold {c['gold']!r}")
+            return 0
         from eval.report import compare
 
         print(compare(runs, Path(out) if out else None))

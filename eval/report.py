@@ -155,6 +155,7 @@ def compute_metrics(rows: list[dict], config: dict) -> dict:
         "retrieval": retrieval,
         "cost": cost,
         "judge": {"mean": _mean(judged), "n_judged": len(judged)} if judged else None,
+        "scored_by": dict(Counter(r["scored_by"] for r in rows if r.get("scored_by"))),
     }
 
 
@@ -213,6 +214,13 @@ def render_markdown(m: dict, config: dict, run_name: str = "") -> str:
         _num(c["wall_s"]["mean"], 1),
     ]
     out += [_table(head, [vals]), ""]
+    overlap = (m.get("scored_by") or {}).get("overlap", 0)
+    if overlap:
+        out += [
+            f"{overlap} of {m['n']} rows have sentence golds and were scored by token overlap (token F1 >= 0.5), "
+            "not by a judge: pass --judge-url and --judge-model to have a judge score them.",
+            "",
+        ]
 
     sections = [
         ("By answer format", "by_format", "format", ""),

@@ -384,6 +384,38 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
     return run
 
 
+def rescore_run(run: Path) -> dict[str, Any]:
+    """Score a finished run's predictions again with the current scorer (eval/answer_metrics.py), keeping any
+    judge verdicts, rewrite predictions.jsonl atomically and the report; the accuracy before and after and the
+    rows whose score changed."""
+    from eval.answer_metrics import score_item
+    from eval.report import write_report
+
+    path = Path(run) / "predictions.jsonl"
+    if not path.is_file():
+        raise RunError(f"{run} holds no predictions.jsonl; give a run folder written by `vimrag eval`")
+    rows = list(read_predictions(path).values())
+    before_total, changed = 0.0, []
+    for r in rows:
+        before, judged = r.get("score"), (r.get("scores") or {}).get("judge")
+        before_total += float(before or 0)
+        r.update(score_item(r))
+        if judged is not None:
+            r["scores"]["judge"] = judged
+            if not r.get("answer_format"):  # as judge_run: the judge's verdict is the primary score
+                r["score"], r["scored_by"] = judged, "judge"
+        if before != r["score"]:
+            changed.append({"id": r["id"], "pred": r.get("pred"), "gold": r.get("gold"), "before": before})
+            changed[-1]["after"] = r["score"]
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    os.replace(tmp, path)
+    write_report(Path(run))
+    n = max(1, len(rows))
+    after_total = sum(float(r["score"] or 0) for r in rows)
+    return {"run": str(run), "n": len(rows), "before": before_total / n, "after": after_total / n, "changed": changed}
+
+
 def judge_run(run: Path, judge, progress: bool) -> dict[str, int]:
     """Score every row with the LLM judge (rows judged before keep their verdict) and rewrite the file."""
     from eval.judge import judge_rows
@@ -394,7 +426,7 @@ def judge_run(run: Path, judge, progress: bool) -> dict[str, int]:
     counts = judge_rows(todo, judge, progress=progress)
     for r in rows:  # without the benchmark's own scoring, the judge's verdict is the primary score
         if not r.get("answer_format") and r["scores"].get("judge") is not None:
-            r["score"] = r["scores"]["judge"]
+            r["score"], r["scored_by"] = r["scores"]["judge"], "judge"
     tmp = path.with_suffix(".jsonl.tmp")
     tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     os.replace(tmp, path)

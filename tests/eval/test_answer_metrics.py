@@ -256,7 +256,8 @@ def test_numeric_match():
     assert numeric_match("18.1", ["18.2"]) == 1.0  # within 1%
     assert numeric_match("18.5", ["18.2"]) == 0.0
     assert numeric_match("3", ["300"]) == 0.0  # no percent sign: no x100 variant
-    assert numeric_match("page 4 shows 1,240", ["1240 people"]) == 1.0
+    assert numeric_match("page 4 shows 1,240", ["1240 people"]) == 0.0  # two numbers: which one is the answer?
+    assert numeric_match("1,240 people", ["1240 people"]) == 1.0
     assert numeric_match("12", ["Not answerable"]) is None
     assert numeric_match("0.5", ["0.5"], rel_tol=0.0) == 1.0
 
@@ -269,7 +270,7 @@ def test_score_item_mmlb_row():
     assert out["extracted"] == "0.1829"
     assert out["scores"]["mmlb"] == 1.0 and out["score"] == 1.0
     assert out["scores"]["judge"] is None
-    assert set(out["scores"]) == {"mmlb", "anls", "em", "f1", "num", "judge"}
+    assert set(out["scores"]) == {"mmlb", "anls", "em", "f1", "num", "judge"} and out["scored_by"] == "mmlb"
 
 
 def test_score_item_not_answerable_row():
@@ -302,3 +303,30 @@ def test_trailing_period_kept_after_initials():
     assert mmlb_score("1884 April 5, 10 45 a.m.", extract_answer("1884 April 5, 10 45 a.m.", "Str"), "Str") == 1.0
     assert extract_answer("Melinda D.", "Str") == "Melinda D."
     assert extract_answer("Scott Bradley.", "Str") == "Scott Bradley"
+
+
+# --- a scorer that cannot be fooled (issue 31) ------------------------------------------------------------
+THREE_M = "Operating margin for 3M fell by 1.7% in FY2022, mainly because of higher raw material costs"
+
+
+def test_a_sentence_that_mentions_a_number_is_not_a_numeric_gold():
+    out = score_item({"pred": "effect on 3M's consolidated results of", "gold": [THREE_M], "answer_format": ""})
+    assert out["scores"]["num"] is None and out["scored_by"] == "overlap" and out["score"] == 0.0
+    close = score_item({"pred": "3M's operating margin fell by 1.7% in FY2022", "gold": [THREE_M]})
+    assert close["score"] == 1.0  # the sentence's gist, by token overlap
+
+
+def test_the_answer_number_is_the_one_given_not_any_mentioned():
+    assert score_item({"pred": "1373, 1577", "gold": ["$1577.00"], "answer_format": ""})["score"] == 0.0
+    assert score_item({"pred": "1,577", "gold": ["$1577.00"], "answer_format": ""})["score"] == 1.0
+    assert score_item({"pred": "$1,577 million", "gold": ["$1577.00"]})["score"] == 1.0  # a scale on one side
+    assert score_item({"pred": "15,900,000", "gold": ["15.9 million"]})["score"] == 1.0
+
+
+def test_digits_in_names_are_not_numbers():
+    year = "In which fiscal year did the operating margin peak?"
+    assert score_item({"pred": "FY2022", "gold": ["2022"], "question": "How many plants were opened?"})["score"] == 0.0
+    assert score_item({"pred": "FY2022", "gold": ["2022"], "question": year})["score"] == 1.0
+    for pred in ("3M", "Q3", "COVID-19", "A4"):
+        assert numeric_match(pred, ["3"]) == 0.0 and numeric_match(pred, ["19"]) == 0.0
+    assert numeric_match("$3M", ["3 million"]) == 1.0  # a currency makes the M a scale

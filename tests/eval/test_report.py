@@ -296,3 +296,25 @@ def test_cli_one_run_reports_several_compare(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "| a | mmlongbench-doc-smoke | vimrag |" in printed and "| b | mmlongbench-doc-smoke | vanilla |" in printed
     assert (tmp_path / "cmp" / "tokens_vs_accuracy.png").is_file()
+
+
+def test_rescore_applies_the_current_scorer_and_the_report_counts_sentence_golds(tmp_path):
+    """A run scored by the old numeric match (any number of the prediction against the gold's first number) is
+    scored again; a sentence gold's row is counted as scored by token overlap in the report."""
+    from eval.runner import rescore_run
+
+    sentence = "Operating margin for 3M fell by 1.7% in FY2022, mainly because of higher raw material costs"
+    fooled = {"pred": "effect on 3M's consolidated results of", "gold": [sentence], "score": 1.0}
+    listed = {"pred": "1373, 1577", "gold": ["$1577.00"], "score": 1.0}
+    right = {"pred": "1,577", "gold": ["$1577.00"], "score": 1.0}
+    rows = [make_row(i, answer_format="", extracted=r["pred"], **r) for i, r in enumerate((fooled, listed, right))]
+    judged = make_row(3, answer_format="", pred="x", extracted="x", gold=[sentence], score=1.0, scores={"judge": 1.0})
+    run = write_run(tmp_path / "run", rows + [judged], {**CONFIG, "dataset": "jsonl:x.jsonl"})
+    out = rescore_run(run)
+    assert (out["before"], out["after"]) == (1.0, 0.5)
+    assert [(c["id"], c["before"], c["after"]) for c in out["changed"]] == [("q0", 1.0, 0.0), ("q1", 1.0, 0.0)]
+    rescored = load_rows(run)
+    assert [r["scored_by"] for r in rescored] == ["overlap", "number", "number", "judge"]
+    assert rescored[3]["score"] == 1.0  # the judge's verdict is kept
+    report = (run / "report.md").read_text()
+    assert "1 of 4 rows have sentence golds and were scored by token overlap" in report
