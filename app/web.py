@@ -86,6 +86,16 @@ class DemoApp:
             view.note("Cannot start", f"{e}\n\nFix the settings or the corpus and ask again.")
             yield view.messages, gr.skip(), gr.skip(), gr.skip(), "Cannot start: fix the settings or the scope."
             return
+        busy = self.ws.indexing()
+        if busy is not None:  # the question would be answered as if the upload held nothing: say so first
+            done, total = busy
+            where = f"indexing {done} of {total} pages" if total else "starting to index"
+            view.note(
+                "Still indexing",
+                f"The corpus is still being indexed ({where}). This answer searches the corpus as it was before "
+                "this indexing job; ask again when the Corpus tab says it is done.",
+            )
+            yield view.messages, gr.skip(), gr.skip(), gr.skip(), f"Still indexing: {where}."
         run = self.ws.new_run(replace(settings, agent=cfg).to_dict() | {"scope": scope})
         agent = Agent(self.ws.retriever, policy, cfg)
         pics: dict[tuple, list] = {}

@@ -117,6 +117,7 @@ class Workspace:
     _model_locks: dict[str, threading.Lock] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _index_lock: threading.Lock = field(default_factory=threading.Lock)
+    _indexing: tuple[int, int] | None = None  # (done, total) pages of the indexing job under way
 
     def __post_init__(self) -> None:
         self.root = Path(self.root).resolve()
@@ -148,11 +149,25 @@ class Workspace:
         """Add files to the shared index (one indexing job at a time). Returns the IngestSummary."""
         from retrieval.ingest import Indexer
 
+        def report(done: int, total: int) -> None:
+            with self._lock:
+                self._indexing = (done, total)
+
         with self._index_lock:
-            summary = Indexer(self.index_dir).index([str(p) for p in paths], progress=progress)
+            report(0, 0)
+            try:
+                summary = Indexer(self.index_dir).index([str(p) for p in paths], progress=progress, on_progress=report)
+            finally:
+                with self._lock:
+                    self._indexing = None
         if self._retriever is not None:
             self._retriever.refresh()
         return summary
+
+    def indexing(self) -> tuple[int, int] | None:
+        """(pages indexed, pages in all) of the indexing job under way, or None when none is."""
+        with self._lock:
+            return self._indexing
 
     def index_bundled(self, progress: bool = False):
         if self.search_url:

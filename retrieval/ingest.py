@@ -187,8 +187,12 @@ class Indexer:
             self._ocr_loaded = True
         return self._ocr
 
-    def index(self, paths: list[str | Path], prune: bool = False, progress: bool = True) -> IngestSummary:
+    def index(
+        self, paths: list[str | Path], prune: bool = False, progress: bool = True, on_progress=None
+    ) -> IngestSummary:
         """Index what is new or changed under `paths`; one progress bar in pages, with pages/s and an ETA.
+        `on_progress(done, total)` is called with the pages committed so far (the demo tells a question asked
+        meanwhile how far its upload is).
 
         Files are checked in order (size and mtime, then content hash) on this thread, which owns the store.
         When `IngestConfig.pipeline` is on, reading them (PDF text, rendering, OCR, video frames) runs up to
@@ -209,20 +213,28 @@ class Indexer:
             total=sum(sizes), desc="indexing", unit="page", disable=not progress, dynamic_ncols=True, smoothing=0.1
         )
         pending: list[PendingFile] = []
-        n_pending = 0
+        n_pending = done = 0
+        total = sum(sizes)
         try:
             for job, expected, pf in self._extracted(todo, sizes, clock):
                 bar.set_postfix_str(_short(job.path.name), refresh=False)
                 if len(pf.units) != expected:  # a video's clip count, a text file's chunks: now known
                     bar.total += len(pf.units) - expected
+                    total += len(pf.units) - expected
                 pending.append(pf)
                 n_pending += len(pf.units)
                 if n_pending >= self.config.batch_units:
                     self._flush(pending, summary, clock)
                     bar.update(n_pending)
+                    done += n_pending
                     pending, n_pending = [], 0
+                    if on_progress is not None:  # the bar counts nothing when it is disabled: count here
+                        on_progress(done, max(done, total))
             self._flush(pending, summary, clock)
             bar.update(n_pending)
+            done += n_pending
+            if on_progress is not None:
+                on_progress(done, done)
         finally:
             bar.close()
         if prune:

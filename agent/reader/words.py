@@ -50,14 +50,37 @@ def content_words(question: str) -> list[str]:
     return out
 
 
+# a name that mixes digits and letters, or joins letters with & or -, kept whole in a query: "3M", "FY2022",
+# "COVID-19", "7-Eleven", "S&P 500" (with the number that belongs to it), "Q3"
+_MIXED_NAME = re.compile(
+    r"(?<![\w&-])(?:[A-Za-z]+&[A-Za-z]+(?:\s\d+)?"
+    r"|(?=[\w&-]*\d)(?=[\w&-]*[A-Za-z])[A-Za-z0-9]+(?:[-&][A-Za-z0-9]+)*)(?![\w&-])"
+)
+
+
 def keyword_query(question: str, max_words: int = 12) -> str:
-    """Deterministic fallback query: the question's content words, quoted phrases kept whole."""
+    """Deterministic fallback query: the question's content words, quoted phrases and names that mix digits and
+    letters kept whole.
+
+    >>> keyword_query("What was 3M's operating margin in FY2022?")
+    '3M operating margin FY2022'
+    >>> keyword_query("How did COVID-19 affect the S&P 500?")
+    'COVID-19 affect S&P 500'
+    """
     quoted = re.findall(r"[\"“']([^\"”']{3,60})[\"”']", question)
+    names = [m.group() for m in _MIXED_NAME.finditer(question)]
     words = content_words(question)
-    if quoted:
-        inside = {w.lower() for q in quoted for w in content_words(q)}
-        words = [f'"{q.strip()}"' for q in quoted] + [w for w in words if w.lower() not in inside]
-    return " ".join(words[:max_words]) or question.strip()
+    whole = [f'"{q.strip()}"' for q in quoted] + names
+    if whole:
+        inside = {w.lower() for q in quoted + names for w in content_words(q)} | {n.lower() for n in names}
+        words = whole + [w for w in words if w.lower() not in inside]
+        words = sorted(words, key=lambda w: _position(question, w))  # in the question's order
+    return " ".join(dict.fromkeys(words[:max_words])) or question.strip()
+
+
+def _position(question: str, word: str) -> int:
+    i = question.find(word.strip('"'))
+    return i if i >= 0 else len(question)
 
 
 def _tokenizer():

@@ -153,3 +153,33 @@ def test_a_duplicate_upload_is_reported_as_skipped(client, mixed_corpus):
         [gradio_client.handle_file(str(mixed_corpus / "logimat_poster.png"))], api_name="/upload"
     )
     assert "**Skipped:**" in summary and "duplicate of" in summary and "logimat_poster.png" in summary
+
+
+def test_a_question_asked_while_indexing_says_how_far_it_is(client, demo_server, monkeypatch):
+    _, app = demo_server
+    monkeypatch.setattr(app.ws, "indexing", lambda: (40, 160))
+    _, (chat, *_rest) = ask(client, "How many customers can join the Heron drone pilot?")
+    notes = [m for m in chat if (m.get("metadata") or {}).get("title") == "Still indexing"]
+    assert notes and "indexing 40 of 160 pages" in str(notes[0]["content"])
+
+
+def test_indexing_reports_its_progress_while_it_runs(demo_server, tmp_path, monkeypatch):
+    _, app = demo_server
+    seen = []
+    from retrieval.ingest import Indexer
+
+    real = Indexer.index
+
+    def spy(self, paths, prune=False, progress=True, on_progress=None):
+        def both(done, total):
+            seen.append((done, total, app.ws.indexing()))
+            on_progress(done, total)
+
+        return real(self, paths, prune=prune, progress=progress, on_progress=both)
+
+    monkeypatch.setattr(Indexer, "index", spy)
+    note = tmp_path / "tapir.md"
+    note.write_text("# Tapir count\n\nThe tapir survey found 23 tapirs.\n")
+    app.ws.add_uploads([note])
+    assert seen and seen[-1][0] == seen[-1][1] > 0  # the last report: every page done
+    assert app.ws.indexing() is None  # and nothing under way afterwards
