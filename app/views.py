@@ -186,6 +186,17 @@ class ChatView:
             self._render()
         return False
 
+    def pointers(self, pictures: list[tuple[str, str]]) -> None:
+        """After an abstention: the pages it points to, as thumbnails (path, caption) under one note."""
+        if not pictures:
+            return
+        where = ", ".join(cap for _, cap in pictures)
+        content = [f"The answer is likely on {where}:"]
+        content += [{"type": "file", "file": {"path": path}, "alt_text": f"likely on {cap}"} for path, cap in pictures]
+        self.messages.append(
+            gr.ChatMessage(role="assistant", content=content, metadata={"title": "Where to look", "status": "done"})
+        )
+
     def stop(self, reason: str = "Stopped. Ask again, or ask something else.") -> list:
         self._render()
         self._done()
@@ -328,3 +339,25 @@ def graph_picture(state):
 
 def trace_json(trace) -> str:
     return json.dumps(trace.to_dict(), indent=1, ensure_ascii=False)
+
+
+def pointer_pictures(state, trace, run: Path, max_side: int = 480) -> list[tuple[str, str]]:
+    """(JPEG path under the run folder, citation) of the pages an abstaining reader points to; none when it
+    answered, or for pointers without pixels (text notes)."""
+    sup = trace.support or {}
+    if trace.answer is None or sup.get("answer", trace.answer) != "Not answerable":
+        return []
+    out = []
+    for i, p in enumerate(sup.get("pointers") or []):
+        ev = state.evidence.get(p.get("info_id", ""))
+        if ev is None or ev.kind != "image":
+            continue
+        try:
+            img = state.evidence.full_image(ev.unit).convert("RGB").copy()
+        except Exception:  # noqa: BLE001 - a page whose file moved is left out, not an error
+            continue
+        img.thumbnail((max_side, max_side))
+        path = run / f"pointer_{i}.jpg"
+        img.save(path, quality=85)
+        out.append((str(path), p.get("citation") or ev.citation()))
+    return out

@@ -69,7 +69,7 @@ class DemoApp:
 
         from agent.backends.base import PolicyError
         from agent.loop import Agent
-        from app.views import ChatView, graph_picture, trace_json
+        from app.views import ChatView, graph_picture, pointer_pictures, trace_json
 
         question = (question or "").strip()
         history = list(history or [])
@@ -118,6 +118,7 @@ class DemoApp:
                     graph_picture(agent.state).save(graph)
                 last = now
                 if isinstance(ev, Finished):
+                    view.pointers(pointer_pictures(agent.state, ev.trace, run))  # where an abstention looks
                     path = run / "trace.json"
                     path.write_text(trace_json(ev.trace), encoding="utf-8")
                     status = (

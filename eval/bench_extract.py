@@ -4,6 +4,7 @@
     python -m eval.bench_extract --limit 100 --readers new
     python -m eval.bench_extract --index bench_out/mmlb_idx --out bench_out/extract.jsonl
     python -m eval.bench_extract --replay runs/eval/full-vimrag --thresholds 0.1,0.2,0.3   # calibrate abstention
+    python -m eval.bench_extract --calibrate DEV_RUN --simple PLAIN_RUN DEMO_RUN   # fit the reader's confidence
 
 For every MMLongBench-Doc dev question (../shared/data) the readers see the text of its gold pages, as
 the index stores it (text layer, or OCR where a page has none; from `--index` when it holds the dev PDFs,
@@ -187,12 +188,11 @@ def table(results: dict[str, list[dict]]) -> str:
     return "\n".join(lines)
 
 
-def replay(run: Path, thresholds: list[float], lm, encoder, out: Path | None = None) -> str:
-    """Accuracy, answerable Str + Int and Not-answerable F1 of the reader at each threshold, on the evidence
-    the run's episodes ended with; `out` gets every prediction (JSONL, with its threshold)."""
+def replay_cases(run: Path) -> list[tuple[dict, list]]:
+    """(prediction row, passages) of each episode of an embedded run: the evidence its last step read, rebuilt
+    from the trace as `EmbeddedPolicy.answer` orders it (memorized items by relevance, then the rest)."""
     from agent.backends.embedded import MAX_PASSAGES, keywords, relevance
-    from agent.reader.extract import Passage, read_answer
-    from eval.answer_metrics import score_item
+    from agent.reader.extract import Passage
 
     cases = []
     for line in (run / "predictions.jsonl").read_text().splitlines():
@@ -220,6 +220,16 @@ def replay(run: Path, thresholds: list[float], lm, encoder, out: Path | None = N
             if ev[i]["text"].strip()
         ]
         cases.append((r, ps))
+    return cases
+
+
+def replay(run: Path, thresholds: list[float], lm, encoder, out: Path | None = None) -> str:
+    """Accuracy, answerable Str + Int and Not-answerable F1 of the reader at each threshold, on the evidence
+    the run's episodes ended with; `out` gets every prediction (JSONL, with its threshold)."""
+    from agent.reader.extract import read_answer
+    from eval.answer_metrics import score_item
+
+    cases = replay_cases(run)
     lines = [
         "| threshold | accuracy | answerable Str + Int | Not answerable F1 | 'Not answerable' answers |",
         "|---|---|---|---|---|",
@@ -243,6 +253,49 @@ def replay(run: Path, thresholds: list[float], lm, encoder, out: Path | None = N
     return "\n".join(lines)
 
 
+def calibrate(run: Path, lm, encoder, held_out: set[str], simple: list[Path] = (), c: float = 0.3) -> str:
+    """Fit the reader's confidence (agent/reader/confidence.py) on the answers it gives in an embedded run over
+    MMLongBench-Doc, leaving out the `held_out` questions (the smoke set), plus every answer of the `simple` runs
+    (the bundled plain and demo sets: what a clear, well-supported answer looks like); then show precision against
+    coverage on each part, and the largest threshold that still keeps every right answer of the simple runs."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    from agent.reader.confidence import FEATURES, confidence
+    from agent.reader.extract import read_answer
+    from eval.answer_metrics import score_item
+
+    def answers(folder: Path, part) -> list[tuple[str, dict, bool]]:
+        out = []
+        for r, ps in tqdm(replay_cases(folder), desc=f"reading {folder.name}", unit="q", file=sys.stderr):
+            got = read_answer(r["question"], ps, lm=lm, encoder=encoder)
+            if got.answered:
+                out.append((part(r), got.features, score_item({**r, "pred": got.answer})["score"] >= 1.0))
+        return out
+
+    rows = answers(run, lambda r: "held out (smoke)" if r["id"] in held_out else "dev minus smoke")
+    for folder in simple:
+        rows += answers(folder, lambda r, name=folder.name: f"simple: {name}")
+    train = [x for x in rows if x[0] != "held out (smoke)"]
+    X = np.array([[f[k] for k in FEATURES] for _, f, _ in train])  # (n, features)
+    y = np.array([int(ok) for _, _, ok in train])  # (n,)
+    model = LogisticRegression(C=c, max_iter=3000).fit(X, y)
+    weights = {"bias": round(float(model.intercept_[0]), 3)}
+    weights |= {k: round(float(w), 3) for k, w in zip(FEATURES, model.coef_[0])}
+    keep = min((confidence(f, weights) for part, f, ok in rows if part.startswith("simple") and ok), default=0.0)
+    lines = [f"WEIGHTS = {weights}", f"largest threshold keeping every right simple answer: {keep:.3f}", ""]
+    for name in dict.fromkeys(part for part, _, _ in rows):
+        scored = sorted(((confidence(f, weights), ok) for part, f, ok in rows if part == name), key=lambda t: -t[0])
+        lines += [f"{name}: {len(scored)} answers, {sum(ok for _, ok in scored)} right"]
+        lines += ["| threshold | answers | right | precision |", "|---|---|---|---|"]
+        for th in (0.0, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5):
+            kept = [ok for conf, ok in scored if conf >= th]
+            prec = f"{100 * sum(kept) / len(kept):.1f}%" if kept else "-"
+            lines.append(f"| {th} | {len(kept)} | {sum(kept)} | {prec} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="mmlongbench-doc", help="mmlongbench-doc (543) or mmlongbench-doc-smoke")
@@ -257,7 +310,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="write every prediction here (JSONL)")
     ap.add_argument("--replay", type=Path, help="an embedded vimrag eval run folder: calibrate the threshold on it")
     ap.add_argument("--thresholds", default="0.1,0.2,0.3", help="with --replay: comma-separated thresholds")
+    ap.add_argument(
+        "--calibrate",
+        type=Path,
+        help="an embedded vimrag eval run over mmlongbench-doc (run with --min-confidence 0): fit the reader's "
+        "confidence on its questions outside the smoke set and on --simple runs, and show precision against "
+        "coverage (the smoke set held out)",
+    )
+    ap.add_argument(
+        "--simple",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="with --calibrate: embedded runs of the bundled plain and demo sets (--min-confidence 0)",
+    )
+    ap.add_argument("--C", type=float, default=0.3, help="with --calibrate: inverse L2 strength of the fit")
     a = ap.parse_args(argv)
+    if a.calibrate:
+        from agent.reader.smollm import get_small_lm
+        from retrieval.embedders import load_embedder
+
+        held_out = {it.id for it in load_dataset("mmlongbench-doc-smoke").items}
+        print(calibrate(a.calibrate, get_small_lm(), load_embedder("minilm"), held_out, a.simple, a.C))
+        return 0
     if a.replay:
         from agent.reader.smollm import get_small_lm
         from retrieval.embedders import load_embedder

@@ -21,10 +21,11 @@ import numpy as np
 
 NOT_ANSWERABLE = "Not answerable"
 STATUSES = ("answered", "limit", "error")
-RETRIEVAL_KEYS = ("recall@1", "recall@5", "ndcg@5", "mrr", "memorized_hit", "retrieved_hit")
+RETRIEVAL_KEYS = ("recall@1", "recall@5", "ndcg@5", "mrr", "memorized_hit", "retrieved_hit", "pointed_hit")
 COST_SPREAD = ("steps", "model_calls", "peak_visual_tokens", "total_visual_tokens", "wall_s")  # mean/median/p90
 COST_MEAN = ("model_s", "retrieval_s", "agent_s")  # the time split: means only
 PLOTS = ("accuracy_by_format.png", "accuracy_by_source.png", "steps_hist.png", "visual_tokens_per_step.png")
+RISK_PLOT = "risk_coverage.png"  # only for runs whose reader weighs its answers
 
 
 # ----------------------------------------------------------------------------------------------- reading
@@ -122,6 +123,43 @@ def tokens_by_step(rows: list[dict]) -> dict:
     return {"mean": mean, "episodes": running}
 
 
+def risk_coverage(rows: list[dict], default: float | None = None) -> dict | None:
+    """Answered precision against coverage as the reader's confidence threshold moves, from rows that record the
+    answer their reader would give at threshold 0 (`candidate`, `candidate_score`, `confidence`); None when no
+    row does. `default` is the threshold the run used, marked on the plot.
+
+    >>> rows = [{"confidence": c, "candidate": "x", "candidate_score": s} for c, s in [(0.9, 1), (0.6, 0), (0.2, 0)]]
+    >>> rc = risk_coverage(rows + [{"confidence": None}], default=0.5)
+    >>> rc["coverage"][:3], [round(p, 2) for p in rc["precision"][:3]]
+    ([0.25, 0.5, 0.75], [1.0, 0.5, 0.33])
+    >>> {k: rc["at_default"][k] for k in ("answered", "right", "precision")}
+    {'answered': 2, 'right': 1, 'precision': 0.5}
+    """
+    scored = [r for r in rows if r.get("candidate") and r.get("confidence") is not None]
+    if not scored:
+        return None
+    n = len(rows)
+    order = sorted(scored, key=lambda r: -float(r["confidence"]))
+    cov, prec, th, right = [], [], [], 0
+    for i, r in enumerate(order, 1):
+        right += float(r.get("candidate_score") or 0) >= 1.0
+        cov.append(i / n)
+        prec.append(right / i)
+        th.append(float(r["confidence"]))
+    out = {"coverage": cov, "precision": prec, "threshold": th, "at_default": None}
+    if default is not None:
+        kept = [r for r in order if float(r["confidence"]) >= default]
+        ok = sum(float(r.get("candidate_score") or 0) >= 1.0 for r in kept)
+        out["at_default"] = {
+            "threshold": default,
+            "answered": len(kept),
+            "right": ok,
+            "coverage": len(kept) / n,
+            "precision": ok / len(kept) if kept else None,
+        }
+    return out
+
+
 def compute_metrics(rows: list[dict], config: dict) -> dict:
     """Every figure of a run as a JSON-ready dict; accuracies are fractions in [0, 1], None when undefined."""
     first = rows[0] if rows else {}
@@ -156,6 +194,7 @@ def compute_metrics(rows: list[dict], config: dict) -> dict:
         "cost": cost,
         "judge": {"mean": _mean(judged), "n_judged": len(judged)} if judged else None,
         "scored_by": dict(Counter(r["scored_by"] for r in rows if r.get("scored_by"))),
+        "risk_coverage": risk_coverage(rows, (config.get("policy") or {}).get("min_confidence")),
     }
 
 
@@ -259,7 +298,25 @@ def render_markdown(m: dict, config: dict, run_name: str = "") -> str:
         + ", ".join(f"{k.removesuffix('_s')} {_num(c[k]['mean'], 2)}" for k in COST_MEAN),
         "",
     ]
-    out += ["## Plots", ""] + [f"![{p[:-4]}](plots/{p})" for p in PLOTS] + [""]
+    rc = m.get("risk_coverage")
+    if rc:
+        d = rc["at_default"]
+        out += [
+            "## Answering selectively",
+            "",
+            "Precision of the answers given against coverage (answers given / questions) as the reader's confidence "
+            "threshold moves (`min_confidence`); each point adds the next most confident answer.",
+            "",
+        ]
+        if d:
+            out += [
+                f"At the run's threshold {d['threshold']:g}: {d['answered']} answers of {m['n']} questions "
+                f"(coverage {_pct(d['coverage'])}), {d['right']} right: precision {_pct(d['precision'])}. With "
+                f"every answer kept: {len(rc['coverage'])} answers, precision {_pct(rc['precision'][-1])}.",
+                "",
+            ]
+    plots = list(PLOTS) + ([RISK_PLOT] if rc else [])
+    out += ["## Plots", ""] + [f"![{p[:-4]}](plots/{p})" for p in plots] + [""]
     return "\n".join(out)
 
 
@@ -328,6 +385,28 @@ def _steps_hist(rows: list[dict], title: str, path: Path) -> None:
     _save(fig, path)
 
 
+def _risk_coverage(rc: dict, title: str, path: Path) -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot([100 * c for c in rc["coverage"]], [100 * p for p in rc["precision"]], color="#4c72b0")
+    d = rc.get("at_default")
+    if d and d["precision"] is not None:
+        ax.plot([100 * d["coverage"]], [100 * d["precision"]], "o", color="#c44e52")
+        ax.annotate(
+            f"threshold {d['threshold']:g}",
+            (100 * d["coverage"], 100 * d["precision"]),
+            textcoords="offset points",
+            xytext=(6, 6),
+            color="#c44e52",
+        )
+    ax.set_xlabel("coverage: answers given / questions (%)")
+    ax.set_ylabel("precision of the answers given (%)")
+    ax.set_ylim(0, 105)
+    ax.set_xlim(left=0)
+    ax.set_title(title)
+    _save(fig, path)
+
+
 def _tokens_per_step(curve: dict, title: str, path: Path) -> None:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
@@ -363,6 +442,8 @@ def write_report(run: Path) -> dict:
     _accuracy_bars(m["by_source"], f"Accuracy by evidence source\n{tag}", plots / PLOTS[1])
     _steps_hist(rows, f"Steps per question\n{tag}", plots / PLOTS[2])
     _tokens_per_step(m["cost"]["visual_tokens_by_step"], f"Visual tokens in context by step\n{tag}", plots / PLOTS[3])
+    if m.get("risk_coverage"):
+        _risk_coverage(m["risk_coverage"], f"Precision against coverage\n{tag}", plots / RISK_PLOT)
     return m
 
 

@@ -123,6 +123,7 @@ def retrieval_scores(item: EvalItem, trace, protocol: str) -> dict[str, Any]:
         "mrr": None,
         "memorized_hit": None,
         "retrieved_hit": None,
+        "pointed_hit": None,
     }
     if not item.evidence or not item.evidence_ok or trace is None:
         return none
@@ -143,7 +144,15 @@ def retrieval_scores(item: EvalItem, trace, protocol: str) -> dict[str, Any]:
         "mrr": mrr(ranked, gold),
         "memorized_hit": any_gold(kept_units(trace, memorized_only=get_protocol(protocol).memorizes)),
         "retrieved_hit": any_gold(retrieved_units(trace)),
+        # the pages an answer (or an abstention) points to: does one of them hold the answer?
+        "pointed_hit": any_gold(pointed_units(trace)) if (trace.support or {}).get("pointers") else None,
     }
+
+
+def pointed_units(trace) -> list[dict[str, Any]]:
+    """The units of the pages the reader pointed to (support.pointers), by their information ids."""
+    ids = [p.get("info_id") for p in (trace.support or {}).get("pointers") or []]
+    return [trace.evidence[i]["unit"] for i in ids if i in (trace.evidence or {})]
 
 
 def cost_of(trace, wall_s: float) -> dict[str, Any]:
@@ -184,6 +193,12 @@ def make_row(item: EvalItem, ds: Dataset, cfg: RunConfig, trace, wall_s: float, 
         "trace": f"traces/{safe_id(item.id)}.json" if trace else None,
     }
     row.update(score_item(row))
+    sup = (trace.support or {}) if trace else {}
+    if sup.get("confidence") is not None:  # a reader that weighs its answers (the embedded default)
+        row["confidence"] = sup["confidence"]
+        row["candidate"] = sup.get("candidate") or (row["pred"] if sup.get("answer") == row["pred"] else "")
+        row["candidate_score"] = score_item({**row, "pred": row["candidate"]})["score"] if row["candidate"] else None
+        row["pointers"] = [p.get("citation") or p.get("info_id") for p in sup.get("pointers") or []]
     row["retrieval"] = retrieval_scores(item, trace, cfg.agent.protocol)
     row["cost"] = cost_of(trace, wall_s)
     return row

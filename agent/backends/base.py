@@ -87,6 +87,12 @@ class PolicyConfig(Config):
         "pixels), absolute or relative",
         choices=("auto", "absolute", "relative"),
     )
+    min_confidence: float = setting(
+        0.17,
+        "embedded: the least confidence (0-1) at which its reader answers; below it, it answers 'Not answerable', "
+        "says what it could not do and points to the pages most likely to hold the answer (0 answers always; "
+        "0.17 keeps every bundled plain and demo answer: eval/RESULTS.md)",
+    )
     tool_calling: str = setting(
         "text",
         "openai: text (tool calls written in the reply, as the VimRAG demo reads them), native (send "

@@ -263,6 +263,7 @@ class EmbeddedPolicy(Policy):
     def answer(self, st, evidence: list) -> str:
         """The typed, grounded reader over the memorized evidence (best first), then the rest of what the
         episode retrieved; what the answer rests on goes to the episode (`st.support`) for the trace and UI."""
+        from agent.reader.confidence import abstain_below
         from agent.reader.extract import Passage, read_answer
 
         ranked = [ev for ev in evidence if ev is not None]
@@ -281,7 +282,9 @@ class EmbeddedPolicy(Policy):
             if ev.text.strip()
         ]
         lm = self.lm if hasattr(self.lm, "score") else None
-        reading = read_answer(st.question, passages, lm=lm, encoder=self.encoder)
+        reading = abstain_below(
+            read_answer(st.question, passages, lm=lm, encoder=self.encoder), st.question, self.config.min_confidence
+        )
         st.support = reading.to_dict()
         return reading.answer
 

@@ -43,6 +43,7 @@ from agent.reader.answer_types import (
     without_pages,
 )
 from agent.reader.clause_spans import bridge, consequence_spans, definition, key_spans
+from agent.reader.confidence import confidence, features, pointers
 from agent.reader.doc_spans import byline, caption, doc_title, expansion
 from agent.reader.name_spans import entity_spans, expansion_spans, label_spans, not_siblings, phrase_spans
 from agent.reader.row_spans import asks_extreme_value, difference, read_rows, total
@@ -132,13 +133,22 @@ class Reading:
     score: float = 0.0
     note: str = ""
     candidates: list[str] = field(default_factory=list)  # the runners-up, best first (for traces)
+    path: str = ""  # how it was read: span, table row, arithmetic, layout, definition, expansion, yes/no, choice
+    passage: int = -1  # the passage it was read from (an index into the passages, best first)
+    confidence: float = 0.0  # how likely the answer is right (agent/reader/confidence.py), 0 when none
+    features: dict[str, float] = field(default_factory=dict)  # what the confidence was built from
+    pointers: list[dict[str, Any]] = field(default_factory=list)  # the pages most likely to hold the answer
+    candidate: str = ""  # the answer it would have given, when it abstained for want of confidence
+    rivals: list = field(default_factory=list, repr=False)  # (score, text, passage) of the ranked spans
 
     @property
     def answered(self) -> bool:
         return self.answer != NOT_ANSWERABLE
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("rivals")
+        return d
 
 
 # -- candidates, ranked ------------------------------------------------------------------------------------
@@ -246,13 +256,20 @@ def read_answer(
     """
     passages = [p for p in passages if p.text and p.text.strip()]
     hop = bridge(question, passages)
+    got = None
     if hop is not None:
         got = _read(hop.question, passages, lm, encoder, threshold)
         if got.answered and hop.name.lower() not in got.answer.lower():
             p = passages[hop.sent.passage]
             got.note = f'{hop.described} is {hop.name}: "{hop.sent.text}" ({p.citation or p.info_id})'
-            return got
-    return _read(question, passages, lm, encoder, threshold)
+        else:
+            got = None
+    got = got or _read(question, passages, lm, encoder, threshold)
+    if got.answered:
+        got.features = features(question, got, passages)
+        got.confidence = round(confidence(got.features), 4)
+    got.pointers = pointers(question, passages, got.passage)
+    return got
 
 
 def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, threshold: float) -> Reading:
@@ -283,27 +300,29 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
     found = difference(question, passages) if apart else total(question, passages) if parts else None
     if found is not None:
         p = passages[found.passage]
-        return Reading(found.value, kind, sentence=found.line, citation=p.citation, info_id=p.info_id, score=1.0)
+        return Reading(
+            found.value, kind, found.line, p.citation, p.info_id, 1.0, path="arithmetic", passage=found.passage
+        )
     # 'Which region had the highest revenue?' is a row's label; 'What was the lowest revenue?' its value
     labels = kind in ("place", "organization", "person", "text")
     row = read_rows(question, passages) if labels or kind in NUMERIC and asks_extreme_value(question) else None
     if row is not None:
         p = passages[row.passage]
         answer = row.value if kind in NUMERIC else row.label
-        return Reading(answer, kind, sentence=row.line, citation=p.citation, info_id=p.info_id, score=1.0)
+        return Reading(answer, kind, row.line, p.citation, p.info_id, 1.0, path="table row", passage=row.passage)
     sents = passage_sentences(passages)
     if not sents:
         return Reading(NOT_ANSWERABLE, kind, note=_limit_note(question, passages, sents))
     if kind == "expansion":  # printed anywhere, a heading included: 'National Atmospheric Research Laboratory (NARL)'
         found = expansion(question, sents)
         if found:
-            return _reading(found[0], kind, found[1], passages, 1.0)
+            return _reading(found[0], kind, found[1], passages, 1.0, "expansion")
     focus = without_pages(question)  # 'page 10' says where to look; its 10 is not a word to find
     score_sentences(focus, sents, passages, encoder)
     if kind == "definition":
         defined = definition(question, sents)
         if defined:
-            return _reading(defined[0], kind, defined[1], passages, defined[1].score)
+            return _reading(defined[0], kind, defined[1], passages, defined[1].score, "definition")
     entity = kind in ("place", "person", "organization")
     body = sorted((s for s in sents if not (s.title or s.heading and not entity)), key=lambda s: (-s.score, s.index))
     pool = [s for s in body[:8] if s.coverage > 0]
@@ -338,11 +357,11 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
         return Reading(NOT_ANSWERABLE, kind, note=_limit_note(question, passages, sents))
     if kind == "yes_no":
         best = pool[0]
-        return _reading(_yes_no(question, best), kind, best, passages, best.score)
+        return _reading(_yes_no(question, best), kind, best, passages, best.score, "yes/no")
     if kind == "choice":
         picked = choice_spans(question, pool, " ".join(p.text for p in passages))
         if picked:
-            return _reading(picked[0].text, kind, pool[0], passages, pool[0].score)
+            return _reading(picked[0].text, kind, pool[0], passages, pool[0].score, "choice")
         if len(choices(question)) > 2:  # one of several listed options, and the text does not single one out
             note = _limit_note(question, passages, sents) or "the evidence's text does not tell the options apart"
             return Reading(NOT_ANSWERABLE, kind, note=note)
@@ -393,8 +412,9 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
             note = _limit_note(question, passages, sents) or "the evidence's text does not print every value to add"
             return Reading(NOT_ANSWERABLE, kind, note=note)
     score, top = ranked[0]
-    out = _reading(reformat(question, top.text, kind), kind, top.sent, passages, score)
+    out = _reading(reformat(question, top.text, kind), kind, top.sent, passages, score, "span")
     out.candidates = list(dict.fromkeys(sp.text for _, sp in ranked[1:6]))
+    out.rivals = [(sc, sp.text, sp.sent.passage) for sc, sp in ranked[:8]]
     return out
 
 
@@ -514,9 +534,9 @@ def _from_layout(question: str, kind: str, passages: list[Passage]) -> Reading |
     if found is None:
         return Reading(NOT_ANSWERABLE, kind, note=what) if what else None
     text, p = found
-    return Reading(text, kind, sentence=text, citation=p.citation, info_id=p.info_id, score=1.0)
+    return Reading(text, kind, text, p.citation, p.info_id, 1.0, path="layout")
 
 
-def _reading(answer: str, kind: str, s: Sentence, passages: list[Passage], score: float) -> Reading:
+def _reading(answer: str, kind: str, s: Sentence, passages: list[Passage], score: float, path: str) -> Reading:
     p = passages[s.passage]
-    return Reading(answer, kind, sentence=s.text, citation=p.citation, info_id=p.info_id, score=round(score, 3))
+    return Reading(answer, kind, s.text, p.citation, p.info_id, round(score, 3), path=path, passage=s.passage)

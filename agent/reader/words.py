@@ -70,11 +70,10 @@ def keyword_query(question: str, max_words: int = 12) -> str:
     quoted = re.findall(r"[\"“']([^\"”']{3,60})[\"”']", question)
     names = [m.group() for m in _MIXED_NAME.finditer(question)]
     words = content_words(question)
-    whole = [f'"{q.strip()}"' for q in quoted] + names
-    if whole:
+    if quoted or names:
         inside = {w.lower() for q in quoted + names for w in content_words(q)} | {n.lower() for n in names}
-        words = whole + [w for w in words if w.lower() not in inside]
-        words = sorted(words, key=lambda w: _position(question, w))  # in the question's order
+        rest = sorted(names + [w for w in words if w.lower() not in inside], key=lambda w: _position(question, w))
+        words = [f'"{q.strip()}"' for q in quoted] + rest  # quoted phrases first, then in the question's order
     return " ".join(dict.fromkeys(words[:max_words])) or question.strip()
 
 

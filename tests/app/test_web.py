@@ -183,3 +183,20 @@ def test_indexing_reports_its_progress_while_it_runs(demo_server, tmp_path, monk
     app.ws.add_uploads([note])
     assert seen and seen[-1][0] == seen[-1][1] > 0  # the last report: every page done
     assert app.ws.indexing() is None  # and nothing under way afterwards
+
+
+def test_an_abstention_points_to_the_pages_as_thumbnails(client, monkeypatch):
+    """Below its confidence threshold the embedded reader answers 'Not answerable', says why, and the chat shows
+    the pages it points to (here every answer is made unsure, so the test does not hang on the fitted weights)."""
+    import agent.reader.confidence as conf
+
+    monkeypatch.setattr(conf, "WEIGHTS", {"bias": -10.0})
+    _, (chat, *_rest) = ask(client, "How many customers can join the Heron drone pilot?")
+    answer = last_answer(chat)
+    assert "Not answerable" in answer and "not sure enough to answer" in answer.lower() and "likely on" in answer
+    where = [m for m in chat if (m.get("metadata") or {}).get("title") == "Where to look"]
+    assert where, titles(chat)
+    files = [c for c in where[0]["content"] if isinstance(c, dict) and c.get("type") == "file"]
+    paths = [f["file"] if isinstance(f["file"], str) else f["file"]["path"] for f in files]  # the client downloads
+    assert files and all(Path(p).is_file() for p in paths)
+    assert all(f["alt_text"].startswith("likely on ") for f in files)
