@@ -191,11 +191,10 @@ class ChatView:
         if not pictures:
             return
         where = ", ".join(cap for _, cap in pictures)
-        content = [f"The answer is likely on {where}:"]
-        content += [{"type": "file", "file": {"path": path}, "alt_text": f"likely on {cap}"} for path, cap in pictures]
-        self.messages.append(
-            gr.ChatMessage(role="assistant", content=content, metadata={"title": "Where to look", "status": "done"})
-        )
+        self.messages.append(gr.ChatMessage(role="assistant", content=f"**Where to look:** {where}"))
+        for path, cap in pictures:  # one picture a message: shown open, not folded under a title
+            picture = {"path": path, "alt_text": f"likely on {cap}"}  # a path: gradio reads its type, shows a picture
+            self.messages.append(gr.ChatMessage(role="assistant", content=picture))
 
     def stop(self, reason: str = "Stopped. Ask again, or ask something else.") -> list:
         self._render()

@@ -5,7 +5,10 @@ def last_answer(chat: list[dict]) -> str:
     """The text of the final answer message (the last assistant message without a step title)."""
     for m in reversed(chat):
         if m["role"] == "assistant" and not (m.get("metadata") or {}).get("title"):
-            return content_text(m)
+            text = content_text(m)
+            if not text.strip() or text.startswith("**Where to look:**"):  # an abstention's pointers, after it
+                continue
+            return text
     return ""
 
 

@@ -93,3 +93,24 @@ def test_switch_to_an_unreachable_endpoint_see_the_error_and_switch_back(browser
     page.locator("#chat").get_by_text("Sources").wait_for(timeout=60_000)
     assert "85" in page.locator("#chat").inner_text().split("The model backend failed")[-1]
     page.close()
+
+
+def test_an_abstention_shows_the_pages_it_points_to(browser, demo_server, monkeypatch):
+    """Acceptance (issue 31): a question the embedded reader does not answer shows, in the chat, thumbnails of the
+    pages it points to. Every answer is made unsure here, so the test does not hang on the fitted weights."""
+    import agent.reader.confidence as conf
+
+    monkeypatch.setattr(conf, "WEIGHTS", {"bias": -10.0})
+    url, _ = demo_server
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(url)
+    page.locator("#examples").get_by_text("How many customers can join the Heron drone pilot?").click()
+    chat = page.locator("#chat")
+    chat.get_by_text("Where to look:").first.wait_for(timeout=120_000)
+    assert "Not answerable" in chat.inner_text() and "likely on" in chat.inner_text()
+    assert "Where to look: logimat_poster.png" in " ".join(chat.inner_text().split())  # the page, named
+    pics = chat.locator("img[src*='pointer_']")  # and shown
+    pics.first.wait_for(timeout=30_000)
+    assert pics.count() >= 1
+    assert all(pics.nth(i).evaluate("img => img.naturalWidth") > 0 for i in range(pics.count()))  # really drawn
+    page.close()
