@@ -135,7 +135,9 @@ def risk_coverage(rows: list[dict], default: float | None = None) -> dict | None
     >>> {k: rc["at_default"][k] for k in ("answered", "right", "precision")}
     {'answered': 2, 'right': 1, 'precision': 0.5}
     """
-    scored = [r for r in rows if r.get("candidate") and r.get("confidence") is not None]
+    scored = [
+        r for r in rows if r.get("candidate") and r["candidate"] != "Not answerable" and r.get("confidence") is not None
+    ]
     if not scored:
         return None
     n = len(rows)

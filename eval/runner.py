@@ -172,6 +172,9 @@ def cost_of(trace, wall_s: float) -> dict[str, Any]:
     }
 
 
+NOT_ANSWERABLE = "Not answerable"
+
+
 def make_row(item: EvalItem, ds: Dataset, cfg: RunConfig, trace, wall_s: float, error: str = "") -> dict[str, Any]:
     from eval.answer_metrics import score_item
 
@@ -196,7 +199,8 @@ def make_row(item: EvalItem, ds: Dataset, cfg: RunConfig, trace, wall_s: float, 
     sup = (trace.support or {}) if trace else {}
     if sup.get("confidence") is not None:  # a reader that weighs its answers (the embedded default)
         row["confidence"] = sup["confidence"]
-        row["candidate"] = sup.get("candidate") or (row["pred"] if sup.get("answer") == row["pred"] else "")
+        given = row["pred"] if sup.get("answer") == row["pred"] and row["pred"] != NOT_ANSWERABLE else ""
+        row["candidate"] = sup.get("candidate") or given  # the answer at threshold 0; '' when the rules abstained
         row["candidate_score"] = score_item({**row, "pred": row["candidate"]})["score"] if row["candidate"] else None
         row["pointers"] = [p.get("citation") or p.get("info_id") for p in sup.get("pointers") or []]
     row["retrieval"] = retrieval_scores(item, trace, cfg.agent.protocol)
