@@ -188,8 +188,9 @@ def format_answer(trace) -> str:
         return f"\nno answer ({trace.status}). {trace.error}".rstrip()
     lines = [f"\nanswer: {trace.answer}"]
     sup = trace.support or {}
-    if sup.get("sentence"):
-        lines.append(f'  read from: "{sup["sentence"]}" ({sup.get("citation") or sup.get("info_id")})')
+    if sup.get("sentence"):  # an abstention keeps the sentence of the answer it did not give
+        what = "its best reading was from" if sup.get("candidate") else "read from"
+        lines.append(f'  {what}: "{sup["sentence"]}" ({sup.get("citation") or sup.get("info_id")})')
     if sup.get("note"):
         lines.append(f"  note: {sup['note']}")
     for c in trace.citations:

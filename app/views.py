@@ -215,6 +215,8 @@ def answer_markdown(trace) -> str:
     lines = [trace.answer.strip(), ""]
     sup = trace.support or {}
     if sup.get("sentence"):  # the embedded reader's grounding: the sentence the phrase was read from
+        if sup.get("candidate"):  # an abstention: the sentence of the answer it did not give
+            lines += [f"Its best reading, not given (“{sup['candidate']}”), was from:"]
         lines += [f"> {sup['sentence']}", f"> — *{sup.get('citation') or sup.get('info_id')}*", ""]
     if sup.get("note"):
         lines += [f"ℹ️ {sup['note'][0].upper()}{sup['note'][1:]}.", ""]

@@ -282,9 +282,8 @@ class EmbeddedPolicy(Policy):
             if ev.text.strip()
         ]
         lm = self.lm if hasattr(self.lm, "score") else None
-        reading = abstain_below(
-            read_answer(st.question, passages, lm=lm, encoder=self.encoder), st.question, self.config.min_confidence
-        )
+        reading = read_answer(st.question, passages, lm=lm, encoder=self.encoder)
+        reading = abstain_below(reading, st.question, self.config.min_confidence, passages)
         st.support = reading.to_dict()
         return reading.answer
 

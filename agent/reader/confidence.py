@@ -187,17 +187,24 @@ def _norm(text: str) -> str:
     return " ".join(str(text).lower().split()).strip(" .")
 
 
-def abstain_below(reading: Any, question: str, threshold: float) -> Any:
-    """`reading` as it is when it answers with at least `threshold` confidence; else "Not answerable", with a note
-    that says what could not be done and where the answer likely is, and the answer it would have given kept in
-    `candidate` (for the risk-coverage curve, and for a reader of the trace)."""
-    if not reading.answered or reading.confidence >= threshold:
+def abstain_below(reading: Any, question: str, threshold: float, passages: list[Any] = ()) -> Any:
+    """`reading` as it is when it answers with at least `threshold` confidence from a passage that prints every name
+    the question gives; else "Not answerable", with a note that says what could not be done and where the answer
+    likely is, and the answer it would have given kept in `candidate` (for the risk-coverage curve, and for a
+    reader of the trace)."""
+    text = passages[reading.passage].text if 0 <= reading.passage < len(passages) else reading.sentence
+    unnamed = [n for n in question_names(question) if n.lower() not in text.lower()] if reading.answered else []
+    if not reading.answered or reading.confidence >= threshold and not unnamed:
         return reading
     reading.candidate = reading.answer
+    if unnamed and passages:  # the reading's own passage is not where to look: the ones covering the question are
+        reading.pointers = pointers(question, passages)
     why = needs(question, reading.answer_type)
     where = ", ".join(p["citation"] or p["info_id"] for p in reading.pointers)
     said = f"“{reading.answer}” ({reading.citation or reading.info_id})"
-    if why:
+    if unnamed:  # an answer read where the question's subject is never named is not shown to be about it
+        head = f"its best reading, {said}, comes from a passage that never names {unnamed[0]}"
+    elif why:
         head = f"this needs {why}, which reading the text one sentence at a time cannot do; its best reading was {said}"
     else:
         head = f"not sure enough to answer: its best reading, {said}, has confidence {reading.confidence:.2f}"
