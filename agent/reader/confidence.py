@@ -78,10 +78,7 @@ _GAP = re.compile(
 _LISTING = re.compile(
     r"^\s*(list|enumerate|name all|name the|what are (?:all )?the)\b|\ball\b.*\b(pages?|names?)\b", re.I
 )
-_ASKED_FORM = {
-    "percent": re.compile(r"%|percent", re.I),
-    "money": re.compile(r"[$€£¥]|\b(usd|eur|dollars?|euros?)\b", re.I),
-}
+_PERCENT = re.compile(r"%|percent", re.I)
 
 
 def needs(question: str, kind: str = "") -> str:
@@ -105,16 +102,16 @@ def needs(question: str, kind: str = "") -> str:
 
 
 def type_match(kind: str, answer: str) -> float:
-    """Whether the answer has the form its type asks for: a percent shows a % sign, a plain count none, money a
-    currency; other types pass.
+    """Whether the answer has the form its type asks for: a percent shows a % sign, a plain count has none and no
+    words; other types pass.
 
     >>> type_match("number", "37%"), type_match("percent", "37%"), type_match("number", "12")
     (0.0, 1.0, 1.0)
     """
     if kind == "percent":
-        return float(bool(_ASKED_FORM["percent"].search(answer)))
+        return float(bool(_PERCENT.search(answer)))
     if kind == "number":
-        return float(not _ASKED_FORM["percent"].search(answer) and not re.search(r"[A-Za-z]{3,}", answer))
+        return float(not _PERCENT.search(answer) and not re.search(r"[A-Za-z]{3,}", answer))
     return 1.0
 
 
