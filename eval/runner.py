@@ -200,7 +200,8 @@ def make_row(item: EvalItem, ds: Dataset, cfg: RunConfig, trace, wall_s: float, 
     if sup.get("confidence") is not None:  # a reader that weighs its answers (the embedded default)
         row["confidence"] = sup["confidence"]
         given = row["pred"] if sup.get("answer") == row["pred"] and row["pred"] != NOT_ANSWERABLE else ""
-        row["candidate"] = sup.get("candidate") or given  # the answer at threshold 0; '' when the rules abstained
+        # the answer it gives at a threshold of 0: '' when a rule abstained, or the passage never names the subject
+        row["candidate"] = (sup.get("candidate") if sup.get("abstained_for") == "confidence" else "") or given
         row["candidate_score"] = score_item({**row, "pred": row["candidate"]})["score"] if row["candidate"] else None
         row["pointers"] = [p.get("citation") or p.get("info_id") for p in sup.get("pointers") or []]
     row["retrieval"] = retrieval_scores(item, trace, cfg.agent.protocol)

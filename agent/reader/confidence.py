@@ -194,6 +194,7 @@ def abstain_below(reading: Any, question: str, threshold: float, passages: list[
     if not reading.answered or reading.confidence >= threshold and not unnamed:
         return reading
     reading.candidate = reading.answer
+    reading.abstained_for = "unnamed" if unnamed else "confidence"
     if unnamed and passages:  # the reading's own passage is not where to look: the ones covering the question are
         reading.pointers = pointers(question, passages)
     why = needs(question, reading.answer_type)

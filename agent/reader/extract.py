@@ -138,7 +138,8 @@ class Reading:
     confidence: float = 0.0  # how likely the answer is right (agent/reader/confidence.py), 0 when none
     features: dict[str, float] = field(default_factory=dict)  # what the confidence was built from
     pointers: list[dict[str, Any]] = field(default_factory=list)  # the pages most likely to hold the answer
-    candidate: str = ""  # the answer it would have given, when it abstained for want of confidence
+    candidate: str = ""  # the answer it would have given, when it abstained (agent/reader/confidence.py)
+    abstained_for: str = ""  # why: "confidence" (below the threshold) or "unnamed" (its passage lacks the subject)
     rivals: list = field(default_factory=list, repr=False)  # (score, text, passage) of the ranked spans
 
     @property
