@@ -135,9 +135,14 @@ def risk_coverage(rows: list[dict], default: float | None = None) -> dict | None
     >>> {k: rc["at_default"][k] for k in ("answered", "right", "precision")}
     {'answered': 2, 'right': 1, 'precision': 0.5}
     """
-    scored = [
-        r for r in rows if r.get("candidate") and r["candidate"] != "Not answerable" and r.get("confidence") is not None
-    ]
+
+    def given(r: dict) -> bool:  # an answer the reader gives at some threshold
+        if not r.get("candidate") or r["candidate"] == "Not answerable" or r.get("confidence") is None:
+            return False
+        # withheld though confident enough: for a reason no threshold changes (its passage never names the subject)
+        return not (default is not None and r.get("pred") == "Not answerable" and float(r["confidence"]) >= default)
+
+    scored = [r for r in rows if given(r)]
     if not scored:
         return None
     n = len(rows)
