@@ -22,7 +22,17 @@ import numpy as np
 NOT_ANSWERABLE = "Not answerable"
 STATUSES = ("answered", "limit", "error")
 RETRIEVAL_KEYS = ("recall@1", "recall@5", "ndcg@5", "mrr", "memorized_hit", "retrieved_hit", "pointed_hit")
-COST_SPREAD = ("steps", "model_calls", "peak_visual_tokens", "total_visual_tokens", "wall_s")  # mean/median/p90
+COST_SPREAD = (  # mean/median/p90
+    "steps",
+    "model_calls",
+    "peak_visual_tokens",
+    "total_visual_tokens",
+    "input_text_tokens",
+    "output_tokens",
+    "total_tokens",
+    "peak_context_tokens",
+    "wall_s",
+)
 COST_MEAN = ("model_s", "retrieval_s", "agent_s")  # the time split: means only
 PLOTS = ("accuracy_by_format.png", "accuracy_by_source.png", "steps_hist.png", "visual_tokens_per_step.png")
 RISK_PLOT = "risk_coverage.png"  # only for runs whose reader weighs its answers
@@ -525,7 +535,7 @@ def compare(runs: list[Path], out: Path | None = None) -> str:
     ms = [compute_metrics(load_rows(r), load_config(r)) for r in runs]
     any_mmlb = any(m["mmlb"] for m in ms)
     head = ["run", "dataset", "protocol", "backend", "n", "accuracy"] + (["F1"] if any_mmlb else [])
-    head += ["page R@5", "memorized hit", "peak vis. tokens", "vis. tokens / q", "mean steps", "s / q"]
+    head += ["page R@5", "memorized hit", "peak context", "tokens / q", "vis. tokens / q", "mean steps", "s / q"]
     table = []
     for name, m in zip(names, ms):
         c = m["cost"]
@@ -534,7 +544,8 @@ def compare(runs: list[Path], out: Path | None = None) -> str:
         row += [
             _pct(m["retrieval"]["recall@5"]["mean"]),
             _pct(m["retrieval"]["memorized_hit"]["mean"]),
-            _num(c["peak_visual_tokens"]["mean"]),
+            _num(c.get("peak_context_tokens", {}).get("mean")),
+            _num(c.get("total_tokens", {}).get("mean")),
             _num(c["total_visual_tokens"]["mean"]),
             _num(c["steps"]["mean"], 2),
             _num(c["wall_s"]["mean"], 1),
@@ -545,8 +556,9 @@ def compare(runs: list[Path], out: Path | None = None) -> str:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         note = (
-            "peak vis. tokens: mean over questions of the largest visual context; vis. tokens / q: mean total "
-            "visual tokens sent per question."
+            "peak context: mean over questions of the largest context (text and visual tokens) of one call; "
+            "tokens / q: mean input (text and visual, every call) and output tokens per question; vis. tokens / q: "
+            "the visual part. Text and output tokens are estimated at 4 characters a token."
         )
         (out / "compare.md").write_text(
             f"# Run comparison\n\n{md}\n\n{note}\n\n![tokens vs accuracy]"

@@ -155,8 +155,17 @@ def pointed_units(trace) -> list[dict[str, Any]]:
     return [trace.evidence[i]["unit"] for i in ids if i in (trace.evidence or {})]
 
 
+CHARS_PER_TOKEN = 4  # the agent's text-token estimate (agent/toolbox.py count_context): ~4 characters a token
+
+
 def cost_of(trace, wall_s: float) -> dict[str, Any]:
-    per_step = [s.visual_tokens for s in trace.steps] if trace else []
+    """What one question cost: model calls, input text and visual tokens (every call's whole context, summed),
+    output tokens, the largest context, and time. Text and output tokens are estimates (4 characters a token);
+    visual tokens are exact for the patch grid."""
+    steps = trace.steps if trace else []
+    per_step = [s.visual_tokens for s in steps]
+    text = [s.text_tokens for s in steps]
+    out = [(len(s.output or "") + len(s.reasoning or "")) // CHARS_PER_TOKEN for s in steps]
     t = trace.timings if trace else {}
     return {
         "steps": len(per_step),
@@ -165,6 +174,10 @@ def cost_of(trace, wall_s: float) -> dict[str, Any]:
         "peak_image_pixels": trace.peak_image_pixels if trace else 0,
         "total_visual_tokens": sum(per_step),
         "visual_tokens_per_step": per_step,
+        "input_text_tokens": sum(text),
+        "output_tokens": sum(out),
+        "total_tokens": sum(per_step) + sum(text) + sum(out),
+        "peak_context_tokens": max((v + x for v, x in zip(per_step, text)), default=0),
         "wall_s": round(wall_s, 3),
         "model_s": t.get("model_s", 0.0),
         "retrieval_s": t.get("retrieval_s", 0.0),

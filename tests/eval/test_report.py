@@ -270,7 +270,10 @@ def test_compare_two_runs_table_and_plots(tmp_path):
     vim = write_run(tmp_path / "vimrag", six_rows())
     react_rows = [
         make_row(
-            i, protocol="react", score=float(i % 2), cost={"total_visual_tokens": 12_345, "peak_visual_tokens": 6_000}
+            i,
+            protocol="react",
+            score=float(i % 2),
+            cost={"total_visual_tokens": 12_345, "total_tokens": 20_000, "peak_context_tokens": 6_000},
         )
         for i in range(4)
     ]
@@ -281,7 +284,8 @@ def test_compare_two_runs_table_and_plots(tmp_path):
     assert len(lines) == 4 and "F1" in lines[0] and "page R@5" in lines[0] and "s / q" in lines[0]
     assert lines[2].startswith("| vimrag | mmlongbench-doc-smoke | vimrag | embedded | 6 | 50.0% | 57.1% | 62.5% |")
     assert lines[3].startswith("| react | mmlongbench-doc-smoke | react | embedded | 4 | 50.0% |")
-    assert "12,345" in lines[3] and "6,000" in lines[3] and "2,500" in lines[2]
+    assert "12,345" in lines[3] and "6,000" in lines[3] and "20,000" in lines[3] and "2,500" in lines[2]
+    assert "peak context" in lines[0] and "tokens / q" in lines[0]
     assert md in (out / "compare.md").read_text()
     _png_ok(out / "tokens_vs_accuracy.png")
     _png_ok(out / "cost_by_protocol.png")
