@@ -33,6 +33,7 @@ class EpisodeState:
     inserted: list[str] = field(default_factory=list)  # vrag: unit uids of the pages searches put in context
     tool_specs: list[dict[str, Any]] = field(default_factory=list)  # the protocol's tools, for native calling
     generation: dict[str, Any] = field(default_factory=dict)  # sampling settings (Policy.generation), for backends
+    notes: dict[str, Any] = field(default_factory=dict)  # a protocol's own state (memagent: its memory, chunks read)
     last_image: str = ""  # vrag: the latest image, which <bbox> crops
     searched: list[str] = field(default_factory=list)  # queries so far
     answer: str | None = None

@@ -14,7 +14,7 @@ from typing import Any
 
 from memory_graph.record import Record
 
-NODE_KINDS = ("root", "search", "crop", "scale", "answer")
+NODE_KINDS = ("root", "search", "crop", "scale", "memory", "answer")  # memory: a baseline's rewritten memory
 VISUAL = ("page", "image", "video")  # modalities with pixels
 
 

@@ -172,6 +172,8 @@ class EmbeddedPolicy(Policy):
         # one strategy per kind of protocol, chosen by its capabilities (never by its name)
         if proto.one_shot:
             yield self._one_shot(view)
+        elif proto.reads_in_chunks:
+            yield self._chunks(proto, view)
         elif proto.single_image:
             yield self._single_image(proto, view)
         elif proto.memorizes:
@@ -245,6 +247,21 @@ class EmbeddedPolicy(Policy):
             return proto.write("search", {"query": queries[len(searches) % 3]})
         return proto.write("answer", {"answer": self.answer(st, [ev for _, ev, _ in ranked])})
 
+    def _chunks(self, proto, st) -> str:
+        """A memory rewritten one result at a time: the old memory plus the result's sentences that match the
+        question; at the end, the reader over the memory alone (what the protocol lets an answer rest on)."""
+        from agent.protocols.memagent import NO_MEMORY
+        from agent.reader.extract import Passage
+
+        notes, kw = st.notes, keywords(st.question)
+        memory = "" if notes["memory"] == NO_MEMORY else notes["memory"]
+        if notes["read"] < len(notes["chunks"]):
+            ev = st.evidence.get(notes["chunks"][notes["read"]])
+            found = best_sentences(kw, ev.text if ev is not None else "", 2)
+            added = [f"{s} ({ev.citation()})" for s in found if relevance(kw, s) > 0 and s not in memory]
+            return proto.write("memorize", {"memory": "\n".join([memory, *added]).strip() or NO_MEMORY})
+        return proto.write("answer", {"answer": self.answer(st, [], [Passage(memory, "the memory", "memory")])})
+
     def _one_shot(self, st) -> str:
         kw = keywords(st.question)
         evs = [st.evidence.get(i) for i in st.pending]
@@ -260,16 +277,17 @@ class EmbeddedPolicy(Policy):
                 self._rewrites.pop(next(iter(self._rewrites)))
         return self._rewrites[question]
 
-    def answer(self, st, evidence: list) -> str:
+    def answer(self, st, evidence: list, passages: list | None = None) -> str:
         """The typed, grounded reader over the memorized evidence (best first), then the rest of what the
-        episode retrieved; what the answer rests on goes to the episode (`st.support`) for the trace and UI."""
+        episode retrieved, or over `passages` when the protocol says what the answer may rest on (memagent: its
+        memory alone); what the answer rests on goes to the episode (`st.support`) for the trace and UI."""
         from agent.reader.confidence import abstain_below
         from agent.reader.extract import Passage, read_answer
 
         ranked = [ev for ev in evidence if ev is not None]
         seen = {ev.info_id for ev in ranked}
         rest = [ev for ev in st.evidence.by_id.values() if ev.info_id not in seen and not ev.crop_box]
-        passages = [
+        passages = passages or [
             Passage(
                 ev.text,
                 ev.citation(),

@@ -9,7 +9,8 @@ attributes the rest of the code reads instead of the protocol's name:
 - `memorizes`: memory is selective (the model chooses what to keep), so "kept evidence" means memorized;
 - `labels_per_response`: result labels ("Picture 1") restart with every tool response, as in the VimRAG demo;
 - `single_image`: each search shows one new picture and crops apply to the latest one (VRAG-RL);
-- `one_shot`: one answer call, no tools (the vanilla baseline).
+- `one_shot`: one answer call, no tools (the vanilla baseline);
+- `reads_in_chunks`: each call reads one result into a memory it rewrites, the last answers from it (memagent).
 
 Each `execute` returns the events it caused; the loop yields them.
 """
@@ -46,6 +47,7 @@ class Protocol:
     labels_per_response: ClassVar[bool] = False
     single_image: ClassVar[bool] = False
     one_shot: ClassVar[bool] = False
+    reads_in_chunks: ClassVar[bool] = False  # each call reads one result into a memory it rewrites (memagent)
 
     def __init__(self, tools: Toolbox, native_tools: bool = False) -> None:
         self.toolbox = tools

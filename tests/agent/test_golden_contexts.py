@@ -35,12 +35,20 @@ CONV = "VRAG-RL/scripts/hf_dataset_convert.py"
 VDEMO = "demo/vrag_agent.py"
 AGENT = "demo/vimrag_agent.py"
 UTILS = "demo/vimrag_utils.py"
+MEMA = "recurrent/impls/memory.py"  # BytedTsinghua-SIA/MemAgent at 76b7a65
+MEME = "taskutils/memory_eval/utils/recurrent.py"
 
 PROMPTS = {
     "vrag": {
         "user": "<VRAG-RL USER_PROMPT with the question here: {question}>",
         "nudge": "<NUDGE: answer now>",
         "invalid": "<INVALID-ACTION MESSAGE>",
+    },
+    "memagent": {  # their TEMPLATE and TEMPLATE_FINAL_BOXED with the instruction replaced by a marker
+        "update": "<TEMPLATE instruction>\n\n<problem> \n{prompt}\n</problem>\n\n<memory>\n{memory}\n</memory>"
+        "\n\n<section>\n{chunk}\n</section>\n\nUpdated memory:\n",
+        "final": "<TEMPLATE_FINAL_BOXED instruction>\n\n<problem> \n{prompt}\n</problem>\n\n<memory>\n{memory}\n"
+        "</memory>\n\nYour answer:\n",
     },
     "vimrag": {
         "system": "<SYSTEM_PROMPT>",
@@ -50,6 +58,19 @@ PROMPTS = {
 }
 
 CITES = {
+    "memagent": {
+        "A": f"{MEMA} lines 150-156 and recurrent/impls/async_memory.py lines 123-129: every call is one user turn "
+        "and no history; lines 115-130 (TEMPLATE): the instruction, then `<problem> ` / the question / `</problem>`, "
+        "`<memory>` / the memory / `</memory>`, `<section>` / the chunk / `</section>`, and `Updated memory:`",
+        "B": f"{MEMA} lines 161, 197 and 222: the first memory is `No previous memory`; line 243: a reply replaces "
+        f"the memory whole ({MEME} line 80: the text after its last `</think>`)",
+        "C": f"{MEMA} lines 132-143 (TEMPLATE_FINAL_BOXED): after the last chunk, the problem and the memory, and "
+        "`Your answer:`; the answer is the last `\\boxed{}` (verl/utils/reward_score/hotpotqa.py lines 1-16)",
+        "D": "ours: each chunk is one retrieved result, a line naming its source and then its text or its picture "
+        "(MemAgent cuts 5,000-token chunks from one given document, text only)",
+        "E": "taskutils/memory_eval/ruler_hqa.py line 53 and taskutils/memory_eval/run.py line 278: its evaluation "
+        "samples at temperature 0.7 and top-p 0.95, at most 1,024 new tokens a call",
+    },
     "vrag": {
         "A": f"{CONV} lines 9, 50 and 71-76: the instruction and `Question: ...` form one user turn, a string; "
         "no system message (the chat template adds its default one)",
@@ -148,6 +169,12 @@ SCRIPTS = {
         format_vrag("search", {"query": "regional revenue share"}, think="Check another source."),
         "<think>Europe leads.</think>\n<answer>Europe</answer>",
     ],
+    "memagent": [
+        "Page 2 holds the revenue table.",
+        "<think>a poster too</think>Page 2 holds the revenue table; the poster is regional.",
+        "Page 2 holds the revenue table; the note says Europe led with 41 percent.",
+        "Europe led. \\boxed{Europe}",
+    ],
     "vimrag": [
         format_call(
             "add_search_node",
@@ -188,6 +215,10 @@ def tag_for(protocol: str, i: int, messages: list[dict], part: dict | None = Non
     """The citation tag of message i (or of one of its parts)."""
     m = messages[i]
     text = _text_of(m["content"])
+    if protocol == "memagent":
+        if part is not None:
+            return "D" if part["type"] == "image" or part["text"].endswith(".png\n") else ""
+        return "C" if text.startswith("<TEMPLATE_FINAL") else "A, B"
     if protocol == "vrag":
         if part is not None:
             return "D" if part["type"] == "image" else ("F" if part["text"].startswith("<NUDGE") else "")
@@ -231,7 +262,7 @@ def request_line(protocol: str) -> str:
     policy = OpenAIPolicy(PolicyConfig(backend="openai", model="served-model"))
     body = policy.request_body([], policy.generation(get(protocol)))
     sampling = {k: v for k, v in body.items() if k not in ("model", "messages", "seed", "stream")}
-    tag = "H" if protocol == "vimrag" else "G"
+    tag = {"vimrag": "H", "vrag": "G", "memagent": "E"}[protocol]
     return f"=== every request: {json.dumps(sampling)} ===    [{tag}]"
 
 
@@ -262,10 +293,10 @@ def header(protocol: str) -> str:
     return "\n".join(out) + "\n"
 
 
-@pytest.mark.parametrize("protocol", ["vrag", "vimrag"])
+@pytest.mark.parametrize("protocol", ["vrag", "vimrag", "memagent"])
 def test_golden_context(protocol, corpus):
     policy = ScriptedPolicy(script=SCRIPTS[protocol])
-    cfg = AgentConfig(protocol=protocol, prompts=PROMPTS[protocol], max_steps=4)
+    cfg = AgentConfig(protocol=protocol, prompts=PROMPTS[protocol], max_steps=4, vanilla_k=3)
     trace = Agent(Fixed(corpus), policy, cfg).ask(QUESTION)
     assert trace.status == "answered" and trace.answer == "Europe"
     assert not [s for s in trace.steps if s.observation], "the scripted episode must run without a rejection"

@@ -447,3 +447,26 @@ def test_a_picture_met_before_is_decoded_not_encoded_again(mixed, tmp_path):
     _, _, changed = run(Fixed([poster]), script)
     assert ENCODED.misses == 2
     assert [p for p in changed.calls[1][-2]["content"] if p["type"] == "image"][0]["data"] != sent[0]["data"]
+
+
+def test_memagent_rewrites_one_memory_a_result_then_answers_from_it(mixed):
+    """MemAgent (recurrent/impls/memory.py): one user turn a call, no history; each reply replaces the memory
+    whole (an empty one leaves 'No previous memory', a think block is dropped); the last call answers in \\boxed{}."""
+    script = ["m1", "   ", "<think>the clip</think>m3", "m4", "The answer is \\boxed{12}."]
+    _, trace, policy = run(Fixed(mixed), script, protocol="memagent", vanilla_k=4, question="How many customers?")
+    assert trace.answer == "12" and len(policy.calls) == 5
+    assert all(len(call) == 1 and call[0]["role"] == "user" for call in policy.calls)  # no history, no system
+
+    def text(call):
+        c = call[0]["content"]
+        return c if isinstance(c, str) else "".join(p.get("text", "") for p in c)
+
+    memories = [text(c).split("<memory>\n", 1)[1].split("\n</memory>", 1)[0] for c in policy.calls]
+    assert memories == ["No previous memory", "m1", "No previous memory", "m3", "m4"]
+    sections = [c[0]["content"] for c in policy.calls[:4]]
+    assert [p["type"] for p in sections[0]] == ["text", "text", "image", "text"]  # the poster, as a picture
+    assert "The pilot admits 12 customers." in text(policy.calls[1])  # the note, as its text
+    assert sum(p["type"] == "image" for p in sections[2]) == 32  # the clip, as the shared sampler's frames
+    assert text(policy.calls[4]).endswith("</memory>\n\nYour answer:\n") and "<section>" not in text(policy.calls[4])
+    kinds = [n["kind"] for n in trace.graph["nodes"]]
+    assert kinds == ["root", "search", "memory", "memory", "memory", "memory", "answer"]

@@ -167,3 +167,22 @@ def test_a_random_model_runs_to_the_step_limit_cleanly(server, models, retriever
     assert all(s.output for s in trace.steps)  # the server answered every step
     # gibberish replies became corrective observations the model saw on the next turn
     assert sum(isinstance(e, ErrorEvent) for e in events) >= 2
+
+
+def test_memagent_reads_each_result_into_its_memory_through_the_server(server, models, retriever):
+    """MemAgent's loop against a server nobody here wrote: every reply of the random model becomes the whole
+    memory, one result a call, and the last call answers from the memory alone."""
+    p = policy(server, models["random"])
+    cfg = AgentConfig(protocol="memagent", max_steps=3, **{**SMALL, "vanilla_k": 2})
+    events = list(Agent(retriever, p, cfg).stream("What was revenue in 2025?"))
+    p.close()
+    trace = events[-1].trace
+    assert len(trace.steps) == 3 and all(s.output for s in trace.steps)
+    assert [s.action["name"] for s in trace.steps if s.action] in (
+        ["update_memory", "update_memory", "answer"],
+        ["update_memory", "update_memory"],  # a final reply of nothing but whitespace is asked again
+    )
+    memory = trace.steps[2].messages[0]["content"]
+    memory = memory if isinstance(memory, str) else "".join(x.get("text", "") for x in memory)
+    assert trace.steps[1].output.rsplit("</think>", 1)[-1].strip()[:40] in memory  # the last reply is the memory
+    assert trace.status in ("answered", "limit") and not trace.error
