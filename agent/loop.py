@@ -168,8 +168,8 @@ class Agent:
                 trace.steps.append(rec)
                 while len(st.resize_cache) > RESIZE_CACHE_MAX:  # oldest views first; a long episode stays bounded
                     st.resize_cache.pop(next(iter(st.resize_cache)))
-            if st.done:
-                trace.status = "answered"
+            if st.done:  # a protocol may end an episode without an answer (mem1, after a reply with no action)
+                trace.status = "answered" if st.answer is not None else "no_answer"
         finally:
             total = time.perf_counter() - t_start
             trace.answer = st.answer

@@ -219,6 +219,7 @@ class EmbeddedPolicy(Policy):
         ranked = self._memory(st, kw)
         if (
             st.step < st.config.max_steps
+            and proto.tool_named("crop")  # mem1 has no crop
             and not any(n.kind == "crop" for n in g.nodes.values())
             and not st.feedback
             and ranked

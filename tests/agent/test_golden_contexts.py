@@ -37,6 +37,8 @@ AGENT = "demo/vimrag_agent.py"
 UTILS = "demo/vimrag_utils.py"
 MEMA = "recurrent/impls/memory.py"  # BytedTsinghua-SIA/MemAgent at 76b7a65
 MEME = "taskutils/memory_eval/utils/recurrent.py"
+DP = "Mem1/inference/data_pipelines.py"  # MIT-MI/MEM1 at 6f22061
+MD = "Mem1/inference/models.py"
 
 PROMPTS = {
     "vrag": {
@@ -44,6 +46,7 @@ PROMPTS = {
         "nudge": "<NUDGE: answer now>",
         "invalid": "<INVALID-ACTION MESSAGE>",
     },
+    "mem1": {"user": "<MEM1 prompt; question: {question}>", "hint": "<HINT n={n}>", "last_hint": "<LAST HINT>"},
     "memagent": {  # their TEMPLATE and TEMPLATE_FINAL_BOXED with the instruction replaced by a marker
         "update": "<TEMPLATE instruction>\n\n<problem> \n{prompt}\n</problem>\n\n<memory>\n{memory}\n</memory>"
         "\n\n<section>\n{chunk}\n</section>\n\nUpdated memory:\n",
@@ -58,6 +61,20 @@ PROMPTS = {
 }
 
 CITES = {
+    "mem1": {
+        "A": f"{DP} line 157 (the dataset's prompt, one user turn: the instruction and the question; the published "
+        "instruction is Mem1/gen_data/data_process/qa_search_train_merge.py lines 56-67)",
+        "B": f"{MD} lines 71-98: a reply stops at its first </search> or </answer>; {DP} lines 41-55: a search if it "
+        "holds <search>...</search>, else the answer",
+        "C": f"{DP} lines 148-151 and 172: every earlier turn is dropped; the context is the prompt, the last reply "
+        "and the last observation",
+        "D": f"{DP} line 164: <information>, the hint, the docs, </information>; lines 154-158: the hint in "
+        "[HINT]...[/HINT] says how many turns are left (ours: the observation is a user turn, MEM1 continues its "
+        f"assistant turn with it, {MD} lines 64-69)",
+        "E": f"{DP} lines 24-31: a doc a line, `Doc {{i}}(Title: {{title}}) {{text}}`, the top 3 (line 8); ours: a "
+        "picture's title is its citation and the picture follows its line",
+        "F": f"{MD} lines 78-88: temperature 0.01, top-p 0.95, at most 1,024 new tokens",
+    },
     "memagent": {
         "A": f"{MEMA} lines 150-156 and recurrent/impls/async_memory.py lines 123-129: every call is one user turn "
         "and no history; lines 115-130 (TEMPLATE): the instruction, then `<problem> ` / the question / `</problem>`, "
@@ -169,6 +186,11 @@ SCRIPTS = {
         format_vrag("search", {"query": "regional revenue share"}, think="Check another source."),
         "<think>Europe leads.</think>\n<answer>Europe</answer>",
     ],
+    "mem1": [
+        "<think>I need the revenue table.</think>\n<search>revenue by region 2025</search> trailing text",
+        "<think>Page 2 has the table; the note says Europe led.</think>\n<search>regional revenue share</search>",
+        "<think>Europe led with 41 percent.</think>\n<answer>Europe</answer>",
+    ],
     "memagent": [
         "Page 2 holds the revenue table.",
         "<think>a poster too</think>Page 2 holds the revenue table; the poster is regional.",
@@ -215,6 +237,14 @@ def tag_for(protocol: str, i: int, messages: list[dict], part: dict | None = Non
     """The citation tag of message i (or of one of its parts)."""
     m = messages[i]
     text = _text_of(m["content"])
+    if protocol == "mem1":
+        if part is not None:
+            return (
+                "E"
+                if part["type"] == "image" or part["text"].startswith("Doc ")
+                else ("D" if "<information>" in part["text"] or "</information>" in part["text"] else "")
+            )
+        return "A" if i == 0 else ("B, C" if m["role"] == "assistant" else "C, D")
     if protocol == "memagent":
         if part is not None:
             return "D" if part["type"] == "image" or part["text"].endswith(".png\n") else ""
@@ -262,7 +292,7 @@ def request_line(protocol: str) -> str:
     policy = OpenAIPolicy(PolicyConfig(backend="openai", model="served-model"))
     body = policy.request_body([], policy.generation(get(protocol)))
     sampling = {k: v for k, v in body.items() if k not in ("model", "messages", "seed", "stream")}
-    tag = {"vimrag": "H", "vrag": "G", "memagent": "E"}[protocol]
+    tag = {"vimrag": "H", "vrag": "G", "memagent": "E", "mem1": "F"}[protocol]
     return f"=== every request: {json.dumps(sampling)} ===    [{tag}]"
 
 
@@ -293,7 +323,7 @@ def header(protocol: str) -> str:
     return "\n".join(out) + "\n"
 
 
-@pytest.mark.parametrize("protocol", ["vrag", "vimrag", "memagent"])
+@pytest.mark.parametrize("protocol", ["vrag", "vimrag", "memagent", "mem1"])
 def test_golden_context(protocol, corpus):
     policy = ScriptedPolicy(script=SCRIPTS[protocol])
     cfg = AgentConfig(protocol=protocol, prompts=PROMPTS[protocol], max_steps=4, vanilla_k=3)

@@ -470,3 +470,31 @@ def test_memagent_rewrites_one_memory_a_result_then_answers_from_it(mixed):
     assert text(policy.calls[4]).endswith("</memory>\n\nYour answer:\n") and "<section>" not in text(policy.calls[4])
     kinds = [n["kind"] for n in trace.graph["nodes"]]
     assert kinds == ["root", "search", "memory", "memory", "memory", "memory", "answer"]
+
+
+def test_mem1_keeps_only_the_last_reply_and_observation(mixed):
+    """MEM1 (Mem1/inference/data_pipelines.py): the prompt, the last reply cut at its first action tag, and the last
+    observation; every earlier turn dropped; the hint counts the turns left, the last one asks for the answer."""
+    from agent.protocols.mem1 import LAST_HINT
+
+    script = [
+        "<think>s1</think><search>pilot</search><answer>too early</answer>",
+        "<think>s2</think><search>customers</search>",
+        "<think>s3</think><answer>12</answer>",
+    ]
+    _, trace, policy = run(Fixed(mixed), script, protocol="mem1", max_steps=3, question="How many customers?")
+    assert trace.answer == "12" and [len(c) for c in policy.calls] == [1, 3, 3]
+    assert policy.calls[1][1] == {"role": "assistant", "content": "<think>s1</think><search>pilot</search>"}
+    assert policy.calls[2][1]["content"] == "<think>s2</think><search>customers</search>"  # s1's turn is gone
+    obs = policy.calls[2][2]["content"]
+    first = obs[0]["text"]
+    assert first.startswith("<information>\n[HINT]") and LAST_HINT in first  # 3 - 2 = 1 turn left
+    assert "2 turns remain." in policy.calls[1][2]["content"][0]["text"]
+    docs = [p["text"] for p in obs if p["type"] == "text" and p["text"].startswith("Doc ")]
+    assert [d.split("(")[0] for d in docs] == ["Doc 1", "Doc 2", "Doc 3"]  # the top 3
+    assert [s.get("action", {}).get("name") for s in trace.to_dict()["steps"]] == ["search", "search", "answer"]
+
+
+def test_mem1_ends_without_an_answer_when_a_reply_holds_no_action(mixed):
+    _, trace, policy = run(Fixed(mixed), ["<think>hmm</think> I am not sure."], protocol="mem1")
+    assert len(policy.calls) == 1 and trace.answer is None and trace.status == "no_answer"

@@ -169,6 +169,17 @@ def test_a_random_model_runs_to_the_step_limit_cleanly(server, models, retriever
     assert sum(isinstance(e, ErrorEvent) for e in events) >= 2
 
 
+def test_mem1_with_a_random_model_ends_cleanly_through_the_server(server, models, retriever):
+    """MEM1's loop against a real server: a random model's reply holds no action, so the episode ends without an
+    answer after one call (Mem1/inference/data_pipelines.py lines 160-161), with no error."""
+    p = policy(server, models["random"])
+    events = list(Agent(retriever, p, AgentConfig(protocol="mem1", **SMALL)).stream("What was revenue in 2025?"))
+    p.close()
+    trace = events[-1].trace
+    assert trace.steps and trace.steps[0].output and not trace.error
+    assert trace.status in ("no_answer", "answered") and len(trace.steps) <= 6
+
+
 def test_memagent_reads_each_result_into_its_memory_through_the_server(server, models, retriever):
     """MemAgent's loop against a server nobody here wrote: every reply of the random model becomes the whole
     memory, one result a call, and the last call answers from the memory alone."""
