@@ -4,6 +4,7 @@ vimrag eval --dataset mmlongbench-doc-smoke --protocol vimrag --backend embedded
 vimrag eval --dataset jsonl:qs.jsonl --corpus docs/ --backend openai --model Qwen2.5-VL-7B --concurrency 8
 vimrag eval compare runs/eval/A runs/eval/B [--out DIR]
 vimrag eval rescore runs/eval/A [runs/eval/B ...]      score finished runs again with the current scorer
+vimrag eval --dataset mmlongbench-doc-smoke --protocol all --backend embedded    every protocol, one comparison
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ def add_parser(sub) -> None:
         metavar="compare|rescore RUN",
         help="compare finished run folders, or score them again with the current scorer",
     )
+    for action in pe._actions:  # eval runs several protocols in one command: `--protocol vimrag,mem1` or `all`
+        if "--protocol" in action.option_strings:
+            action.choices = None
+            action.help = (action.help or "") + "; eval takes several, comma-separated, or all, and compares them"
     pe.add_argument(
         "--config",
         help="settings from a YAML file (RunConfig's fields; policy: and agent: nested); flags override them",
@@ -69,6 +74,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from agent.config import args_to_dict
     from eval.runner import RunConfig, run_eval
 
+    protocols = _protocols(getattr(args, "agent.protocol", None))
+    if len(protocols) > 1:
+        return _eval_several(args, protocols)
+    if protocols:
+        setattr(args, "agent.protocol", protocols[0])
     cfg = RunConfig.load(args.config, values=args_to_dict(RunConfig, args))
     if not cfg.dataset:
         raise ValueError("give --dataset (e.g. mmlongbench-doc-smoke), or `vimrag eval compare RUN...`")
@@ -76,4 +86,42 @@ def cmd_eval(args: argparse.Namespace) -> int:
     run = run_eval(cfg, progress=not args.quiet)
     print((run / "report.md").read_text() if (run / "report.md").exists() else "")
     print(f"run folder: {run}", file=sys.stderr)
+    return 0
+
+
+def _protocols(value: str | None) -> list[str]:
+    """The protocols `--protocol` names: one, several comma-separated, or `all`; unknown names are an error."""
+    from agent.protocols import names
+
+    if not value:
+        return []
+    wanted = list(names()) if value.strip() == "all" else [p.strip() for p in value.split(",") if p.strip()]
+    unknown = [p for p in wanted if p not in names()]
+    if unknown:
+        raise ValueError(f"unknown protocol(s) {', '.join(unknown)}; choose from {', '.join(names())}, or all")
+    return list(dict.fromkeys(wanted))
+
+
+def _eval_several(args: argparse.Namespace, protocols: list[str]) -> int:
+    """One run per protocol over the same dataset, index and backend, then one comparison report of them all:
+    accuracy beside turns, tokens and time (`vimrag eval compare`). Each run folder continues when run again."""
+    from agent.config import args_to_dict
+    from eval.report import compare
+    from eval.runner import RunConfig, run_eval
+
+    out = getattr(args, "out", "") or ""
+    runs = []
+    for proto in protocols:
+        setattr(args, "agent.protocol", proto)
+        values = args_to_dict(RunConfig, args)
+        cfg = RunConfig.load(args.config, values=values)
+        if out:
+            cfg = replace(cfg, out=str(Path(out) / proto))
+        cfg = replace(cfg, agent=with_prompt_file(cfg.agent, args))
+        print(f"== {proto}", file=sys.stderr)
+        runs.append(run_eval(cfg, progress=not args.quiet))
+    # default run folders are DATASET-PROTOCOL-BACKEND; the comparison sits beside them as DATASET-compare-BACKEND
+    where = Path(out) / "compare" if out else runs[0].parent / runs[0].name.replace(f"-{protocols[0]}-", "-compare-", 1)
+    print(compare(runs, where))
+    print(f"comparison: {where / 'compare.md'}", file=sys.stderr)
     return 0

@@ -57,3 +57,31 @@ def test_plain_questions_cover_the_asked_kinds():
     sources = " ".join(r["source"] for r in rows)
     for where in ("pdf", "notes", "poster", "video", "before", "after"):
         assert where in sources, where
+
+
+@pytest.mark.slow
+def test_several_protocols_in_one_command_make_one_comparison(bundled_index, tmp_path, capsys):
+    """`vimrag eval --protocol a,b` runs each protocol over one index and writes one comparison of accuracy
+    beside turns, tokens and time (issue 32)."""
+    out = tmp_path / "all"
+    args = ["eval", "--dataset", "demo", "--backend", "embedded", "--index", str(bundled_index)]
+    assert main(args + ["--protocol", "vanilla,memagent", "--out", str(out), "--quiet", "--limit", "3"]) == 0
+    md = (out / "compare" / "compare.md").read_text()
+    rows = [ln for ln in md.splitlines() if ln.startswith("| vanilla") or ln.startswith("| memagent")]
+    assert len(rows) == 2 and "tokens / q" in md and "peak context" in md
+    assert (out / "compare" / "tokens_vs_accuracy.png").stat().st_size > 1000
+    assert all((out / p / "predictions.jsonl").is_file() for p in ("vanilla", "memagent"))
+    assert main(args + ["--protocol", "vimrag,nope", "--out", str(tmp_path / "x"), "--quiet"]) != 0
+    assert not (tmp_path / "x").exists()  # refused before any run
+    assert "unknown protocol(s) nope" in capsys.readouterr().err
+
+
+def test_protocol_lists_parse_and_refuse_unknown_names():
+    from agent.protocols import names
+    from app.evaluate import _protocols
+
+    assert _protocols("all") == list(names())
+    assert _protocols(" vimrag , mem1,vimrag") == ["vimrag", "mem1"]
+    assert _protocols("") == []
+    with pytest.raises(ValueError, match="unknown protocol.*nope.*choose from"):
+        _protocols("vimrag,nope")
