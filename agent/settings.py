@@ -66,6 +66,12 @@ class AgentConfig(Config):
         "original (VRAG-RL pads 28 in its validation branch and the demo; 0 reproduces its training rollouts)",
     )
 
+    fold_budget: int = setting(
+        16384,
+        "fold: fold the history into memory once the context passes this many tokens, text and pictures (0: only "
+        "when the model writes <fold_thought>, as DeepAgent)",
+    )
+
     def __post_init__(self) -> None:
         from agent.protocols import check_prompts, get
 

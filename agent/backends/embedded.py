@@ -16,6 +16,7 @@ It is an honest baseline, far below a 7B VLM. Connect a real one with `--backend
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import threading
@@ -174,6 +175,8 @@ class EmbeddedPolicy(Policy):
             yield self._one_shot(view)
         elif proto.reads_in_chunks:
             yield self._chunks(proto, view)
+        elif proto.folds:
+            yield self._folding(proto, view)
         elif proto.single_image:
             yield self._single_image(proto, view)
         elif proto.memorizes:
@@ -262,6 +265,67 @@ class EmbeddedPolicy(Policy):
             added = [f"{s} ({ev.citation()})" for s in found if relevance(kw, s) > 0 and s not in memory]
             return proto.write("memorize", {"memory": "\n".join([memory, *added]).strip() or NO_MEMORY})
         return proto.write("answer", {"answer": self.answer(st, [], [Passage(memory, "the memory", "memory")])})
+
+    def _folding(self, proto, st) -> str:
+        """Search; when the results are thin, fold (the change of direction DeepAgent's prompt folds for) and search
+        again; crop small print; answer from what the context still holds: the memories and what came after."""
+        from agent.reader.extract import Passage
+
+        notes, kw = st.notes, keywords(st.question)
+        if notes.get("folding"):
+            return proto.write("memorize", {"memory": json.dumps(self._fold_memory(st, notes["folding"][0], kw))})
+        asked = [n.query for n in st.graph.nodes.values() if n.kind == "search"]
+        g = st.graph
+        folded = max((n.index for n in g.nodes.values() if n.kind == "memory"), default=-1)
+        ranked = [r for r in self._memory(st, kw) if g.nodes[r[0]].index > folded]  # what the context still shows
+        last_call = notes.get("final") or st.step >= st.config.max_steps
+        if not last_call and not asked:
+            return proto.write("search", {"query": self.rewrite(st.question)})
+        best = ranked[0][2] if ranked else 0.0
+        fresh = [q for q in (fallback_query(st.question), st.question) if q not in asked]
+        if not last_call and len(asked) < 2 and fresh and best < 0.5 and st.step + 6 < st.config.max_steps:
+            if not notes.get("folds"):
+                return proto.write("memorize", {})  # <fold_thought>
+            return proto.write("search", {"query": fresh[0]})
+        if not last_call and ranked and not any(n.kind == "crop" for n in g.nodes.values()):
+            region = self.find_region(st, ranked[0][1], kw)
+            if region is not None:
+                return proto.write("crop", {"image": ranked[0][1].info_id, "bbox": region})
+        if folded < 0:
+            return proto.write("answer", {"answer": self.answer(st, [ev for _, ev, _ in ranked])})
+        passages = [Passage(_memory_text(notes.get("parts", {}).get("episode", "")), "the folded memory", "memory")] + [
+            Passage(ev.text, ev.citation(), ev.info_id, ev.unit.modality, memorized=True)
+            for _, ev, _ in ranked[: MAX_PASSAGES - 1]
+            if ev.text.strip()
+        ]
+        return proto.write("answer", {"answer": self.answer(st, [], passages)})
+
+    def _fold_memory(self, st, part: str, kw: set[str]) -> dict[str, Any]:
+        """One of the three memories, as the published JSON fields, from the episode's own record: its searches and
+        crops with the sentences of their results that match the question."""
+        events, calls = [], []
+        for i, node in enumerate(n for n in st.graph.nodes.values() if n.kind in ("search", "crop")):
+            found = [
+                f"{s} ({st.evidence.get(it.info_id).citation()})"
+                for it in node.items
+                for s in best_sentences(kw, st.evidence.get(it.info_id).text, 1)
+                if relevance(kw, s) > 0
+            ]
+            outcome = " ".join(found[:3])  # empty when no result names the question's key words
+            events.append({"step": str(i + 1), "description": f"{node.kind} {node.query}", "outcome": outcome})
+            calls.append(node.kind)
+        if part == "episode":
+            progress = " ".join(e["outcome"] for e in events if e["outcome"])
+            task = "answer the question from the collection's documents, pictures and videos"
+            return {"task_description": task, "key_events": events, "current_progress": progress}
+        if part == "working":
+            return {
+                "immediate_goal": "find evidence that answers the question",
+                "current_challenges": "the results so far barely mention the question's key words",
+                "next_actions": [{"type": "tool_call", "description": "search again with other key words"}],
+            }
+        used = [{"tool_name": t, "success_rate": "1.0", "experience": f"{calls.count(t)} calls"} for t in set(calls)]
+        return {"tools_used": sorted(used, key=lambda u: u["tool_name"]), "derived_rules": []}
 
     def _one_shot(self, st) -> str:
         kw = keywords(st.question)
@@ -384,6 +448,26 @@ class EmbeddedPolicy(Policy):
         x1, y1, x2, y2 = best.box
         pad_y = 2 * best.height  # keep the neighbouring lines: answers often sit next to the match
         return [int(x1 * fx), int(max(0, y1 - pad_y) * fy), int(x2 * fx) + 1, int(min(img.height, y2 + pad_y) * fy) + 1]
+
+
+def _memory_text(memory: str) -> str:
+    """What a fold's episode memory says was found (its events' outcomes and its progress, not its plans, task or
+    JSON keys): the text the reader may quote once the pictures are folded away.
+
+    >>> _memory_text('{"task_description": "t", "key_events": [{"step": "1", "outcome": "Anna spoke."}]}')
+    'Anna spoke.'
+    >>> _memory_text("not json")
+    ''
+    """
+    try:
+        data = json.loads(memory)
+    except ValueError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    events = data.get("key_events") if isinstance(data.get("key_events"), list) else []
+    found = [str(e.get("outcome", "")) for e in events if isinstance(e, dict)] + [str(data.get("current_progress", ""))]
+    return "\n".join(dict.fromkeys(f.strip() for f in found if f.strip()))
 
 
 def key_timestamps(kw: set[str], ev) -> list[float]:

@@ -52,7 +52,7 @@ def names() -> tuple[str, ...]:
     """The registered protocols, in menu order.
 
     >>> names()
-    ('vimrag', 'vrag', 'react', 'vanilla', 'memagent', 'mem1')
+    ('vimrag', 'vrag', 'react', 'vanilla', 'memagent', 'mem1', 'fold')
     """
     return tuple(_load())
 

@@ -10,7 +10,8 @@ attributes the rest of the code reads instead of the protocol's name:
 - `labels_per_response`: result labels ("Picture 1") restart with every tool response, as in the VimRAG demo;
 - `single_image`: each search shows one new picture and crops apply to the latest one (VRAG-RL);
 - `one_shot`: one answer call, no tools (the vanilla baseline);
-- `reads_in_chunks`: each call reads one result into a memory it rewrites, the last answers from it (memagent).
+- `reads_in_chunks`: each call reads one result into a memory it rewrites, the last answers from it (memagent);
+- `folds`: the history folds into text memories and the episode goes on from them (fold).
 
 Each `execute` returns the events it caused; the loop yields them.
 """
@@ -48,6 +49,7 @@ class Protocol:
     single_image: ClassVar[bool] = False
     one_shot: ClassVar[bool] = False
     reads_in_chunks: ClassVar[bool] = False  # each call reads one result into a memory it rewrites (memagent)
+    folds: ClassVar[bool] = False  # the history folds into text memories (fold)
 
     def __init__(self, tools: Toolbox, native_tools: bool = False) -> None:
         self.toolbox = tools

@@ -39,6 +39,8 @@ MEMA = "recurrent/impls/memory.py"  # BytedTsinghua-SIA/MemAgent at 76b7a65
 MEME = "taskutils/memory_eval/utils/recurrent.py"
 DP = "Mem1/inference/data_pipelines.py"  # MIT-MI/MEM1 at 6f22061
 MD = "Mem1/inference/models.py"
+RDA = "src/run_deep_agent.py"  # RUC-NLPIR/DeepAgent at 376a141
+PDA = "src/prompts/prompts_deepagent.py"
 
 PROMPTS = {
     "vrag": {
@@ -52,6 +54,15 @@ PROMPTS = {
         "\n\n<section>\n{chunk}\n</section>\n\nUpdated memory:\n",
         "final": "<TEMPLATE_FINAL_BOXED instruction>\n\n<problem> \n{prompt}\n</problem>\n\n<memory>\n{memory}\n"
         "</memory>\n\nYour answer:\n",
+    },
+    "fold": {  # DeepAgent's prompts with their instructions replaced by markers; the anchor line is theirs
+        "user": "<main_reasoning_prompt question={question} tools={tools}>\n"
+        'Now, begin your reasoning for question "{question}" with the available tools.\n',
+        "episode": "<episode memory instruction task={question}>\n{history}\n",
+        "working": "<working memory instruction task={question}>\n{history}\n",
+        "tool": "<tool memory instruction task={question}>\n{history}\nTool Call History:\n{calls}\n",
+        "fold_limit": "<FOLD LIMIT n={n}>",
+        "last_turn": "<LAST TURN>",
     },
     "vimrag": {
         "system": "<SYSTEM_PROMPT>",
@@ -87,6 +98,23 @@ CITES = {
         "(MemAgent cuts 5,000-token chunks from one given document, text only)",
         "E": "taskutils/memory_eval/ruler_hqa.py line 53 and taskutils/memory_eval/run.py line 278: its evaluation "
         "samples at temperature 0.7 and top-p 0.95, at most 1,024 new tokens a call",
+    },
+    "fold": {
+        "A": f"{PDA} lines 84-137: one user turn, the instruction, the question and the tool list, ending with "
+        "`Now, begin your reasoning for question ...`",
+        "B": f"{RDA} lines 419 and 604: a reply stops at its first </tool_call> or <fold_thought>, the stop string "
+        "kept; lines 426-428: `</think>\\n` is dropped",
+        "C": f"{RDA} line 536: a result in <tool_call_result>...</tool_call_result>; lines 495-499: a call repeated "
+        f"with the same arguments is not run again (ours: a user turn; DeepAgent continues its assistant turn, "
+        f"{RDA} lines 594-606)",
+        "D": f"{RDA} lines 292-384: a fold is three calls writing the episode, working and tool memory from the "
+        "question and the whole output as `Step i: ...` paragraphs (lines 305-307); the tool memory also gets the "
+        "calls and their results, json.dumps(indent=2) (lines 309-317 and 361)",
+        "E": f"{RDA} lines 69-80: a memory is its reply's ```json block; lines 580-581: the next context is the "
+        "first prompt with `Memory of previous folded thoughts:` and the memories before `Now, begin your "
+        "reasoning for`, all else dropped",
+        "F": f"{RDA} lines 91-95 and 409: temperature 0.7, top-p 0.8, thinking on (ours: no top-k or repetition "
+        "penalty in the request, at most 8,192 new tokens, not 81,920)",
     },
     "vrag": {
         "A": f"{CONV} lines 9, 50 and 71-76: the instruction and `Question: ...` form one user turn, a string; "
@@ -191,6 +219,16 @@ SCRIPTS = {
         "<think>Page 2 has the table; the note says Europe led.</think>\n<search>regional revenue share</search>",
         "<think>Europe led with 41 percent.</think>\n<answer>Europe</answer>",
     ],
+    "fold": [
+        format_call("search", {"query": "revenue by region 2025"}, think="I need the revenue table.") + " trailing",
+        format_call("search", {"query": "revenue by region 2025"}),
+        format_call("crop", {"image": "Picture 1", "bbox": [40, 60, 300, 200]}),
+        "The table is small and the results are thin; I will fold my thoughts.\n\n<fold_thought> more",
+        'Here:\n```json\n{"task_description": "find the top region", "key_events": []}\n```',
+        '{"immediate_goal": "confirm Europe"}',
+        '{"tools_used": [{"tool_name": "search"}], "derived_rules": []}',
+        "<think>The memory says Europe.</think>\nEurope led. \\boxed{Europe}",
+    ],
     "memagent": [
         "Page 2 holds the revenue table.",
         "<think>a poster too</think>Page 2 holds the revenue table; the poster is regional.",
@@ -245,6 +283,16 @@ def tag_for(protocol: str, i: int, messages: list[dict], part: dict | None = Non
                 else ("D" if "<information>" in part["text"] or "</information>" in part["text"] else "")
             )
         return "A" if i == 0 else ("B, C" if m["role"] == "assistant" else "C, D")
+    if protocol == "fold":
+        if part is not None:
+            return "C" if part["type"] == "text" and "tool_call_result>" in part["text"] else ""
+        if m["role"] == "assistant":
+            return "B"
+        if i == 0:
+            if "Memory of previous folded thoughts:" in text:
+                return "A, E"
+            return "D" if "memory instruction" in text else "A"
+        return "C"
     if protocol == "memagent":
         if part is not None:
             return "D" if part["type"] == "image" or part["text"].endswith(".png\n") else ""
@@ -292,7 +340,7 @@ def request_line(protocol: str) -> str:
     policy = OpenAIPolicy(PolicyConfig(backend="openai", model="served-model"))
     body = policy.request_body([], policy.generation(get(protocol)))
     sampling = {k: v for k, v in body.items() if k not in ("model", "messages", "seed", "stream")}
-    tag = {"vimrag": "H", "vrag": "G", "memagent": "E", "mem1": "F"}[protocol]
+    tag = {"vimrag": "H", "vrag": "G", "memagent": "E", "mem1": "F", "fold": "F"}[protocol]
     return f"=== every request: {json.dumps(sampling)} ===    [{tag}]"
 
 
@@ -323,10 +371,11 @@ def header(protocol: str) -> str:
     return "\n".join(out) + "\n"
 
 
-@pytest.mark.parametrize("protocol", ["vrag", "vimrag", "memagent", "mem1"])
+@pytest.mark.parametrize("protocol", ["vrag", "vimrag", "memagent", "mem1", "fold"])
 def test_golden_context(protocol, corpus):
     policy = ScriptedPolicy(script=SCRIPTS[protocol])
-    cfg = AgentConfig(protocol=protocol, prompts=PROMPTS[protocol], max_steps=4, vanilla_k=3)
+    steps = max(4, len(SCRIPTS[protocol]))  # vrag's last (4th) turn carries its nudge
+    cfg = AgentConfig(protocol=protocol, prompts=PROMPTS[protocol], max_steps=steps, vanilla_k=3)
     trace = Agent(Fixed(corpus), policy, cfg).ask(QUESTION)
     assert trace.status == "answered" and trace.answer == "Europe"
     assert not [s for s in trace.steps if s.observation], "the scripted episode must run without a rejection"

@@ -197,3 +197,23 @@ def test_memagent_reads_each_result_into_its_memory_through_the_server(server, m
     memory = memory if isinstance(memory, str) else "".join(x.get("text", "") for x in memory)
     assert trace.steps[1].output.rsplit("</think>", 1)[-1].strip()[:40] in memory  # the last reply is the memory
     assert trace.status in ("answered", "limit") and not trace.error
+
+
+def test_fold_through_the_server_runs_to_its_step_limit_cleanly(server, models, retriever):
+    """DeepAgent's loop against a real server: the scripted model calls a tool fold does not have, so each turn's
+    result is `Error calling tool: ...` (src/run_deep_agent.py lines 546-557) and the episode runs to its limit;
+    a random model's gibberish, with no call and no fold, is taken as its answer and ends the episode."""
+    p = policy(server, models["scripted"], max_new_tokens=32)
+    cfg = AgentConfig(protocol="fold", max_steps=3, **SMALL)
+    events = list(Agent(retriever, p, cfg).stream("What was revenue in 2025?"))
+    p.close()
+    trace = events[-1].trace
+    assert isinstance(events[-2], LimitReached) and trace.status == "limit" and len(trace.steps) == 3
+    assert all(s.output.rstrip().endswith("</tool_call>") for s in trace.steps)
+    assert all("add_search_node" in (s.observation or "") for s in trace.steps)
+    p = policy(server, models["random"])
+    events = list(Agent(retriever, p, cfg).stream("What was revenue in 2025?"))
+    p.close()
+    trace = events[-1].trace
+    assert trace.steps and trace.steps[0].output and not trace.error
+    assert trace.status in ("answered", "no_answer", "limit") and len(trace.steps) <= 3
