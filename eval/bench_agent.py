@@ -1,4 +1,5 @@
-"""Benchmark the agent's context size and its own overhead: vimrag (DAG memory) against react (linear history).
+"""Benchmark the agent's context size and its own overhead: vimrag (DAG memory) against react (linear history)
+and the other protocols.
 
 What it measures, with a scripted policy over scripted search results (no model, no index, so only the
 agent's context handling is compared):
@@ -9,6 +10,10 @@ agent's context handling is compared):
    searches every step. Printed per step: image pixels and estimated visual tokens in context (28 px per
    token, Qwen2.5-VL). Targets: at the last step vimrag's context is >= 5x smaller than react's, and it
    never exceeds the configured budget (S_total, 2,007,040 px).
+   Then every protocol (vimrag, vrag, react, vanilla, memagent, mem1, fold) runs the same long episode in its
+   own moves (`script_for`), and a table gives its context (visual + text tokens, and pixels) after steps 5, 10
+   and 20, what bounds it and whether it stays within that bound; vimrag's step-20 context is checked to be the
+   smallest of the protocols that keep pictures across steps (vimrag, vrag, react).
 2. Agent overhead per step, excluding model and retrieval: a vimrag episode state holding a graph of
    20 nodes and 50 memorized items (pictures) is stepped `--repeats` times: rebuild the context (energy,
    allocation, resizing the top-K images, the action graph JSON), parse the reply, run the tool (a
@@ -117,26 +122,81 @@ def graph_script(proto, steps: int):
 
 
 def script_for(protocol: str, steps: int) -> list:
+    """The same long episode in each protocol's own moves: a new search every step (vimrag memorizes every other
+    step, as its protocol requires; fold writes its memories when it folds), memagent one result read a step,
+    vanilla its one call."""
     proto = get(protocol)
     if proto.memorizes:
         return graph_script(proto, steps)
-    return [proto.write("search", {"query": f"q{s}"}) for s in range(steps)]
+    if proto.reads_in_chunks:
+        return [proto.write("memorize", {"memory": f"what result {s + 1} says"}) for s in range(steps)]
+    if proto.one_shot:
+        return ["the answer"]
+
+    def step(messages, view):
+        if view.notes.get("folding"):  # fold's memory calls
+            return '{"key_events": [{"step": "1", "outcome": "a header"}]}'
+        return proto.write("search", {"query": f"query {view.step}"})
+
+    return [step] * steps
 
 
-def context_curve(units: list[Unit], steps: int, k: int) -> dict[str, list[tuple[int, int]]]:
-    """(pixels, visual tokens) of the context the model sees after each of `steps` steps, per protocol."""
+PROTOCOLS = ("vimrag", "vrag", "react", "vanilla", "memagent", "mem1", "fold")
+
+
+def context_curve(
+    units: list[Unit], steps: int, k: int, protocols=("vimrag", "react")
+) -> dict[str, list[tuple[int, int, int]]]:
+    """(pixels, visual tokens, text tokens) of the context the model sees after each of `steps` steps, per
+    protocol; vanilla's one call repeated (it has no later steps)."""
     out = {}
-    for protocol in ("vimrag", "react"):
+    for protocol in protocols:
         script = script_for(protocol, steps)
         # one extra step, so the context *after* step `steps` (its input) is recorded too
-        agent = Agent(
-            ScriptedSearch(units),
-            ScriptedPolicy(script=script + ["(stop)"]),
-            AgentConfig(protocol=protocol, max_steps=steps + 1, top_k=k),
-        )
+        cfg = AgentConfig(protocol=protocol, max_steps=steps + 1, top_k=k, vanilla_k=steps + 1)
+        if protocol == "vanilla":
+            cfg = AgentConfig(protocol=protocol, top_k=k)
+        agent = Agent(ScriptedSearch(units), ScriptedPolicy(script=script + ["(stop)"]), cfg)
         trace = agent.ask("Which synthetic page has the longest header?")
-        out[protocol] = [(s.image_pixels, s.visual_tokens) for s in trace.steps[1 : steps + 1]]
+        rows = [(s.image_pixels, s.visual_tokens, s.text_tokens) for s in trace.steps]
+        out[protocol] = rows * steps if protocol == "vanilla" else rows[1 : steps + 1]
     return out
+
+
+def budget_of(protocol: str, cfg: AgentConfig) -> tuple[str, int, str]:
+    """(what the protocol bounds, its bound, the unit) or a bound of 0 where it keeps no bound."""
+    if protocol == "vimrag":
+        return "memory pixels (S_total)", cfg.s_total, "px"
+    if protocol == "fold":
+        return "context tokens (fold_budget)", cfg.fold_budget, "tokens"
+    if protocol == "mem1":
+        return "only the last turn is kept", 0, ""
+    if protocol == "memagent":
+        return "one result and a 1,024-token memory a call", 0, ""
+    if protocol == "vanilla":
+        return f"{cfg.vanilla_k} pages, one call", 0, ""
+    return "none: every result stays", 0, ""
+
+
+def protocol_table(curve: dict[str, list[tuple[int, int, int]]], at=(5, 10, 20)) -> list[str]:
+    """The context of every protocol at the given steps, with its budget and where it stays within it."""
+    cfg = AgentConfig()
+    at = [s for s in at if s <= min(len(v) for v in curve.values())]
+    head = " | ".join(f"step {s} tokens (px)" for s in at)
+    lines = [f"| protocol | {head} | bounded by | within it |", "|---|" + "---|" * (len(at) + 2)]
+    for protocol, rows in curve.items():
+        cells = [f"{rows[s - 1][1] + rows[s - 1][2]:,} ({rows[s - 1][0] / 1e6:.2f}M)" for s in at]
+        what, bound, unit = budget_of(protocol, cfg)
+        if not bound:
+            within = "n/a"
+        else:
+            # vimrag bounds its memory: the rebuilt contexts (odd steps after a memorize); fold its whole context
+            measured = [r[0] for r in rows[1::2]] if unit == "px" else [r[1] + r[2] for r in rows]
+            over = [i for i, v in enumerate(measured, 1) if v > bound]
+            within = "every step" if not over else f"over at {len(over)} of {len(measured)} steps"
+            what += f" {bound:,} {unit}"
+        lines.append(f"| {protocol} | " + " | ".join(cells) + f" | {what} | {within} |")
+    return lines
 
 
 def overhead(units: list[Unit], repeats: int, n_nodes: int = 20, n_items: int = 50) -> tuple[float, list[float]]:
@@ -197,16 +257,16 @@ def main(argv: list[str] | None = None) -> int:
     budget = AgentConfig().s_total
     with tempfile.TemporaryDirectory() as tmp:
         units = make_pages(Path(tmp), 60)
-        curve = context_curve(units, args.steps, args.results)
+        curve = context_curve(units, args.steps, args.results, PROTOCOLS)
         print(f"context after each step ({args.results} results per search; budget {budget:,} px)")
         print(f"{'step':>4} | {'vimrag px':>12} {'tokens':>7} | {'react px':>12} {'tokens':>7} | react/vimrag")
-        for i, ((vp, vt), (rp, rt)) in enumerate(zip(curve["vimrag"], curve["react"]), start=1):
+        for i, ((vp, vt, _), (rp, rt, _)) in enumerate(zip(curve["vimrag"], curve["react"]), start=1):
             ratio = rp / vp if vp else float("inf")
             print(f"{i:>4} | {vp:>12,} {vt:>7,} | {rp:>12,} {rt:>7,} | {ratio:8.1f}x")
-        (vp, vt), (rp, rt) = curve["vimrag"][-1], curve["react"][-1]
+        (vp, vt, _), (rp, rt, _) = curve["vimrag"][-1], curve["react"][-1]
         # even steps see a rebuilt context (memory only); odd ones add the fresh results' turn on top
-        memory_peak = max(p for p, _ in curve["vimrag"][1::2])
-        peak = max(p for p, _ in curve["vimrag"])
+        memory_peak = max(p for p, _, _ in curve["vimrag"][1::2])
+        peak = max(p for p, _, _ in curve["vimrag"])
         print(
             f"\nat step {args.steps}: react/vimrag = {rp / vp:.1f}x pixels, {rt / vt:.1f}x visual tokens "
             f"(target >= 5x): {'PASS' if rp / vp >= 5 else 'FAIL'}"
@@ -215,6 +275,12 @@ def main(argv: list[str] | None = None) -> int:
             f"vimrag memory peak {memory_peak:,} px vs budget {budget:,}: "
             f"{'PASS' if memory_peak <= budget else 'FAIL'}; peak with fresh results {peak:,} px"
         )
+        print(
+            f"\nevery protocol, the same {args.steps}-step episode ({args.results} results a search, each picture at "
+            f"most {AgentConfig().obs_pixels:,} px when fresh; tokens: visual + text estimated at 4 chars)"
+        )
+        print("\n".join(protocol_table(curve)))
+        print(smallest_note(curve, args.steps))
         ENCODED.clear()  # every picture below is met for the first time in this process
         for label, note in (
             ("every picture seen for the first time", "the demo's encoding paid once per new picture"),
@@ -224,6 +290,26 @@ def main(argv: list[str] | None = None) -> int:
             first, times = overhead(units, args.repeats)
             report(label, note, first, times, ENCODED.misses - misses)
     return 0
+
+
+VISUAL_MEMORY = ("vimrag", "vrag", "react")  # they keep evidence pixels from step to step
+
+
+def smallest_note(curve: dict[str, list[tuple[int, int, int]]], steps: int) -> str:
+    """Whether vimrag's context at the last step is the smallest of the protocols that keep pictures across steps,
+    and why the others are smaller where they are."""
+    last = {p: r[-1][1] + r[-1][2] for p, r in curve.items()}
+    kept = {p: v for p, v in last.items() if p in VISUAL_MEMORY}
+    best = min(kept, key=kept.get)
+    verdict = "PASS" if best == "vimrag" else "FAIL"
+    smaller = [p for p, v in last.items() if v < last["vimrag"] and p not in VISUAL_MEMORY]
+    why = (
+        f"; smaller still: {', '.join(smaller)}, which keep no pictures across steps (only the latest result, a "
+        "memory rewritten as text, or one call)"
+        if smaller
+        else ""
+    )
+    return f"vimrag's step-{steps} context is the smallest of {', '.join(VISUAL_MEMORY)}: {verdict}{why}"
 
 
 def report(label: str, note: str, first: float, times: list[float], encodes: int) -> None:
