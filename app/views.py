@@ -62,6 +62,10 @@ def step_title(name: str, args: dict[str, Any]) -> str:
         if args.get("image"):
             return f"Search with a region of {args['image']}"
         return f"Search: “{str(args.get('query', '')).strip()}”"
+    if kind == "memorize" and "memorize" not in args:  # the memory baselines: memagent's update, fold's folding
+        if args.get("part"):
+            return f"Write the {args['part']} memory"
+        return "Update the memory" if "memory" in args else "Fold the history into memory"
     if kind == "memorize":
         kept = [
             m.get("information_id") for m in args.get("memorize") or [] if isinstance(m, dict) and m.get("is_useful")

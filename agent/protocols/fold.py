@@ -326,11 +326,12 @@ class FoldProtocol(Protocol):
         if notes["final"] or notes["folding"] or not _STOP.search(raw or ""):
             st.done = True  # the forced answer, a memory or a plain reply came out empty: nothing more to ask
             return events
-        if notes.get("recorded") != st.step and self._act(st, cut_reply(raw)):  # else recorded inside `run`
+        reply = cut_reply(raw)
+        if notes.get("recorded") != st.step and self._act(st, reply):  # else recorded inside `run`
             return events
         error = f"Error calling tool: {message}"
         self._result(st, [{"type": "text", "text": error}])
-        notes["interactions"].append({"tool_call": call_body(raw), "tool_response": {"error": error}})
+        notes["interactions"].append({"tool_call": call_body(reply), "tool_response": {"error": error}})
         return events
 
     def _act(self, st: EpisodeState, reply: str) -> bool:

@@ -76,6 +76,9 @@ def test_step_titles():
     assert step_title("crop", {"image": "Picture 1", "bbox": [10, 20.5, 30, 40]}) == "Crop Picture 1 [10, 20.5, 30, 40]"
     assert step_title("crop", {"bbox": [1, 2, 3, 4]}) == "Crop the latest image [1, 2, 3, 4]"
     assert step_title("scale", {"image": "Video 1", "factor": 2}) == "Zoom Video 1 ×2"
+    assert step_title("update_memory", {"memory": "m"}) == "Update the memory"  # memagent
+    assert step_title("fold", {}) == "Fold the history into memory"  # fold's <fold_thought>
+    assert step_title("fold", {"part": "working", "memory": "{}"}) == "Write the working memory"
     assert (
         step_title(
             "summarize_and_memorize",
