@@ -52,6 +52,7 @@ from agent.events import Event, SearchResults
 from agent.protocols import schema as S
 from agent.protocols.base import Protocol, chain, cropped, fresh_id, remember, result_rows
 from agent.protocols.memagent import after_think, boxed
+from agent.protocols.react import TOOLS as REACT_TOOLS
 from agent.rejections import Rejection
 from agent.state import EpisodeState
 from agent.toolbox import count_context
@@ -65,12 +66,8 @@ _STOP = re.compile(r"</tool_call>|<fold_thought>")
 _JSON_BLOCK = re.compile(r"```json\s*(.*?)\s*```", re.S)
 
 TOOLS = {
-    "search": S.tool(
-        "search", "Search the corpus; the top results are shown.", {"query": S.text("the search query")}, ["query"]
-    ),
-    "crop": S.tool(
-        "crop", "Zoom into a region of an image you have seen.", {"image": S.IMAGE, "bbox": S.BBOX}, ["image", "bbox"]
-    ),
+    "search": REACT_TOOLS["search"],  # the same search and crop as react
+    "crop": REACT_TOOLS["crop"],
     # not tools the model calls: a fold is the marker, the answer is \boxed{}; they serve validation and the UI
     "fold": S.tool(
         "memorize",
