@@ -479,25 +479,38 @@ def _protocol_colours(protocols: list[str]) -> dict[str, object]:
     return {p: cmap(i % 10) for i, p in enumerate(sorted(set(protocols)))}
 
 
+def _tokens_per_question(m: dict) -> tuple[float | None, str]:
+    """(mean tokens per question, what they count): every token in and out where the run recorded them, else (runs
+    written before the cost fields) the visual tokens."""
+    total = m["cost"].get("total_tokens", {}).get("mean")
+    if total is not None:
+        return total, "tokens per question (text, visual and output)"
+    return m["cost"]["total_visual_tokens"]["mean"], "visual tokens per question"
+
+
 def _tokens_vs_accuracy(names: list[str], ms: list[dict], path: Path) -> None:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    pts = [(name, m["cost"]["total_visual_tokens"]["mean"], m["accuracy"], m["protocol"]) for name, m in zip(names, ms)]
+    counted = [_tokens_per_question(m) for m in ms]
+    what = counted[0][1] if counted and len({c[1] for c in counted}) == 1 else "visual tokens per question"
+    if what.startswith("visual"):  # runs that mix old and new rows are compared on what they all recorded
+        counted = [(m["cost"]["total_visual_tokens"]["mean"], what) for m in ms]
+    pts = [(name, c[0], m["accuracy"], m["protocol"]) for name, c, m in zip(names, counted, ms)]
     pts = [(name, x, 100 * acc, proto) for name, x, acc, proto in pts if x is not None and acc is not None]
     if pts:
         colours = _protocol_colours([p[3] for p in pts])
         for proto in sorted(colours):  # one legend entry per protocol
             mine = [p for p in pts if p[3] == proto]
             ax.scatter([p[1] for p in mine], [p[2] for p in mine], s=60, color=colours[proto], label=proto, zorder=3)
-        for name, x, y, _ in pts:
-            ax.annotate(name, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=9)
+        for x, y, together in _label_groups(pts):  # runs that nearly overlap share one label
+            ax.annotate(", ".join(together), (x, y), textcoords="offset points", xytext=(6, 4), fontsize=9)
         # a log axis cannot place a run that sent no images (vanilla); symlog keeps 0 on the axis
         if min(p[1] for p in pts) > 0:
             ax.set_xscale("log")
         else:
             ax.set_xscale("symlog", linthresh=1.0)
-        zero = "" if min(p[1] for p in pts) > 0 else "; symlog, 0 = no images"
-        ax.set_xlabel(f"mean visual tokens per question (log scale{zero})")
+        zero = "" if min(p[1] for p in pts) > 0 else "; symlog, 0 = none"
+        ax.set_xlabel(f"mean {what} (log scale{zero})")
         ax.set_ylabel("accuracy (%)")
         ax.set_ylim(0, max(p[2] for p in pts) * 1.15 + 2)
         ax.legend(title="protocol", fontsize=9)
@@ -505,25 +518,50 @@ def _tokens_vs_accuracy(names: list[str], ms: list[dict], path: Path) -> None:
         ax.margins(x=0.15)  # keeps the run labels of the extreme points inside the frame
     else:
         _empty(ax, "runs with rows")
-    ax.set_title("Accuracy vs visual tokens per question")
+    ax.set_title("Accuracy vs " + what.split(" (")[0])
     _save(fig, path)
 
 
+def _label_groups(pts: list[tuple[str, float, float, str]]) -> list[tuple[float, float, list[str]]]:
+    """(x, y, names) per group of points within 6% of each other in x and 1 point of accuracy in y, so their
+    labels do not print over each other.
+
+    >>> _label_groups([("a", 100, 27.5, "p"), ("b", 104, 27.5, "q"), ("c", 300, 27.5, "r")])
+    [(100, 27.5, ['a', 'b']), (300, 27.5, ['c'])]
+    """
+    groups: list[tuple[float, float, list[str]]] = []
+    for name, x, y, _ in sorted(pts, key=lambda p: (p[1], p[2])):
+        near = next((g for g in groups if abs(g[1] - y) <= 1.0 and x <= g[0] * 1.06 + 1e-9), None)
+        if near is None:
+            groups.append((x, y, [name]))
+        else:
+            near[2].append(name)
+    return groups
+
+
 def _cost_bars(names: list[str], ms: list[dict], path: Path) -> None:
+    """Tokens per question by run: the visual part, and the text and output on top where the run recorded them."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(5, 1.1 * len(names) + 2), 4))
-    tokens = [m["cost"]["total_visual_tokens"]["mean"] or 0.0 for m in ms]
+    visual = [m["cost"]["total_visual_tokens"]["mean"] or 0.0 for m in ms]
+    total = [max(v, m["cost"].get("total_tokens", {}).get("mean") or v) for v, m in zip(visual, ms)]
     if names:
         colours = _protocol_colours([m["protocol"] for m in ms])
-        bars = ax.bar(names, tokens, color=[colours[m["protocol"]] for m in ms])
-        ax.bar_label(bars, labels=[_num(t) for t in tokens], fontsize=9, padding=2)
-        ax.set_ylabel("mean visual tokens per question")
+        ax.bar(names, visual, color=[colours[m["protocol"]] for m in ms], label="visual")
+        rest = [t - v for t, v in zip(total, visual)]
+        if any(rest):
+            bars = ax.bar(names, rest, bottom=visual, color="0.8", label="text and output")
+            ax.legend(fontsize=9)
+        else:
+            bars = ax.containers[0]
+        ax.bar_label(bars, labels=[_num(t) for t in total], fontsize=9, padding=2)
+        ax.set_ylabel("mean tokens per question")
         ax.yaxis.set_major_formatter(_thousands())
-        ax.set_ylim(0, max(tokens + [1.0]) * 1.15)
+        ax.set_ylim(0, max(total + [1.0]) * 1.15)
         ax.tick_params(axis="x", rotation=20)
     else:
         _empty(ax, "runs")
-    ax.set_title("Visual-token cost per question by run")
+    ax.set_title("Token cost per question by run")
     _save(fig, path)
 
 
