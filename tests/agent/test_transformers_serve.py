@@ -47,6 +47,7 @@ SCRIPT = [
     json.dumps({"name": "add_search_node", "arguments": SEARCH}),
     "</tool_call>",
 ]
+MEM1_SCRIPT = ["<think>", "I need the revenue table.", "</think>", "<search>", "revenue by region", "</search>"]
 SMALL = dict(s_total=200_704, max_image_pixels=100_352, max_frame_pixels=50_176, top_k=2)  # fast on CPU
 
 
@@ -56,6 +57,7 @@ def models(tmp_path_factory):
     return {
         "random": str(build_tiny_qwen2_5_vl(root / "random")),
         "scripted": str(build_scripted_qwen2_5_vl(root / "scripted", SCRIPT)),
+        "mem1": str(build_scripted_qwen2_5_vl(root / "mem1", MEM1_SCRIPT)),
     }
 
 
@@ -178,6 +180,19 @@ def test_mem1_with_a_random_model_ends_cleanly_through_the_server(server, models
     trace = events[-1].trace
     assert trace.steps and trace.steps[0].output and not trace.error
     assert trace.status in ("no_answer", "answered") and len(trace.steps) <= 6
+
+
+def test_mem1_searching_every_turn_runs_to_its_step_limit_through_the_server(server, models, retriever):
+    """A model that always searches: each turn's context is the prompt, the last reply and the last observation
+    only, until the step limit."""
+    p = policy(server, models["mem1"], max_new_tokens=32)
+    cfg = AgentConfig(protocol="mem1", max_steps=3, **SMALL)
+    events = list(Agent(retriever, p, cfg).stream("What was revenue in 2025?"))
+    p.close()
+    trace = events[-1].trace
+    assert isinstance(events[-2], LimitReached) and trace.status == "limit" and len(trace.steps) == 3
+    assert [s.action["name"] for s in trace.steps] == ["search"] * 3
+    assert [len(s.messages) for s in trace.steps] == [1, 3, 3]  # the history never grows
 
 
 def test_memagent_reads_each_result_into_its_memory_through_the_server(server, models, retriever):
