@@ -8,6 +8,7 @@
     vimrag eval --dataset NAME            evaluate the agent on a benchmark; `vimrag eval compare RUN...`
     vimrag train --config CFG.yaml        GGPO / GRPO / GSPO fine-tuning (also under accelerate launch)
     vimrag sft --traces RUN --model M     SFT cold start on saved traces (loss on action tokens only)
+    vimrag synth questions --corpus DIR   training data from your corpus: verified questions, teacher trajectories
 
 Every subcommand takes --help. Errors print one line saying what to do and exit non-zero.
 """
@@ -179,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_train(sub)
     add_sft_parser(sub)
+    from app.synth import add_parser as add_synth
+
+    add_synth(sub)
     return p
 
 

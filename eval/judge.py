@@ -86,6 +86,8 @@ class Judge:
     retries: int = 2
     max_tokens: int = 16  # a verdict is one word; reasoning models need more
     backoff_s: float = 1.0
+    role: str = "judge"  # what the endpoint is for, in errors ("generator", "verifier", ...)
+    key_flag: str = "vimrag eval --judge-key"  # where its key is given, in errors
     _client: httpx.Client | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -121,17 +123,17 @@ class Judge:
         body = response.text[:200].strip()
         if response.status_code in (401, 403):
             return JudgeError(
-                f"judge endpoint {self.url} refused the request (HTTP {response.status_code}): "
+                f"{self.role} endpoint {self.url} refused the request (HTTP {response.status_code}): "
                 f"the API key is {'wrong' if self.api_key else 'missing'}; pass the endpoint's key as "
-                f"api_key (vimrag eval --judge-key). Server said: {body}"
+                f"api_key ({self.key_flag}). Server said: {body}"
             )
         if response.status_code == 404:
             return JudgeError(
-                f"judge endpoint {self.url} answered 404: the base URL should be the API root ending "
+                f"{self.role} endpoint {self.url} answered 404: the base URL should be the API root ending "
                 f"in /v1, and the model {self.model!r} must be one the server serves "
                 f"(GET {self.base_url}/models lists them). Server said: {body}"
             )
-        return JudgeError(f"judge endpoint {self.url} rejected the request (HTTP {response.status_code}): {body}")
+        return JudgeError(f"{self.role} endpoint {self.url} rejected the request (HTTP {response.status_code}): {body}")
 
     def complete(self, messages: list[dict], retries: int | None = None) -> str:
         """The reply text of one chat completion; raises JudgeError when it cannot get one."""
@@ -163,11 +165,11 @@ class Judge:
                 return response.json()["choices"][0]["message"]["content"] or ""
             except (ValueError, KeyError, IndexError, TypeError) as exc:
                 raise JudgeError(
-                    f"judge endpoint {self.url} did not return an OpenAI chat completion "
+                    f"{self.role} endpoint {self.url} did not return an OpenAI chat completion "
                     f"({type(exc).__name__}); is it an OpenAI-compatible /v1 API? "
                     f"Got: {response.text[:200]}"
                 ) from exc
-        raise JudgeError(f"judge endpoint {self.url} failed after {attempts} attempt(s): {reason}")
+        raise JudgeError(f"{self.role} endpoint {self.url} failed after {attempts} attempt(s): {reason}")
 
     def _post(self, payload: dict) -> httpx.Response:
         response = self._http().post(self.url, json=payload)

@@ -131,7 +131,7 @@ class SFTConfig(Config):
 
     config_name = "sft"
 
-    traces: str = setting("", "a `vimrag eval` run folder, its traces/, trace files or a glob")
+    traces: str = setting("", "a `vimrag eval` run folder, its traces/, trace files, a glob, or an ACC .jsonl")
     model: str = setting("", "model folder or HF id to start from")
     output_dir: str = setting("", "where the tuned model and sft_config.json are saved")
     epochs: int = setting(1, "passes over the examples")

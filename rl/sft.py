@@ -2,6 +2,7 @@
 
     vimrag sft --traces runs/eval/RUN --model Qwen/Qwen2.5-VL-7B-Instruct --output-dir runs/sft/x
     vimrag sft --traces 'runs/eval/*/traces' --min-score 1 --model ./tiny --epochs 3
+    vimrag sft --traces runs/synth/teacher/acc.jsonl --model ./tiny   # compiled ACC examples (rl/synth/trajectories.py)
 
 Every step of a trace whose reply parsed into an action becomes one example: the exact context the
 model saw (its messages, images re-rendered from the trace's evidence at the recorded size) as the
@@ -55,11 +56,36 @@ def _scores(trace_file: Path) -> dict[str, float]:
     return {Path(r["trace"]).name: r["score"] for r in rows if r.get("trace")}
 
 
-def load_examples(spec: str, min_score: float | None = None, with_images: bool = True) -> list[Example]:
-    """Examples from every parsed step of the selected traces."""
+def load_acc(path: Path, with_images: bool = True) -> list[Example]:
+    """Examples from a compiled ACC file (`vimrag synth trajectories --compile acc`): one per line, its messages
+    (pictures re-rendered from the trace it names) and its target."""
     from agent.events import Trace
     from agent.evidence import EvidenceStore
 
+    out = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        where = f"{path.name} line {n}"
+        store = None
+        if with_images:
+            trace_file = Path(row["trace"])
+            if not trace_file.is_absolute() and not trace_file.exists():
+                trace_file = path.parent / trace_file
+            store = EvidenceStore.from_dict(Trace.from_dict(json.loads(trace_file.read_text())).evidence)
+        msgs = [_rebuild(m, store, where) for m in row["messages"]]
+        out.append(Example(msgs, row["target"], where))
+    return out
+
+
+def load_examples(spec: str, min_score: float | None = None, with_images: bool = True) -> list[Example]:
+    """Examples from every parsed step of the selected traces, or from a compiled ACC file (*.jsonl)."""
+    from agent.events import Trace
+    from agent.evidence import EvidenceStore
+
+    if spec.endswith(".jsonl") and Path(spec).is_file():
+        return load_acc(Path(spec), with_images)
     out = []
     score_cache: dict[Path, dict[str, float]] = {}
     for f in _trace_files(spec):

@@ -1,0 +1,578 @@
+"""`vimrag synth questions`: verified questions from an index or a corpus, resumable, with a dataset card.
+
+    vimrag synth questions --index bench_out/mmlb_idx --n 300 --out runs/synth/mmlb
+    vimrag synth questions --corpus my_pdfs/ --out runs/synth/mine --generator-url http://127.0.0.1:8000/v1
+
+The run samples slots from the index in a fixed order (its seed): single pages, images or video clips, and page
+pairs from one document or two (`pairs`, `cross_doc`). A writer (offline rules, rl/synth/offline.py, or an
+endpoint, rl/synth/endpoint.py) drafts one question per slot; the verifier's checks (rl/synth/checks.py) decide
+whether it is kept. Every slot's outcome, kept or rejected with its reason, is appended to OUT/journal.jsonl and
+fsync'd before the next begins, so a crash or `kill -9` loses at most the slot in flight, and a rerun goes on
+from the journal: no item is lost or written twice. When `n` items are kept (or the slots run out), the outputs
+are rewritten from the journal:
+
+    OUT/questions.jsonl     kept items, our JSONL eval schema (`vimrag eval --dataset jsonl:...`, `vimrag train`)
+    OUT/rejected.jsonl      rejected items, each with its verdicts and the reason
+    OUT/card.md, card.json  counts by type, hops, difficulty and rejection reason, with sample items
+    OUT/vrag_train.parquet  VRAG-RL's training parquet (needs pyarrow: pip install 'vimrag[train]')
+
+Left out on purpose: evolving items toward what a policy cannot yet do (rl/synth/difficulty.py measures the pass
+rate a curriculum would pick from; the selection is the trainer's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.config import Config, setting
+from rl.synth import checks, offline
+from rl.synth.items import CHECKS, Item, vrag_row
+from rl.synth.offline import Draft
+
+DEFAULT_OUT = "runs/synth/questions"
+
+
+@dataclass
+class EndpointConfig(Config):
+    """An OpenAI-compatible endpoint; off while base_url is empty."""
+
+    config_name = "endpoint"
+
+    base_url: str = setting(
+        "", "OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1 (empty: offline)", aliases=["url"]
+    )
+    model: str = setting("", "model name (empty: the first one the server lists)")
+    api_key: str = setting("", "API key", secret=True, aliases=["key"])
+    images: bool = setting(True, "send page images (--no-...-images for a text-only model)")
+
+
+@dataclass
+class SynthConfig(Config):
+    """What to sample, who writes and who verifies, and where it goes."""
+
+    config_name = "synth"
+
+    index: str = setting("", "index folder to sample from (built from --corpus first when given)")
+    corpus: str = setting("", "documents to index before sampling (into --index, default OUT/index)")
+    out: str = setting(DEFAULT_OUT, "output folder (rerun with the same one to resume)")
+    n: int = setting(300, "stop once this many items are kept")
+    seed: int = setting(0, "the order slots are sampled in")
+    pairs: float = setting(0.2, "share of slots that are two pages (multi-page, two-hop questions)")
+    cross_doc: float = setting(0.25, "share of page pairs taken from two different documents")
+    max_slots: int = setting(0, "give up after this many slots (0: 40 per wanted item)")
+    concurrency: int = setting(4, "slots in flight at once with an endpoint (offline: 1)")
+    generator: EndpointConfig = setting(factory=EndpointConfig, help="the writer", flag_prefix="generator-")
+    verifier: EndpointConfig = setting(
+        factory=EndpointConfig,
+        help="the verifier (default: the generator's endpoint, else offline)",
+        flag_prefix="verifier-",
+    )
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError(f"--n must be at least 1, got {self.n}")
+        if not 0 <= self.pairs <= 1 or not 0 <= self.cross_doc <= 1:
+            raise ValueError("--pairs and --cross-doc are shares between 0 and 1")
+
+
+class SynthError(ValueError):
+    """The run cannot start or go on; the message names the problem and the fix."""
+
+
+# -- the corpus as pages -------------------------------------------------------------------------------
+@dataclass
+class Corpus:
+    units: list[Any]  # retrieval.units.Unit, in index order
+    headers: dict[str, set[str]]  # per source file: its running header and footer lines
+    decks: set[str]  # sources that are slide decks (landscape pages)
+    index: Path
+    _drafts: dict[int, list[Draft]] = field(default_factory=dict)
+
+    def drafts(self, i: int) -> list[Draft]:
+        """Every draft the offline rules read off unit `i` (computed once)."""
+        if i not in self._drafts:
+            u = self.units[i]
+            unit = u.to_dict() | {"name": u.name}
+            headers = self.headers.get(u.source, set())
+            self._drafts[i] = offline.page_drafts(unit, u.text or "", headers, u.source in self.decks)
+        return self._drafts[i]
+
+    def page(self, unit, image: bool = False) -> dict[str, Any]:
+        """What a writer and a verifier see of one unit."""
+        d = unit.to_dict() | {"name": unit.name}
+        out = {"unit": d, "text": unit.text or "", "cite": unit.citation(), "file": unit.doc or unit.name}
+        out["page"] = unit.page
+        if image and unit.modality in ("page", "image"):
+            try:
+                out["image"] = unit.load_image(max_pixels=1_003_520)
+            except Exception as e:  # noqa: BLE001 - a page that cannot be rendered is shown as text only
+                out["image"] = None
+                out["image_error"] = f"{type(e).__name__}: {e}"
+        return out
+
+
+def open_corpus(cfg: SynthConfig, progress: bool) -> Corpus:
+    from retrieval.store import Store
+
+    index = Path(cfg.index or (Path(cfg.out) / "index"))
+    if cfg.corpus:
+        from retrieval.ingest import Indexer
+
+        if not Path(cfg.corpus).exists():
+            raise SynthError(f"the corpus {cfg.corpus} does not exist; give a folder or file of PDFs, images or videos")
+        summary = Indexer(index).index([cfg.corpus], progress=progress)
+        if progress:
+            print(summary.format())
+    if not (index / "store.sqlite").exists():
+        raise SynthError(
+            f"no index at {index}; build one with `vimrag index DOCS --index {index}` or pass --corpus DOCS"
+        )
+    _, units = Store(index).units()
+    if not units:
+        raise SynthError(f"the index {index} holds no pages, images or clips; index a corpus into it first")
+    if not any((u.text or "").strip() for u in units):
+        raise SynthError(
+            f"none of the {len(units)} units in {index} has text (no text layer and no OCR); the offline writer "
+            "reads text, so re-index with OCR on (the default) or write with an endpoint (--generator-url)"
+        )
+    by_src: dict[str, list] = defaultdict(list)
+    for u in units:
+        by_src[u.source].append(u)
+    headers, decks = {}, set()
+    for src, us in by_src.items():
+        seen = Counter()
+        for u in us:
+            seen.update({ln.strip().lower() for ln in (u.text or "").split("\n") if ln.strip()})
+        headers[src] = {ln for ln, c in seen.items() if c >= max(3, 0.3 * len(us))}
+        if len(us) >= 3 and sum((u.width or 0) > (u.height or 0) for u in us) > 0.8 * len(us):
+            decks.add(src)
+    offline.learn_common(u.text for u in units)
+    return Corpus(units, headers, decks, index)
+
+
+PAIRABLE = ("share", "count", "value", "year", "duration", "price", "acronym")  # rules a pair question joins
+
+
+def slots(corpus: Corpus, cfg: SynthConfig, offline_rules: bool) -> list[tuple[str, list[int]]]:
+    """The sample order: (key, unit positions), single units and pairs, fixed by the seed. Units are visited in a
+    shuffled order, again in a new order once all were visited (a page can hold several questions), until
+    `max_slots`. With the offline rules, only units they can ask about are sampled, and a pair's second page is
+    one whose fact a pair question can join."""
+    rng = random.Random(cfg.seed)
+    units = range(len(corpus.units))
+    if offline_rules:
+        units = [i for i in tqdm_iter(units, "reading pages") if corpus.drafts(i)]
+        if not units:
+            raise SynthError(
+                f"the offline rules found nothing to ask in the {len(corpus.units)} units of {corpus.index} (they read "
+                "sentences with numbers, acronyms, captions, contents lines and slide titles); use an endpoint "
+                "(--generator-url)"
+            )
+    pairable = [i for i in units if any(d.rule in PAIRABLE for d in corpus.drafts(i))] if offline_rules else list(units)
+    by_src: dict[str, list[int]] = defaultdict(list)
+    for i in pairable:
+        by_src[corpus.units[i].source].append(i)
+    sources, pair_set = sorted(by_src), set(pairable)
+    limit = cfg.max_slots or 40 * cfg.n
+    out: list[tuple[str, list[int]]] = []
+    seen: set[str] = set()
+    for visit in range(limit):
+        order = list(units)
+        rng.shuffle(order)
+        tag = f"#{visit + 1}" if visit else ""
+        for i in order:
+            if len(out) >= limit:
+                return out
+            src = corpus.units[i].source
+            if i in pair_set and rng.random() < cfg.pairs:
+                others = [s for s in sources if s != src]
+                other = rng.choice(others) if others and rng.random() < cfg.cross_doc else src
+                j = rng.choice(by_src[other])
+                a, b = sorted((i, j))
+                key = f"{corpus.units[a].uid}+{corpus.units[b].uid}{tag}"
+                if j != i and key not in seen:  # a pair drawn twice in one visit is one slot
+                    seen.add(key)
+                    out.append((key, [a, b]))
+                    continue
+            out.append((corpus.units[i].uid + tag, [i]))
+    return out
+
+
+def tqdm_iter(it, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(it, desc=desc, unit="unit", disable=not _PROGRESS[0], leave=False)
+
+
+_PROGRESS = [True]
+
+
+# -- writing one slot ----------------------------------------------------------------------------------
+TYPE_CAP = 0.35  # no type may fill more than this share of the wanted items while others can be had
+RULE_CAP = 0.3  # nor one offline rule (slide titles, acronyms, contents lines...) more than this share
+
+
+def offline_draft(
+    corpus: Corpus, idx: list[int], kept: Counter, n: int, taken: set[str], rng: random.Random
+) -> Draft | None:
+    """One draft for a slot: of the questions its units support that no earlier slot asked and no cap has
+    closed, one of the type fewest kept items have so far. `kept` counts kept items by type and by rule."""
+    if len(idx) == 1:
+        cands = corpus.drafts(idx[0])
+    else:
+        a, b = corpus.drafts(idx[0]), corpus.drafts(idx[1])
+        cands = [d for d in (offline.pair_draft(x, y) for x in a for y in b) if d is not None]
+    cands = [
+        d
+        for d in _unique_questions(cands)
+        if d.question not in taken and kept[d.type] < TYPE_CAP * n and kept["rule:" + d.rule] < RULE_CAP * n
+    ]
+    if not cands:
+        return None
+    fewest = min(kept[d.type] for d in cands)
+    return rng.choice([d for d in cands if kept[d.type] == fewest])
+
+
+def _unique_questions(drafts: list[Draft]) -> list[Draft]:
+    """Drafts whose question the page asks once: one asked twice with two answers ('The default setting is
+    1000.', 'The default setting is 100.') has no single answer."""
+    answers: dict[str, set[str]] = defaultdict(set)
+    for d in drafts:
+        answers[d.question].add(d.answer)
+    seen, out = set(), []
+    for d in drafts:
+        if len(answers[d.question]) == 1 and d.question not in seen:
+            seen.add(d.question)
+            out.append(d)
+    return out
+
+
+def evidence_of(unit: dict[str, Any]) -> dict[str, Any]:
+    if unit.get("modality") == "video":
+        return {"file": unit["name"], "time": [unit.get("start") or 0.0, unit.get("end") or 0.0]}
+    if unit.get("page"):
+        return {"file": unit.get("doc") or unit["name"], "page": unit["page"]}
+    return {"file": unit["name"]}
+
+
+def verify(draft: Draft, pages: list[dict[str, Any]], slot: str, retriever, verifier, page_of) -> Item:
+    """The draft as an item with its first three verdicts (the duplicate check needs the kept set)."""
+    parts = draft.parts or [draft]
+    ev_units = [p.unit for p in parts]
+    evidence = [evidence_of(u) for u in ev_units]
+    files = {e["file"] for e in evidence}
+    ev_pages = [next((pg for pg in pages if pg["unit"]["uid"] == u["uid"]), None) for u in ev_units]
+    ev_pages = [pg for pg in ev_pages if pg is not None] or pages
+    key = hashlib.sha1(slot.encode()).hexdigest()[:10]
+    item = Item(
+        id=f"{draft.type}-{key}",
+        question=draft.question,
+        answer=[draft.answer],
+        type=draft.type,
+        evidence=evidence,
+        answer_format=draft.answer_format,
+        hops=draft.hops,
+        doc=files.pop() if len(files) == 1 else "",
+        source=draft.rule if draft.rule.startswith("endpoint:") else f"offline:{draft.rule}",
+        sentence=draft.sentence,
+        slot=slot,
+    )
+    ok, why = verifier.grounded(item.question, draft.answer, draft.answer_format, ev_pages)
+    if not item.verdict("grounded", ok, why):
+        return item
+    leak = checks.leaked(item.question, draft.answer, draft.answer_format)
+    if leak:
+        item.verdict("needs_evidence", False, f"the question itself prints {leak!r}")
+        return item
+    _unambiguous(item, parts, retriever, verifier, page_of)  # before the closed-book call: it is the costly one
+    if not item.verdicts["unambiguous"]["ok"]:
+        return item
+    cb = verifier.closed_book(item.question)
+    if cb and checks.closed_book_right(cb, item.answer, item.answer_format, item.question):
+        item.verdict("needs_evidence", False, f"answered closed-book ({verifier.name}): {cb!r}")
+        return item
+    item.verdict("needs_evidence", True, f"closed-book ({verifier.name}): {cb!r}" if cb else "no closed-book answer")
+    return item
+
+
+_WH = {"What", "Which", "How", "When", "Where", "Who", "Whom", "Whose", "Why", "In", "According", "Among", "On"}
+
+
+def _unambiguous(item: Item, parts: list[Draft], retriever, verifier, page_of) -> None:
+    own = {(e["file"], e.get("page")) for e in item.evidence}
+    other_docs = []
+    for part in parts:
+        question = part.question if len(parts) > 1 and part.question != item.question else item.question
+        for hit in retriever.search(question, k=checks.RIVAL_PAGES):
+            u = hit.unit
+            where = (u.doc or u.name, u.page)
+            if where in own:
+                continue
+            got = verifier.rival(question, page_of(u))
+            if not got or not checks.same_kind(got, part.answer):
+                continue  # the page does not answer this question (or answers something else)
+            if checks.same_answer(got, [part.answer], part.answer_format, question):
+                continue
+            if item.doc and where[0] == item.doc:
+                item.verdict("unambiguous", False, f"{u.citation()}, in the same document, answers {got!r}")
+                return
+            other_docs.append(f"{u.citation()} answers {got!r}")
+    if not other_docs:
+        item.verdict("unambiguous", True, f"no other page of the {checks.RIVAL_PAGES} retrieved answers differently")
+    elif not item.doc:
+        item.verdict("unambiguous", False, "; ".join(other_docs[:2]))
+    elif item.doc.lower() in item.question.lower():
+        item.verdict("unambiguous", True, f"names its document ({'; '.join(other_docs[:2])})")
+    else:
+        q = item.question
+        if q.split(" ", 1)[0] in _WH:
+            q = q[0].lower() + q[1:]
+        item.question = f"In {item.doc}, {q}"
+        item.verdict("unambiguous", True, f"named its document, since {'; '.join(other_docs[:2])}")
+
+
+# -- the run -------------------------------------------------------------------------------------------
+def _writer_and_verifier(cfg: SynthConfig):
+    from rl.synth.endpoint import Endpoint, EndpointVerifier, EndpointWriter
+
+    writer = None
+    if cfg.generator.base_url:
+        g = cfg.generator
+        writer = EndpointWriter(Endpoint(g.base_url, g.model, g.api_key, "generator", images=g.images))
+    v = cfg.verifier if cfg.verifier.base_url else (cfg.generator if cfg.generator.base_url else None)
+    if v is None:
+        verifier = checks.OfflineVerifier()
+    else:
+        endpoint = Endpoint(v.base_url, v.model, v.api_key, "verifier", max_tokens=256, images=v.images)
+        verifier = EndpointVerifier(endpoint)
+    return writer, verifier
+
+
+def estimate(cfg: SynthConfig, n_units: int, n_slots: int, writer, verifier) -> str:
+    """What the run will cost, said before it starts."""
+    calls = (1 if writer else 0) + (2 + checks.RIVAL_PAGES if not isinstance(verifier, checks.OfflineVerifier) else 0)
+    who = f"{'endpoint' if writer else 'offline rules'} writing, {verifier.name} verifying"
+    if calls == 0:
+        return f"synth: {n_units} units indexed; up to {n_slots} slots, no model calls ({who})"
+    return (
+        f"synth: {n_units} units indexed; up to {n_slots} slots x up to {calls} model calls = at most "
+        f"{n_slots * calls:,} calls ({who}); expect about {calls * cfg.n * 2:,} for {cfg.n} kept items at a 50% yield"
+    )
+
+
+def synth_questions(cfg: SynthConfig, progress: bool = True, retriever=None) -> dict[str, Any]:
+    """Run (or resume) question synthesis; returns the card's counts."""
+    from tqdm.auto import tqdm
+
+    from eval.runner import read_predictions
+    from retrieval.retriever import Retriever
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    corpus = open_corpus(cfg, progress)
+    retriever = retriever or Retriever(corpus.index)
+    writer, verifier = _writer_and_verifier(cfg)
+    for part in (writer, verifier):
+        if part is not None and hasattr(part, "endpoint"):
+            part.endpoint.check()  # fail before the first page, not after an hour
+    _PROGRESS[0] = progress
+    plan = slots(corpus, cfg, offline_rules=writer is None)
+    journal = out / "journal.jsonl"
+    done = read_predictions(journal, repair=True)
+    (out / "config.json").write_text(json.dumps(cfg.to_dict() | {"index": str(corpus.index)}, indent=1))
+    items = [Item.from_dict(r["item"]) for r in done.values() if r.get("item")]
+    kept = [it for it in items if it.kept]
+    if progress:
+        print(estimate(cfg, len(corpus.units), len(plan), writer, verifier))
+    embed = retriever.embedder.encode_texts
+    kept_vecs = embed([it.question for it in kept]) if kept else np.zeros((0, 1), dtype=np.float32)
+    kept_facts = {(checks.squash(it.answer[0]), json.dumps(it.evidence, sort_keys=True)): it.id for it in kept}
+    want = Counter(it.type for it in kept) + Counter("rule:" + it.source.split(":")[-1] for it in kept)
+    taken = {it.question for it in items}  # asked already, kept or rejected: a later visit asks something else
+    todo = [(k, idx) for k, idx in plan if k not in done]
+    bar = tqdm(total=cfg.n, initial=min(len(kept), cfg.n), desc="synth questions", unit="item", disable=not progress)
+
+    def one(slot: tuple[str, list[int]], counts: Counter, asked: set[str]) -> tuple[str, Item | None, str]:
+        key, idx = slot
+        pages = [corpus.page(corpus.units[i], image=writer is not None and writer.endpoint.images) for i in idx]
+        rng = random.Random(f"{cfg.seed}:{key}")
+        try:
+            draft = writer.write(pages) if writer else offline_draft(corpus, idx, counts, cfg.n, asked, rng)
+        except ValueError as e:  # MalformedReply: the slot is rejected with the reply quoted
+            return key, None, f"malformed generator reply: {e}"
+        if draft is None:
+            return key, None, "nothing on these pages a question could be written from"
+        images = getattr(getattr(verifier, "endpoint", None), "images", False)
+        return key, verify(draft, pages, key, retriever, verifier, lambda u: corpus.page(u, image=images)), ""
+
+    workers = max(1, cfg.concurrency) if writer or not isinstance(verifier, checks.OfflineVerifier) else 1
+    try:
+        with open(journal, "a", encoding="utf-8") as f, ThreadPoolExecutor(workers) as pool:
+            for start in range(0, len(todo), workers):
+                if len(kept) >= cfg.n:
+                    break
+                batch = todo[start : start + workers]
+                counts, asked = Counter(want), set(taken)  # what every slot of this batch sees
+                results = pool.map(one, batch, [counts] * len(batch), [asked] * len(batch))
+                for key, item, note in results:  # in slot order
+                    if item is not None and all(item.verdicts.get(c, {}).get("ok") for c in CHECKS[:-1]):
+                        vec = embed([item.question])[0]
+                        j, cos = checks.near_duplicate(vec, kept_vecs)
+                        fact = (checks.squash(item.answer[0]), json.dumps(item.evidence, sort_keys=True))
+                        if fact in kept_facts:
+                            why = f"the same answer from the same page as {kept_facts[fact]}"
+                            item.verdict("not_duplicate", False, why)
+                        elif cos >= checks.DUPLICATE_COSINE and checks.squash(kept[j].answer[0]) == fact[0]:
+                            why = f"cosine {cos:.2f} to {kept[j].id} {kept[j].question!r}, same answer"
+                            item.verdict("not_duplicate", False, why)
+                        else:
+                            item.verdict("not_duplicate", True, f"nearest kept question at cosine {cos:.2f}")
+                            kept.append(item)
+                            kept_vecs = vec[None, :] if kept_vecs.size == 0 else np.vstack([kept_vecs, vec[None, :]])
+                            kept_facts[fact] = item.id
+                            want[item.type] += 1
+                            want["rule:" + item.source.split(":")[-1]] += 1
+                            bar.update(1)
+                    if item is not None:
+                        taken.add(item.question)
+                    row = {"id": key, "item": item.to_dict() if item else None, "note": note}
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                    if len(kept) >= cfg.n:
+                        break
+    finally:
+        bar.close()
+        for part in (writer, verifier):
+            if part is not None and hasattr(part, "endpoint"):
+                part.endpoint.close()
+    return write_outputs(out, progress)
+
+
+# -- outputs -------------------------------------------------------------------------------------------
+def read_journal(out: Path) -> tuple[list[Item], list[dict[str, Any]]]:
+    """The journal's items (kept and rejected, in slot order) and its rows."""
+    from eval.runner import read_predictions
+
+    rows = list(read_predictions(out / "journal.jsonl").values())
+    return [Item.from_dict(r["item"]) for r in rows if r.get("item")], rows
+
+
+def write_outputs(out: Path, progress: bool = True) -> dict[str, Any]:
+    """questions.jsonl, rejected.jsonl, the card and the parquet, rewritten from the journal (and the
+    difficulty a `vimrag synth difficulty` run measured, when there is one)."""
+    items, rows = read_journal(out)
+    diff_path = out / "difficulty.json"
+    if diff_path.exists():
+        rates = json.loads(diff_path.read_text()).get("pass_rate", {})
+        for it in items:
+            it.difficulty = rates.get(it.id)
+    kept = [it for it in items if it.kept]
+    rejected = [it for it in items if not it.kept]
+    _write_jsonl(out / "questions.jsonl", [it.to_row() for it in kept])
+    _write_jsonl(out / "rejected.jsonl", [it.to_dict() | {"reason": it.reason} for it in rejected])
+    card = card_counts(kept, rejected, rows)
+    parquet = write_parquet(out / "vrag_train.parquet", kept)
+    card["parquet"] = parquet
+    (out / "card.json").write_text(json.dumps(card, indent=1))
+    (out / "card.md").write_text(card_markdown(card, kept, rejected))
+    if progress:
+        print(
+            f"synth: {len(kept)} kept, {len(rejected)} rejected, {card['slots_without_draft']} slots without a draft; "
+            f"{out / 'questions.jsonl'} and {out / 'card.md'}"
+        )
+    return card
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    os.replace(tmp, path)
+
+
+def _bucket(d: float | None) -> str:
+    if d is None:
+        return "not measured"
+    return "0 (unsolved)" if d == 0 else ("1 (solved)" if d == 1 else "between (learnable)")
+
+
+def card_counts(kept: list[Item], rejected: list[Item], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "kept": len(kept),
+        "rejected": len(rejected),
+        "slots": len(rows),
+        "slots_without_draft": sum(1 for r in rows if not r.get("item")),
+        "by_type": dict(Counter(it.type for it in kept).most_common()),
+        "by_hops": dict(sorted(Counter(it.hops for it in kept).items())),
+        "by_rule": dict(Counter(it.source for it in kept).most_common()),
+        "by_difficulty": dict(Counter(_bucket(it.difficulty) for it in kept).most_common()),
+        "rejected_by_check": dict(Counter(it.reason.split(":")[0] for it in rejected).most_common()),
+        "rejected_by_reason": dict(Counter(_reason_kind(it.reason) for it in rejected).most_common(12)),
+        "malformed_replies": sum(1 for r in rows if str(r.get("note", "")).startswith("malformed")),
+        "documents": len({it.doc for it in kept if it.doc}),
+    }
+
+
+def _reason_kind(reason: str) -> str:
+    """A reason without its particulars, for counting ('grounded: p.3 does not print ...')."""
+    return re.sub(r"'[^']*'|\"[^\"]*\"|\d+(?:\.\d+)?", "…", reason)[:90]
+
+
+def card_markdown(card: dict[str, Any], kept: list[Item], rejected: list[Item], samples: int = 8) -> str:
+    def table(title: str, counts: dict) -> str:
+        rows = "\n".join(f"| {k} | {v} |" for k, v in counts.items())
+        return f"| {title} | items |\n|---|---|\n{rows}\n"
+
+    rng = random.Random(0)
+    lines = [
+        "# Synthesized questions: dataset card",
+        "",
+        f"{card['kept']} kept and {card['rejected']} rejected items from {card['slots']} sampled slots "
+        f"({card['slots_without_draft']} gave no draft), over {card['documents']} documents. Every kept item passed "
+        "all four checks (grounded, needs the evidence, unambiguous, not a near-duplicate); see rl/synth/checks.py.",
+        "",
+        table("type", card["by_type"]),
+        table("hops", card["by_hops"]),
+        table("writer rule", card["by_rule"]),
+        table("difficulty (pass rate)", card["by_difficulty"]),
+        table("rejected at check", card["rejected_by_check"]),
+        table("rejection reason", card["rejected_by_reason"]),
+        f"Parquet: {card.get('parquet')}",
+        "",
+        "## Sample kept items",
+        "",
+    ]
+    for it in rng.sample(kept, min(samples, len(kept))):
+        where = ", ".join(f"{e['file']} p.{e['page']}" if e.get("page") else e["file"] for e in it.evidence)
+        lines.append(f"- **{it.question}** → {it.answer[0]} ({it.type}, {where}); from: “{it.sentence[:160]}”")
+    lines += ["", "## Sample rejected items", ""]
+    for it in rng.sample(rejected, min(samples, len(rejected))):
+        lines.append(f"- {it.question} → {it.answer[0]}: *{it.reason[:200]}*")
+    return "\n".join(lines) + "\n"
+
+
+def write_parquet(path: Path, kept: list[Item]) -> str:
+    """VRAG-RL's training parquet of the kept items; says why not when pyarrow is missing."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return "not written: pyarrow is missing (pip install 'vimrag[train]' or pip install pyarrow)"
+    rows = [vrag_row(it, i) for i, it in enumerate(kept)]
+    if not rows:
+        return "not written: no kept items"
+    tmp = path.with_suffix(".parquet.tmp")
+    pq.write_table(pa.Table.from_pylist(rows), tmp)
+    os.replace(tmp, path)
+    return str(path)
