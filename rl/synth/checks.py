@@ -27,6 +27,7 @@ from eval.answer_metrics import parse_list, score_item
 DUPLICATE_COSINE = 0.93  # MiniLM cosine of two questions at or above which, with the same answer, they ask the same
 RIVAL_PAGES = 5  # pages retrieval returns for the unambiguity check
 RIVAL_COVERAGE = 0.75  # share of the question's content words a rival page's sentence must hold
+_REF_QUESTION = re.compile(r"^(?:In \S+, )?[Ww]hich (table|figure) (?:reports|shows) (.+)\?$")
 
 
 def squash(text: str) -> str:
@@ -36,7 +37,8 @@ def squash(text: str) -> str:
     >>> squash("Fully  “79%”  of\\nseniors – S$ 5,000")
     'fully "79%" of seniors - s$5,000'
     """
-    t = unicodedata.normalize("NFKC", text or "")
+    t = re.sub("\ufffe\\s*", "", text or "")  # pdfium's mark of a word hyphenated at a line end
+    t = unicodedata.normalize("NFKC", t)
     t = t.translate(str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "–": "-", "—": "-", "\u00ad": ""}))
     t = " ".join(t.lower().split())
     return re.sub(r"([$€£])\s+(?=\d)", r"\1", t)
@@ -185,6 +187,14 @@ class OfflineVerifier:
         from agent.reader.sentences import Passage
         from agent.reader.words import content_words, stem
 
+        ref = _REF_QUESTION.match(question)
+        if ref:  # 'Which table reports X?': another page's caption of that kind about X answers it
+            want = {stem(w) for w in content_words(ref[2])}
+            for m in re.finditer(rf"\b({ref[1]})\s+(\d+)\s*[:.|]\s+([^\n]+)", page["text"], re.I):
+                said = {stem(w) for w in re.findall(r"[A-Za-z][\w'-]*", m[3].lower())}
+                if want and len(want & said) >= RIVAL_COVERAGE * len(want):
+                    return f"{m[1].capitalize()} {m[2]}"
+            return ""
         got = read_answer(question, [Passage(page["text"], citation=page["cite"], page=page.get("page") or 0)])
         if not got.answered:
             return ""

@@ -62,12 +62,13 @@ def data_url(image, max_pixels: int = 1_003_520) -> str:
 
 
 def page_parts(pages: list[dict[str, Any]], images: bool, max_chars: int = 3000) -> list[dict[str, Any]]:
-    """OpenAI content parts for the evidence: per page its citation, its image (when it has one) and its text."""
+    """OpenAI content parts for the evidence: per page its citation, its image (a clip: its keyframes) and its
+    text."""
     parts: list[dict[str, Any]] = []
     for p in pages:
         parts.append({"type": "text", "text": f"[{p['cite']}]"})
-        if images and p.get("image") is not None:
-            parts.append({"type": "image_url", "image_url": {"url": data_url(p["image"])}})
+        for im in (p.get("images") or []) if images else []:
+            parts.append({"type": "image_url", "image_url": {"url": data_url(im)}})
         text = (p.get("text") or "").strip()
         parts.append({"type": "text", "text": f"Text of {p['cite']}:\n{text[:max_chars] or '(no text layer)'}"})
     return parts

@@ -195,12 +195,14 @@ def _lower_first(text: str) -> str:
 
     >>> _lower_first("The median age"), _lower_first("GSM8K accuracy"), _lower_first("Accuracy of models")
     ('the median age', 'GSM8K accuracy', 'accuracy of models')
+    >>> _lower_first("F1-scores difference")
+    'F1-scores difference'
     """
     words = text.split(" ")
     first, nxt = words[0], (words[1] if len(words) > 1 else "")
     if first in _LEADS:
         return text[0].lower() + text[1:]
-    if not (first[:1].isupper() and first[1:].islower()) or first.lower() in NAMES:
+    if not re.fullmatch(r"[A-Z][a-z]+(?:-[a-z]+)*", first) or first.lower() in NAMES:  # 'F1-scores' stays
         return text
     if first.lower() in COMMON or nxt[:1].islower():
         return text[0].lower() + text[1:]
@@ -209,6 +211,7 @@ def _lower_first(text: str) -> str:
 
 _LEADS = {"The", "A", "An", "Each", "Every"}
 COMMON: set[str] = set()  # words the corpus prints in lower case more often than capitalised
+KNOWN: set[str] = set()  # words (lower case) the corpus prints at least twice
 NAMES: set[str] = set()  # words it prints capitalised mid-sentence more often ('Americans', 'China')
 
 
@@ -230,6 +233,8 @@ def learn_common(texts: Any) -> set[str]:
     COMMON.update(w for w, n in low.items() if n > cap[w])
     NAMES.clear()
     NAMES.update(w for w, n in cap.items() if n > low[w])
+    KNOWN.clear()
+    KNOWN.update(w for w, n in (low + cap).items() if n >= 2)
     return set(COMMON)
 
 
@@ -291,6 +296,8 @@ def _clean_rest(rest: str) -> str | None:
     ):
         return None
     if re.search(r"\b(the|a|an|of|to|and|or|than|in|for|with)$", rest):
+        return None
+    if re.search(r"\b(?:a certain|certain|some kind of|such)\b", rest):  # a made-up example, not a finding
         return None
     return rest
 
@@ -423,10 +430,13 @@ def ln_of(m: re.Match) -> str:
     return m.string.strip()
 
 
+_ABBREV = re.compile(r"\b(?:w\.r\.t|e\.g|i\.e)\.?|\b(?:et al|vs|cf|approx|resp|Eq|No)\.", re.I)
+
+
 def _caption_draft(line: str, unit: dict[str, Any]) -> Draft | None:
-    m = _CAPTION.match(line.strip())
-    if not m or _DEICTIC.search(m["body"]):
-        return None
+    m = _CAPTION.match(_ABBREV.sub(lambda a: a[0].replace(".", "\u2024"), line.strip()))  # keep 'w.r.t.' whole
+    if not m or _DEICTIC.search(m["body"]) or "\u2024" in m["body"]:
+        return None  # an abbreviation in a caption makes a question no one would write
     body = m["body"].strip().rstrip(":;,")
     first = body.split(" ", 1)[0].lower()
     if first in {"we", "our", "this", "the", "a", "an", "in", "as", "for", "left", "right", "top", "bottom"}:
@@ -451,6 +461,13 @@ _NOT_TITLES = re.compile(
 )
 
 
+_CUT_OFF = (
+    r"\b(?:the|a|an|of|to|and|or|in|on|for|with|is|are|has|be|about|from|into|over|under|at|by|as|than|vs|"
+    r"versus|between|your|our|their|its|this|that|how|what|why|who|when|where|does|do|did|can|will|should|"
+    r"would|was|were|not|no)$"
+)
+
+
 def title_line(text: str) -> str:
     """A page's title: its first line, when that line reads as a whole heading (not cut off, not a running
     header, not OCR debris) and the next line does not continue it."""
@@ -463,15 +480,26 @@ def title_line(text: str) -> str:
         return ""
     if _NOT_TITLES.match(s) or not s[0].isupper() or re.match(r"^[a-zA-Z]\.\s", s):  # 'j. Master of ...': a list item
         return ""
-    if re.search(r"\b(?:the|a|an|of|to|and|or|in|on|for|with|is|are|has|be)$", s, re.I) or s.endswith((",", ":", "-")):
+    if re.search(_CUT_OFF, s, re.I) or s.endswith((",", ":", "-", "&")):
         return ""  # cut off: the title goes on on the next line
-    if nxt[:1].islower():
-        return ""
+    if nxt[:1].islower() or nxt.startswith("("):
+        return ""  # 'Technology Adoption' + '(Next Two Years)': one title on two lines
+    if s.isupper() and nxt.isupper() and len(nxt.split()) <= 4:
+        return ""  # 'THE POWER' + 'OF VISUALS': capitals wrapped onto the next line
     if any(len(w) == 1 and w.lower() not in {"a", "i"} for w in words):
         return ""  # 'AN UNC OMM ON SENSE OF T HE': letters split by the text layer
     if s.isupper() and any(w.lower() not in COMMON for w in words if len(w) > 3):
         return ""  # an all-capitals line with words the corpus never prints in lower case: likely broken
+    if KNOWN and any(w.lower() not in KNOWN for w in words if len(w) > 3):
+        return ""  # a word the corpus prints nowhere else: OCR debris ('electroma gnetic')
+    if re.search(r"#[IlO]\b", s):
+        return ""  # '#I' for '#1': a digit OCR read as a letter
     return s
+
+
+def _garbled(question: str) -> bool:
+    """A long run of letters the corpus prints nowhere else: words the text layer glued ('incorrectlypredicted')."""
+    return bool(KNOWN) and any(w not in KNOWN for w in re.findall(r"\b[a-z]{13,}\b", question))
 
 
 def page_drafts(unit: dict[str, Any], text: str, headers: set[str], deck: bool) -> list[Draft]:
@@ -479,6 +507,7 @@ def page_drafts(unit: dict[str, Any], text: str, headers: set[str], deck: bool) 
     footers, never a title); `deck`: the document is a slide deck (each page has a title)."""
     kind = "video" if unit.get("modality") == "video" else "text"
     out: list[Draft] = []
+    text = re.sub("\ufffe\\s*", "", text or "")  # pdfium's mark of a word hyphenated at a line end ('QuAL\ufffe ITY')
     lines = [ln for ln in (text or "").split("\n") if ln.strip()]
     for sent in sentences(text):
         if re.search(r"[.!?]$", sent):  # a complete statement; a cut-off one may miss what it says
@@ -488,12 +517,45 @@ def page_drafts(unit: dict[str, Any], text: str, headers: set[str], deck: bool) 
             out.append(d)
     where = unit.get("doc") or unit.get("name") or ""
     out += _toc_drafts(lines, unit, where)
-    title = title_line("\n".join(ln for ln in lines if ln.strip().lower() not in headers))
-    if title and unit.get("page"):
-        if deck and title.lower() not in headers:  # a deck's pages each have a title; a report's first line may not
-            q = f"What is the title of page {unit['page']} of {where}?"
-            out.append(Draft(q, title, "layout", "title", title, unit, answer_format="Str"))
+    out = [d for d in out if not _garbled(d.question)]
+    # a deck's pages each have a title; a report's first line may not. A first line that runs on every page is
+    # the deck's own title, and the line after it is not the page's (a bullet, a chart's caption)
+    title = title_line(text) if deck and unit.get("page") else ""
+    if title and title.lower() not in headers and (unit.get("text_source") != "pdf-text" or largest_text(unit, title)):
+        q = f"What is the title of page {unit['page']} of {where}?"
+        out.append(Draft(q, title, "layout", "title", title, unit, answer_format="Str"))
     return out
+
+
+def largest_text(unit: dict[str, Any], line: str, share: float = 0.85) -> bool:
+    """Whether `line` is printed in the page's largest type: its characters' median height at least `share` of the
+    tallest printed line's, read from the PDF's own character boxes (a table header above the title fails). A page
+    whose boxes cannot be read passes: the text rules of `title_line` still hold it."""
+    try:
+        import pypdfium2 as pdfium
+
+        tp = pdfium.PdfDocument(unit["source"])[int(unit["page"]) - 1].get_textpage()
+        chars = [(tp.get_text_range(i, 1), tp.get_charbox(i)) for i in range(tp.count_chars())]
+    except Exception:  # noqa: BLE001 - an unreadable page is judged by its text alone
+        return True
+    flat: list[tuple[str, float | None]] = []  # the page's text, runs of white space as one space, with heights
+    line_heights: list[list[float]] = [[]]
+    for c, (_, bottom, _, top) in chars:
+        if c in "\r\n":
+            line_heights.append([])
+        if not c.strip():
+            if flat and flat[-1][0] != " ":
+                flat.append((" ", None))
+            continue
+        flat.append((c, top - bottom))
+        line_heights[-1].append(top - bottom)
+    want = " ".join(line.split())
+    at = "".join(c for c, _ in flat).find(want)
+    mine = [h for _, h in flat[at : at + len(want)] if h is not None] if at >= 0 else []
+    tallest = max((sorted(h)[len(h) // 2] for h in line_heights if h), default=0.0)
+    if not mine or tallest <= 0:
+        return True
+    return sorted(mine)[len(mine) // 2] >= share * tallest
 
 
 def pair_draft(a: Draft, b: Draft) -> Draft | None:

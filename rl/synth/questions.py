@@ -55,6 +55,7 @@ class EndpointConfig(Config):
     model: str = setting("", "model name (empty: the first one the server lists)")
     api_key: str = setting("", "API key", secret=True, aliases=["key"])
     images: bool = setting(True, "send page images (--no-...-images for a text-only model)")
+    max_tokens: int = setting(1024, "most tokens one reply may have (a thinking model needs more)")
 
 
 @dataclass
@@ -113,11 +114,15 @@ class Corpus:
         d = unit.to_dict() | {"name": unit.name}
         out = {"unit": d, "text": unit.text or "", "cite": unit.citation(), "file": unit.doc or unit.name}
         out["page"] = unit.page
-        if image and unit.modality in ("page", "image"):
+        if image:
             try:
-                out["image"] = unit.load_image(max_pixels=1_003_520)
+                if unit.modality == "video":  # a clip is shown as its keyframes (at most four)
+                    frames = unit.load_frames(unit.keyframes[:4] or None, max_pixels=401_408)
+                    out["images"] = [im for _, im in frames]
+                elif unit.modality in ("page", "image"):
+                    out["images"] = [unit.load_image(max_pixels=1_003_520)]
             except Exception as e:  # noqa: BLE001 - a page that cannot be rendered is shown as text only
-                out["image"] = None
+                out["images"] = []
                 out["image_error"] = f"{type(e).__name__}: {e}"
         return out
 
@@ -349,12 +354,12 @@ def _writer_and_verifier(cfg: SynthConfig):
     writer = None
     if cfg.generator.base_url:
         g = cfg.generator
-        writer = EndpointWriter(Endpoint(g.base_url, g.model, g.api_key, "generator", images=g.images))
+        writer = EndpointWriter(Endpoint(g.base_url, g.model, g.api_key, "generator", g.max_tokens, images=g.images))
     v = cfg.verifier if cfg.verifier.base_url else (cfg.generator if cfg.generator.base_url else None)
     if v is None:
         verifier = checks.OfflineVerifier()
     else:
-        endpoint = Endpoint(v.base_url, v.model, v.api_key, "verifier", max_tokens=256, images=v.images)
+        endpoint = Endpoint(v.base_url, v.model, v.api_key, "verifier", v.max_tokens, images=v.images)
         verifier = EndpointVerifier(endpoint)
     return writer, verifier
 
@@ -525,8 +530,17 @@ def card_counts(kept: list[Item], rejected: list[Item], rows: list[dict[str, Any
 
 
 def _reason_kind(reason: str) -> str:
-    """A reason without its particulars, for counting ('grounded: p.3 does not print ...')."""
-    return re.sub(r"'[^']*'|\"[^\"]*\"|\d+(?:\.\d+)?", "…", reason)[:90]
+    """A reason without its particulars, for counting.
+
+    >>> _reason_kind("unambiguous: report.pdf p.4, in the same document, answers '23%'")
+    "unambiguous: a page, in the same document, answers '…'"
+    >>> _reason_kind("not_duplicate: cosine 0.97 to layout-4e9d6aef82 'What is ...?', same answer")
+    "not_duplicate: cosine N to an item '…', same answer"
+    """
+    r = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", reason)
+    r = re.sub(r"[\w.-]+\.(?:pdf|png|jpe?g|mp4|mov|md|txt)(?: p\.\d+| #\d+| [\d:]+-[\d:]+)?", "a page", r)
+    r = re.sub(r"\b(?:text|table|chart|layout|multi-page|video)-[0-9a-f]{10}\b", "an item", r)
+    return re.sub(r"\d+(?:\.\d+)?", "N", r)[:100]
 
 
 def card_markdown(card: dict[str, Any], kept: list[Item], rejected: list[Item], samples: int = 8) -> str:

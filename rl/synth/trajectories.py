@@ -215,7 +215,8 @@ def synth_trajectories(
     run = run_teacher(run_cfg, progress)
     rows, why = kept_rows(run, min_score, agent.protocol)
     sft = write_sft_folder(rows, outp)
-    summary: dict[str, Any] = {"questions": len(open(qfile).readlines()), "kept": len(rows), "dropped": why}
+    n_questions = sum(1 for x in qfile.read_text().splitlines() if x.strip())
+    summary: dict[str, Any] = {"questions": n_questions, "kept": len(rows), "dropped": why}
     summary["sft"] = str(sft)
     if compile == "acc":
         summary["acc"] = str(compile_acc(rows, sft, outp))

@@ -232,3 +232,56 @@ def test_fold_through_the_server_runs_to_its_step_limit_cleanly(server, models, 
     trace = events[-1].trace
     assert trace.steps and trace.steps[0].output and not trace.error
     assert trace.status in ("answered", "no_answer", "limit") and len(trace.steps) <= 3
+
+
+def test_synth_writer_verifier_and_teacher_through_the_server(server, models, tmp_path):
+    """`vimrag synth` against a real server and a random model: every reply is nonsense, so nothing is kept, but
+    each path runs to its end and every slot or item says why it was dropped."""
+    from eval.runner import read_predictions
+    from retrieval.ingest import Indexer
+    from rl.synth.questions import SynthConfig, synth_questions
+    from rl.synth.trajectories import synth_trajectories
+    from tests.synth_corpus import make_synth_corpus
+
+    corpus = make_synth_corpus(tmp_path / "corpus")
+    idx = tmp_path / "idx"
+    Indexer(idx).index([corpus], progress=False)
+    endpoint = {"base_url": server, "model": models["random"], "max_tokens": 24}
+    writer_run = tmp_path / "writer"
+    card = synth_questions(
+        SynthConfig.from_dict(
+            {"index": str(idx), "out": str(writer_run), "n": 2, "max_slots": 3, "concurrency": 2, "generator": endpoint}
+        ),
+        progress=False,
+    )
+    journal = list(read_predictions(writer_run / "journal.jsonl").values())
+    assert card["slots"] == len(journal) == 3 and card["kept"] == 0
+    assert all(r["note"].startswith("malformed generator reply") for r in journal)  # the random model's words
+    verifier_run = tmp_path / "verifier"
+    card = synth_questions(
+        SynthConfig.from_dict(
+            {"index": str(idx), "out": str(verifier_run), "n": 2, "max_slots": 3, "pairs": 0, "verifier": endpoint}
+        ),
+        progress=False,
+    )
+    rejected = [json.loads(x) for x in (verifier_run / "rejected.jsonl").read_text().splitlines()]
+    assert card["kept"] == 0 and len(rejected) == 3
+    assert all(r["reason"].startswith("grounded: the verifier's reply is neither yes nor no") for r in rejected)
+    qdir = tmp_path / "questions"
+    qdir.mkdir()
+    (qdir / "config.json").write_text(json.dumps({"index": str(idx)}))
+    (qdir / "questions.jsonl").write_text(
+        json.dumps({"id": "q1", "question": "How many stations are there on the northern line?", "answer": ["14"],
+                    "evidence": [{"file": "survey.pdf", "page": 3}], "doc": "survey.pdf"}) + "\n"
+    )  # fmt: skip
+    res = synth_trajectories(
+        str(qdir),
+        str(tmp_path / "teacher"),
+        PolicyConfig(backend="openai", base_url=server, model=models["random"], max_new_tokens=16, timeout_s=120),
+        AgentConfig(protocol="vrag", max_steps=2, **SMALL),
+        compile="acc",
+        progress=False,
+    )
+    assert res["questions"] == 1 and res["kept"] == 0 and res["dropped"]["wrong"] == 1
+    assert (tmp_path / "teacher" / "acc.jsonl").read_text() == ""
+    assert (tmp_path / "teacher" / "teacher" / "traces" / "q1.json").is_file()  # the teacher's run is kept whole

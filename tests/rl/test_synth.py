@@ -225,6 +225,26 @@ def test_the_synthesized_set_loads_in_vimrag_eval_and_is_scored(offline_run, cor
     assert sum(p["score"] for p in preds) >= 1  # the embedded default gets some right: the scorer ran on real rows
 
 
+@pytest.mark.slow
+def test_difficulty_is_a_reference_agents_pass_rate_written_into_the_set(offline_run, tmp_path):
+    import shutil
+
+    from agent.backends.base import PolicyConfig
+    from agent.settings import AgentConfig
+    from rl.synth.trajectories import synth_difficulty
+
+    out = tmp_path / "q"
+    shutil.copytree(offline_run[0], out)
+    res = synth_difficulty(str(out), 2, PolicyConfig(backend="embedded"), AgentConfig(), progress=False)
+    kept = rows(out / "questions.jsonl")
+    rates = json.loads((out / "difficulty.json").read_text())["pass_rate"]
+    assert res["k"] == 2 and res["items"] == len(kept) == len(rates)
+    assert all(r["difficulty"] == rates[r["id"]] and r["difficulty"] in (0.0, 1.0) for r in kept)  # deterministic
+    assert res["learnable"] == 0 and len(list((out / "difficulty").iterdir())) == 2
+    card = json.loads((out / "card.json").read_text())
+    assert "not measured" not in card["by_difficulty"] and sum(card["by_difficulty"].values()) == len(kept)
+
+
 def test_bad_input_says_what_to_do(tmp_path, index):
     with pytest.raises(SynthError, match="no index at"):
         synth_questions(SynthConfig(index=str(tmp_path / "nope"), out=str(tmp_path / "o")), progress=False)
