@@ -187,10 +187,10 @@ def _fmt(answer: str) -> str:
     return "Str"
 
 
-def _lower_first(text: str) -> str:
+def _lower_first(text: str, vocab: Vocab | None = None) -> str:
     """'The median age' -> 'the median age', moved inside a question; a name keeps its capitals ('Americans',
     'GSM8K', 'New York'). A capitalised first word is lower-cased when the corpus mostly prints it in lower case
-    (`COMMON`, learnt by `learn_common`), kept when the corpus mostly prints it capitalised (`NAMES`), and
+    (`vocab.common`), kept when the corpus mostly prints it capitalised (`vocab.names`), and
     otherwise lower-cased when the next word is in lower case (sentence case: 'Accuracy of ...').
 
     >>> _lower_first("The median age"), _lower_first("GSM8K accuracy"), _lower_first("Accuracy of models")
@@ -198,44 +198,53 @@ def _lower_first(text: str) -> str:
     >>> _lower_first("F1-scores difference")
     'F1-scores difference'
     """
+    vocab = vocab or EMPTY
     words = text.split(" ")
     first, nxt = words[0], (words[1] if len(words) > 1 else "")
     if first in _LEADS:
         return text[0].lower() + text[1:]
-    if not re.fullmatch(r"[A-Z][a-z]+(?:-[a-z]+)*", first) or first.lower() in NAMES:  # 'F1-scores' stays
+    if not re.fullmatch(r"[A-Z][a-z]+(?:-[a-z]+)*", first) or first.lower() in vocab.names:  # 'F1-scores' stays
         return text
-    if first.lower() in COMMON or nxt[:1].islower():
+    if first.lower() in vocab.common or nxt[:1].islower():
         return text[0].lower() + text[1:]
     return text
 
 
 _LEADS = {"The", "A", "An", "Each", "Every"}
-COMMON: set[str] = set()  # words the corpus prints in lower case more often than capitalised
-KNOWN: set[str] = set()  # words (lower case) the corpus prints at least twice
-NAMES: set[str] = set()  # words it prints capitalised mid-sentence more often ('Americans', 'China')
 
 
-def learn_common(texts: Any) -> set[str]:
-    """The words `texts` print mostly in lower case away from a sentence's start ('number', 'accuracy'), not
-    names ('Americans', 'China'); sets `COMMON` (and `NAMES`, the other way round) and returns it.
+@dataclass(frozen=True)
+class Vocab:
+    """What a corpus says about its words: `common`, printed mostly in lower case away from a sentence's start
+    ('number', 'accuracy'); `names`, mostly capitalised there ('Americans', 'China'); `known`, printed at least
+    twice. Empty, it knows nothing and every rule falls back to the words' shapes.
 
-    >>> sorted(learn_common(["Most Americans say the number rose.", "The number of Americans fell."]))
-    ['fell', 'number', 'of', 'rose', 'say', 'the']
+    >>> v = Vocab.learn(["Most Americans say the number rose.", "The number of Americans fell."])
+    >>> sorted(v.common), sorted(v.names), sorted(v.known)
+    (['fell', 'number', 'of', 'rose', 'say', 'the'], ['americans'], ['americans', 'number'])
     """
-    from collections import Counter
 
-    low, cap = Counter(), Counter()
-    for text in texts:
-        for m in re.finditer(r"(?<=[a-z,] )([A-Za-z][a-z]+(?:-[a-z]+)*)\b", text or ""):
-            w = m.group(1)
-            (low if w[0].islower() else cap)[w.lower()] += 1
-    COMMON.clear()
-    COMMON.update(w for w, n in low.items() if n > cap[w])
-    NAMES.clear()
-    NAMES.update(w for w, n in cap.items() if n > low[w])
-    KNOWN.clear()
-    KNOWN.update(w for w, n in (low + cap).items() if n >= 2)
-    return set(COMMON)
+    common: frozenset[str] = frozenset()
+    names: frozenset[str] = frozenset()
+    known: frozenset[str] = frozenset()
+
+    @classmethod
+    def learn(cls, texts: Any) -> "Vocab":
+        from collections import Counter
+
+        low, cap = Counter(), Counter()
+        for text in texts:
+            for m in re.finditer(r"(?<=[a-z,] )([A-Za-z][a-z]+(?:-[a-z]+)*)\b", text or ""):
+                w = m.group(1)
+                (low if w[0].islower() else cap)[w.lower()] += 1
+        return cls(
+            frozenset(w for w, n in low.items() if n > cap[w]),
+            frozenset(w for w, n in cap.items() if n > low[w]),
+            frozenset(w for w, n in (low + cap).items() if n >= 2),
+        )
+
+
+EMPTY = Vocab()
 
 
 def sentences(text: str) -> list[str]:
@@ -322,7 +331,10 @@ def _clauses(sent: str) -> list[tuple[str, str]]:
     return out
 
 
-def _sentence_drafts(sent: str, unit: dict[str, Any], kind: str) -> list[Draft]:
+def _sentence_drafts(sent: str, unit: dict[str, Any], kind: str, vocab: Vocab = EMPTY) -> list[Draft]:
+    def low(text: str) -> str:
+        return _lower_first(text, vocab)
+
     out = []
     s = sent.strip()
     for lead, clause in _clauses(s):
@@ -332,7 +344,7 @@ def _sentence_drafts(sent: str, unit: dict[str, Any], kind: str) -> list[Draft]:
         if m and not _DEICTIC.search(m["group"]):
             rest = _clean_rest(m["rest"])
             if rest:
-                q = f"what percentage of {_lower_first(m['group'].strip())} {m['verb']} {rest}?"
+                q = f"what percentage of {low(m['group'].strip())} {m['verb']} {rest}?"
                 q = f"{lead}, {q}" if lead else q[0].upper() + q[1:]
                 out.append(Draft(q, m["num"], kind, "share", s, unit, answer_format="Float"))
                 continue
@@ -351,28 +363,28 @@ def _sentence_drafts(sent: str, unit: dict[str, Any], kind: str) -> list[Draft]:
         aux, base = _BASE[m["verb"]]
         noun = m["noun"].strip()
         if not re.search(r"\b(of|and|or|to|the|a|an)$", noun):
-            q = f"How many {noun} {aux} {_lower_first(m['subj'])} {base}{m['rest'] or ''}?"
+            q = f"How many {noun} {aux} {low(m['subj'])} {base}{m['rest'] or ''}?"
             out.append(Draft(q, m["num"], kind, "count", s, unit, answer_format="Int"))
     m = _COPULA.match(s)
     if m and not _DEICTIC.search(m["subj"] + " " + (m["rest"] or "")) and s.count("%") <= 1:
         subj = m["subj"]
         if not re.search(r"\b(of|and|or|to|the|a|an|in|for)$", subj) and len(re.findall(NUM, s)) <= 2:
-            q = f"What {m['cop']} {_lower_first(subj)}{m['rest'] or ''}?"
+            q = f"What {m['cop']} {low(subj)}{m['rest'] or ''}?"
             out.append(Draft(q, m["num"].strip(), kind, "value", s, unit, answer_format=_fmt(m["num"])))
     m = _YEAR.match(s)
     if m and not _DEICTIC.search(m["subj"] + (m["mid"] or "")) and not s.startswith(("It ", "This ", "The first")):
-        q = f"In what year {m['aux']} {_lower_first(m['subj'])} {m['verb']}{m['mid'] or ''}?"
+        q = f"In what year {m['aux']} {low(m['subj'])} {m['verb']}{m['mid'] or ''}?"
         out.append(Draft(q, m["year"], kind, "year", s, unit, answer_format="Int"))
     m = _ACCOUNT.match(s)
     if m and not _DEICTIC.search(m["subj"] + " " + m["obj"]):
         aux = "did" if m["verb"] == "accounted" else ("does" if m["verb"] == "accounts" else "do")
-        q = f"What percentage of {m['obj'].strip()} {aux} {_lower_first(m['subj'])} account for?"
+        q = f"What percentage of {m['obj'].strip()} {aux} {low(m['subj'])} account for?"
         out.append(Draft(q, m["num"], kind, "share", s, unit, answer_format="Float"))
     m = _TAKES.match(s)
     if m and not _DEICTIC.search(m["subj"] + (m["rest"] or "")):
         aux = "did" if m["verb"] in ("took", "lasted") else ("do" if _plural(m["subj"]) else "does")
         base = "take" if m["verb"].startswith("t") else "last"
-        q = f"How long {aux} {_lower_first(m['subj'])} {base}{m['rest'] or ''}?"
+        q = f"How long {aux} {low(m['subj'])} {base}{m['rest'] or ''}?"
         out.append(Draft(q, m["num"], kind, "duration", s, unit, answer_format="Str"))
     m = _HOLD.match(s)
     if m and not re.search(r"\b(it|this|that|them)\b", m["obj"] + " " + m["goal"], re.I):
@@ -381,7 +393,7 @@ def _sentence_drafts(sent: str, unit: dict[str, Any], kind: str) -> list[Draft]:
     m = _COSTS.match(s)
     if m and not _DEICTIC.search(m["subj"] + (m["rest"] or "")):
         aux = "did" if m["verb"] == "cost" and not _plural(m["subj"]) else ("do" if _plural(m["subj"]) else "does")
-        q = f"How much {aux} {_lower_first(m['subj'])} cost{m['rest'] or ''}?"
+        q = f"How much {aux} {low(m['subj'])} cost{m['rest'] or ''}?"
         out.append(Draft(q, m["num"], kind, "price", s, unit, answer_format="Str"))
     # a venue in a reference list ('Proceedings of ... (EMNLP)') is known without the page
     acronyms = () if re.search(r"\b(?:Proceedings|Conference|Journal|arXiv|Workshop)\b", s) else _ACRONYM.finditer(s)
@@ -433,7 +445,7 @@ def ln_of(m: re.Match) -> str:
 _ABBREV = re.compile(r"\b(?:w\.r\.t|e\.g|i\.e)\.?|\b(?:et al|vs|cf|approx|resp|Eq|No)\.", re.I)
 
 
-def _caption_draft(line: str, unit: dict[str, Any]) -> Draft | None:
+def _caption_draft(line: str, unit: dict[str, Any], vocab: Vocab = EMPTY) -> Draft | None:
     m = _CAPTION.match(_ABBREV.sub(lambda a: a[0].replace(".", "\u2024"), line.strip()))  # keep 'w.r.t.' whole
     if not m or _DEICTIC.search(m["body"]) or "\u2024" in m["body"]:
         return None  # an abbreviation in a caption makes a question no one would write
@@ -445,7 +457,7 @@ def _caption_draft(line: str, unit: dict[str, Any]) -> Draft | None:
     if lead:
         body = lead + body[len(lead.split()[-1]) :]
     elif not re.match(r"^\S+ [A-Z][a-z]", body):  # a caption in Title Case keeps its capitals
-        body = _lower_first(body)
+        body = _lower_first(body, vocab)
     table = m["kind"] == "Table"
     if not table and not _CHART_WORDS.search(body):
         return None  # a diagram or a photo: which figure it is says nothing a chart question should test
@@ -468,7 +480,7 @@ _CUT_OFF = (
 )
 
 
-def title_line(text: str) -> str:
+def title_line(text: str, vocab: Vocab = EMPTY) -> str:
     """A page's title: its first line, when that line reads as a whole heading (not cut off, not a running
     header, not OCR debris) and the next line does not continue it."""
     lines = [ln.strip() for ln in (text or "").split("\n") if ln.strip() and not re.fullmatch(r"[\d\W]+", ln.strip())]
@@ -488,39 +500,40 @@ def title_line(text: str) -> str:
         return ""  # 'THE POWER' + 'OF VISUALS': capitals wrapped onto the next line
     if any(len(w) == 1 and w.lower() not in {"a", "i"} for w in words):
         return ""  # 'AN UNC OMM ON SENSE OF T HE': letters split by the text layer
-    if s.isupper() and any(w.lower() not in COMMON for w in words if len(w) > 3):
+    if s.isupper() and any(w.lower() not in vocab.common for w in words if len(w) > 3):
         return ""  # an all-capitals line with words the corpus never prints in lower case: likely broken
-    if KNOWN and any(w.lower() not in KNOWN for w in words if len(w) > 3):
+    if vocab.known and any(w.lower() not in vocab.known for w in words if len(w) > 3):
         return ""  # a word the corpus prints nowhere else: OCR debris ('electroma gnetic')
     if re.search(r"#[IlO]\b", s):
         return ""  # '#I' for '#1': a digit OCR read as a letter
     return s
 
 
-def _garbled(question: str) -> bool:
+def _garbled(question: str, vocab: Vocab) -> bool:
     """A long run of letters the corpus prints nowhere else: words the text layer glued ('incorrectlypredicted')."""
-    return bool(KNOWN) and any(w not in KNOWN for w in re.findall(r"\b[a-z]{13,}\b", question))
+    return bool(vocab.known) and any(w not in vocab.known for w in re.findall(r"\b[a-z]{13,}\b", question))
 
 
-def page_drafts(unit: dict[str, Any], text: str, headers: set[str], deck: bool) -> list[Draft]:
+def page_drafts(unit: dict[str, Any], text: str, headers: set[str], deck: bool, vocab: Vocab = EMPTY) -> list[Draft]:
     """Every draft one unit's text supports. `headers`: lines that repeat across its document (running heads and
-    footers, never a title); `deck`: the document is a slide deck (each page has a title)."""
+    footers, never a title); `deck`: the document is a slide deck (each page has a title); `vocab`: what the
+    corpus says about its words (`Vocab.learn`)."""
     kind = "video" if unit.get("modality") == "video" else "text"
     out: list[Draft] = []
     text = re.sub("\ufffe\\s*", "", text or "")  # pdfium's mark of a word hyphenated at a line end ('QuAL\ufffe ITY')
     lines = [ln for ln in (text or "").split("\n") if ln.strip()]
     for sent in sentences(text):
         if re.search(r"[.!?]$", sent):  # a complete statement; a cut-off one may miss what it says
-            out += _sentence_drafts(sent, unit, kind)
-        d = _caption_draft(sent, unit)
+            out += _sentence_drafts(sent, unit, kind, vocab)
+        d = _caption_draft(sent, unit, vocab)
         if d:
             out.append(d)
     where = unit.get("doc") or unit.get("name") or ""
     out += _toc_drafts(lines, unit, where)
-    out = [d for d in out if not _garbled(d.question)]
+    out = [d for d in out if not _garbled(d.question, vocab)]
     # a deck's pages each have a title; a report's first line may not. A first line that runs on every page is
     # the deck's own title, and the line after it is not the page's (a bullet, a chart's caption)
-    title = title_line(text) if deck and unit.get("page") else ""
+    title = title_line(text, vocab) if deck and unit.get("page") else ""
     if title and title.lower() not in headers and (unit.get("text_source") != "pdf-text" or largest_text(unit, title)):
         q = f"What is the title of page {unit['page']} of {where}?"
         out.append(Draft(q, title, "layout", "title", title, unit, answer_format="Str"))

@@ -98,6 +98,7 @@ class Corpus:
     headers: dict[str, set[str]]  # per source file: its running header and footer lines
     decks: set[str]  # sources that are slide decks (landscape pages)
     index: Path
+    vocab: offline.Vocab = offline.EMPTY
     _drafts: dict[int, list[Draft]] = field(default_factory=dict)
 
     def drafts(self, i: int) -> list[Draft]:
@@ -106,7 +107,7 @@ class Corpus:
             u = self.units[i]
             unit = u.to_dict() | {"name": u.name}
             headers = self.headers.get(u.source, set())
-            self._drafts[i] = offline.page_drafts(unit, u.text or "", headers, u.source in self.decks)
+            self._drafts[i] = offline.page_drafts(unit, u.text or "", headers, u.source in self.decks, self.vocab)
         return self._drafts[i]
 
     def page(self, unit, image: bool = False) -> dict[str, Any]:
@@ -162,8 +163,7 @@ def open_corpus(cfg: SynthConfig, progress: bool) -> Corpus:
         headers[src] = {ln for ln, c in seen.items() if c >= max(3, 0.3 * len(us))}
         if len(us) >= 3 and sum((u.width or 0) > (u.height or 0) for u in us) > 0.8 * len(us):
             decks.add(src)
-    offline.learn_common(u.text for u in units)
-    return Corpus(units, headers, decks, index)
+    return Corpus(units, headers, decks, index, offline.Vocab.learn(u.text for u in units))
 
 
 PAIRABLE = ("share", "count", "value", "year", "duration", "price", "acronym")  # rules a pair question joins
