@@ -232,7 +232,7 @@ def synth_difficulty(
     """A reference agent's pass rate per item over `k` samples (seeds policy.seed .. seed+k-1), saved beside the
     questions as difficulty.json and written into questions.jsonl and the card."""
     from eval.runner import RunConfig, read_predictions
-    from rl.synth.questions import write_outputs
+    from rl.synth.card import write_outputs
 
     if k < 1:
         raise ValueError(f"--k must be at least 1, got {k}")

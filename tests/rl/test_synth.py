@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from rl.synth import checks, offline
+from rl.synth import checks, offline, statements
 from rl.synth.questions import SynthConfig, SynthError, synth_questions
 from tests.synth_corpus import make_synth_corpus
 
@@ -89,7 +89,7 @@ def rows(path: Path) -> list[dict]:
     ],
 )
 def test_offline_rules_ask_what_the_statement_answers(sentence, question, answer):
-    drafts = offline._sentence_drafts(sentence, {"source": "x.pdf", "page": 1, "name": "x.pdf"}, "text")
+    drafts = statements.statement_drafts(sentence, {"source": "x.pdf", "page": 1, "name": "x.pdf"}, "text")
     assert [(d.question, d.answer) for d in drafts] == [(question, answer)]
 
 
@@ -104,7 +104,7 @@ def test_offline_rules_ask_what_the_statement_answers(sentence, question, answer
     ],
 )
 def test_offline_rules_pass_over_statements_that_do_not_stand_alone(sentence):
-    assert offline._sentence_drafts(sentence, {"source": "x.pdf", "page": 1, "name": "x.pdf"}, "text") == []
+    assert statements.statement_drafts(sentence, {"source": "x.pdf", "page": 1, "name": "x.pdf"}, "text") == []
 
 
 def test_captions_contents_and_titles():
@@ -132,8 +132,8 @@ def test_captions_contents_and_titles():
 
 def test_a_pair_joins_two_facts_into_one_two_hop_question():
     u1, u2 = ({"source": "/c/a.pdf", "page": p, "name": "a.pdf"} for p in (2, 5))
-    a = offline._sentence_drafts("The campus has 12 libraries.", u1, "text")[0]
-    b = offline._sentence_drafts("There are 14 stations on the northern line.", u2, "text")[0]
+    a = statements.statement_drafts("The campus has 12 libraries.", u1, "text")[0]
+    b = statements.statement_drafts("There are 14 stations on the northern line.", u2, "text")[0]
     pair = offline.pair_draft(a, b)
     assert (
         pair.question
