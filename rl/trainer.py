@@ -131,6 +131,28 @@ def loss_scales(
     return [world / max(1, total_segments) for _ in n_tokens]
 
 
+def reduce_sums(accelerator, sums: dict[str, float]) -> dict[str, float]:
+    """Each named count summed over all processes. The names say which value is which, so a method may add a
+    metric without renumbering anyone's; every process must pass the same names, or a clear error says so.
+
+    >>> class One:  # a single process: the gather is the tensor itself
+    ...     device = "cpu"
+    ...     def gather(self, t):
+    ...         return t
+    >>> reduce_sums(One(), {"tokens": 12, "reward": 1.5})
+    {'reward': 1.5, 'tokens': 12.0}
+    """
+    import zlib
+
+    names = sorted(sums)
+    tag = float(zlib.crc32("\0".join(names).encode()))  # the same on every process, or the names differ
+    vec = torch.tensor([tag] + [float(sums[k]) for k in names], dtype=torch.float64, device=accelerator.device)
+    rows = accelerator.gather(vec).view(-1, len(names) + 1)  # (processes, 1 + K)
+    if bool((rows[:, 0] != tag).any()):
+        raise RuntimeError(f"processes reduced different metrics ({names} here); every process must log the same names")
+    return dict(zip(names, rows[:, 1:].sum(0).tolist()))
+
+
 def compute_gradients(
     accelerator, model, segments, advantages, weights, cfg: TrainConfig, ref_model=None
 ) -> dict[str, float]:
@@ -332,36 +354,39 @@ class Trainer:
         t_upd = time.perf_counter() - t0 - t_roll
         self.update += 1
         n_tok = sum(int(s.gen_ids.numel()) for s in segs)
-        r = (
-            acc.gather(
-                torch.tensor(
-                    [sum(rewards), len(rewards), n_tok, len(segs), masked, steps, dead_ends, sum(gaps), len(gaps)],
-                    dtype=torch.float64,
-                    device=acc.device,
-                )
-            )
-            .view(-1, 9)
-            .sum(0)
-        )  # (9,)
-        n_traj = max(1.0, float(r[1]))
+        r = reduce_sums(
+            acc,
+            {
+                "reward": sum(rewards),
+                "trajectories": len(rewards),
+                "tokens": n_tok,
+                "segments": len(segs),
+                "masked": masked,
+                "steps": steps,
+                "dead_ends": dead_ends,
+                "logp_gap": sum(gaps),
+                "gap_tokens": len(gaps),
+            },
+        )
+        n_traj = max(1.0, r["trajectories"])
         log = {
             "update": self.update,
-            "reward": float(r[0] / n_traj),
+            "reward": r["reward"] / n_traj,
             "loss": stats["loss"],
             "clip_frac": stats["clip_frac"],
             "kl": stats["kl"],
-            "segments": int(r[3]),
-            "masked_fraction": float(r[4] / max(1.0, float(r[3]))),
-            "tokens": int(r[2]),
-            "steps": float(r[5] / n_traj),
-            "dead_end_searches": float(r[6] / n_traj),
+            "segments": int(r["segments"]),
+            "masked_fraction": r["masked"] / max(1.0, r["segments"]),
+            "tokens": int(r["tokens"]),
+            "steps": r["steps"] / n_traj,
+            "dead_end_searches": r["dead_ends"] / n_traj,
             "rollout_s": round(t_roll, 3),
             "update_s": round(t_upd, 3),
-            "tokens_per_s": float(r[2]) / max(1e-9, t_roll + t_upd),
+            "tokens_per_s": r["tokens"] / max(1e-9, t_roll + t_upd),
             "lr": self.sched.get_last_lr()[0],
         }
         if cfg.rollout == "served":
-            log["served_logp_gap"] = float(r[7] / max(1.0, float(r[8])))
+            log["served_logp_gap"] = r["logp_gap"] / max(1.0, r["gap_tokens"])
             if log["served_logp_gap"] > GAP_WARN and acc.is_main_process:
                 logger.warning(
                     "update %d: the rollout server's log-probs differ from the trainer's by %.3f per "

@@ -198,3 +198,23 @@ def test_vimrag_train_searches_through_a_server(tiny_vl, mixed_index, tmp_path):
         )
     assert json.loads((tmp_path / "run" / "config.json").read_text())["search_url"] == url
     assert not (tmp_path / "unused").exists()  # nothing was indexed here
+
+
+def test_metrics_are_summed_across_processes_by_name():
+    from rl.trainer import reduce_sums
+
+    class TwoProcesses:  # the other process sends the same vector, or one whose names differ (its tag)
+        device = "cpu"
+
+        def __init__(self, same_names: bool):
+            self.same = same_names
+
+        def gather(self, t):
+            other = t.clone()
+            if not self.same:
+                other[0] += 1.0
+            return torch.cat([t, other])
+
+    assert reduce_sums(TwoProcesses(True), {"tokens": 12, "reward": 1.5}) == {"reward": 3.0, "tokens": 24.0}
+    with pytest.raises(RuntimeError, match="processes reduced different metrics"):
+        reduce_sums(TwoProcesses(False), {"tokens": 12, "reward": 1.5})
