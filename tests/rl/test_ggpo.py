@@ -464,3 +464,28 @@ def test_trace_to_masked_gradient_end_to_end():
     assert spared == [2, 3]
     assert torch.equal(new.grad[spared], torch.zeros(2, 4))
     assert (new.grad[[0, 1, 4, 5, 6]].abs().sum(dim=1) > 0).all()
+
+
+def test_gppo_has_ppos_value_and_a_gradient_where_ppo_clips():
+    from rl.clipping import gppo_token_loss
+
+    g = torch.Generator().manual_seed(0)
+    log_ratio = (torch.randn(4, 16, generator=g) * 0.4).requires_grad_()  # (S, L)
+    adv = torch.randn(4, 1, generator=g)  # (S, 1)
+    ppo_lr = log_ratio.detach().clone().requires_grad_()
+    r = torch.exp(ppo_lr)
+    ppo = torch.maximum(-adv * r, -adv * torch.clamp(r, 0.8, 1.2))
+    ppo = torch.where(adv < 0, torch.minimum(ppo, -adv * 3.0), ppo)  # (S, L)
+    gppo = gppo_token_loss(log_ratio, adv)
+    assert torch.allclose(gppo, ppo)  # the same loss values
+    gppo.sum().backward()
+    ppo.sum().backward()
+    clipped = ppo_lr.grad == 0
+    assert clipped.any() and (~clipped).any()
+    assert torch.allclose(log_ratio.grad[~clipped], ppo_lr.grad[~clipped])  # inside the range: PPO's gradient
+    a = adv.expand_as(gppo)
+    dual = (a < 0) & torch.isclose(ppo, -a * 3.0)  # held at -A c: no gradient in either
+    bound = torch.where(r.detach() > 1.0, 1.2, 0.8)  # the bound that clipped the token
+    held = clipped & ~dual
+    assert held.any() and torch.allclose(log_ratio.grad[held], (-a * bound)[held])  # GPPO: d/d log r = -A b
+    assert (log_ratio.grad[dual] == 0).all()
