@@ -65,6 +65,26 @@ TOOL_CALLING = ("text", "native", "auto")
 _AGENT_KEYS = ("ref", "data", "mime", "max_pixels", "time")  # image-part keys for the agent, not the server
 
 
+def image_data_url(image, max_pixels: int | None = None, image_format: str = "png") -> str:
+    """A PIL image as a data URL (PNG, or JPEG at quality 90), downscaled first to at most `max_pixels`."""
+    width, height = image.size
+    if max_pixels and width * height > max_pixels:
+        # floor keeps the product under the limit; the agent should never get here, hence the log line
+        scale = math.sqrt(max_pixels / (width * height))
+        size = (max(1, math.floor(width * scale)), max(1, math.floor(height * scale)))
+        log.debug("image %dx%d is over max_pixels=%d; downscaled to %dx%d", width, height, max_pixels, *size)
+        image = image.resize(size, Image.Resampling.BICUBIC)
+    buffer = io.BytesIO()
+    if image_format == "jpeg":
+        image.convert("RGB").save(buffer, format="JPEG", quality=90)
+    else:
+        if image.mode not in ("RGB", "RGBA", "L", "LA", "P", "1"):
+            image = image.convert("RGBA" if "A" in image.mode else "RGB")
+        image.save(buffer, format="PNG", compress_level=3)  # level 3: near level-6 size, much faster
+    encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f"data:image/{image_format};base64,{encoded}"
+
+
 class OpenAIPolicy(Policy):
     """Streams chat completions from an OpenAI-compatible endpoint; see the module docstring."""
 
@@ -245,23 +265,7 @@ class OpenAIPolicy(Policy):
         return {"type": "image_url", "image_url": {"url": url}}
 
     def _data_url(self, image) -> str:
-        width, height = image.size
-        limit = self.config.max_pixels
-        if limit and width * height > limit:
-            # floor keeps the product under the limit; the agent should never get here, hence the log line
-            scale = math.sqrt(limit / (width * height))
-            size = (max(1, math.floor(width * scale)), max(1, math.floor(height * scale)))
-            log.debug("image %dx%d is over max_pixels=%d; downscaled to %dx%d", width, height, limit, *size)
-            image = image.resize(size, Image.Resampling.BICUBIC)
-        buffer = io.BytesIO()
-        if self.image_format == "jpeg":
-            image.convert("RGB").save(buffer, format="JPEG", quality=90)
-        else:
-            if image.mode not in ("RGB", "RGBA", "L", "LA", "P", "1"):
-                image = image.convert("RGBA" if "A" in image.mode else "RGB")
-            image.save(buffer, format="PNG", compress_level=3)  # level 3: near level-6 size, much faster
-        encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
-        return f"data:image/{self.image_format};base64,{encoded}"
+        return image_data_url(image, self.config.max_pixels, self.image_format)
 
     # --- HTTP with retries --------------------------------------------------------------------------
 

@@ -12,12 +12,11 @@ the URL and the fix (eval/judge.py's client, its retries and messages).
 
 from __future__ import annotations
 
-import base64
-import io
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.backends.openai_compat import image_data_url
 from rl.synth.offline import TYPES, Draft
 
 WRITER_SYSTEM = (
@@ -50,17 +49,6 @@ class MalformedReply(ValueError):
     """The writer's reply was not the JSON object asked for."""
 
 
-def data_url(image, max_pixels: int = 1_003_520) -> str:
-    """A PIL image as a JPEG data URL, at most `max_pixels` (Qwen2.5-VL's default 1280·28² budget)."""
-    w, h = image.size
-    if w * h > max_pixels:
-        s = (max_pixels / (w * h)) ** 0.5
-        image = image.resize((max(1, int(w * s)), max(1, int(h * s))))
-    buf = io.BytesIO()
-    image.convert("RGB").save(buf, format="JPEG", quality=85)
-    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
-
-
 def page_parts(pages: list[dict[str, Any]], images: bool, max_chars: int = 3000) -> list[dict[str, Any]]:
     """OpenAI content parts for the evidence: per page its citation, its image (a clip: its keyframes) and its
     text."""
@@ -68,7 +56,8 @@ def page_parts(pages: list[dict[str, Any]], images: bool, max_chars: int = 3000)
     for p in pages:
         parts.append({"type": "text", "text": f"[{p['cite']}]"})
         for im in (p.get("images") or []) if images else []:
-            parts.append({"type": "image_url", "image_url": {"url": data_url(im)}})
+            # Qwen2.5-VL's default budget, 1280·28² pixels
+            parts.append({"type": "image_url", "image_url": {"url": image_data_url(im, 1_003_520, "jpeg")}})
         text = (p.get("text") or "").strip()
         parts.append({"type": "text", "text": f"Text of {p['cite']}:\n{text[:max_chars] or '(no text layer)'}"})
     return parts

@@ -7,15 +7,16 @@ why each was dropped. `to_row` is our JSONL eval schema (eval/datasets.py `jsonl
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
+
+from memory_graph.record import Record
 
 CHECKS = ("grounded", "needs_evidence", "unambiguous", "not_duplicate")
 
 
 @dataclass
-class Item:
+class Item(Record):
     id: str
     question: str
     answer: list[str]  # acceptable answers; a list-format answer is one string "['a', 'b']"
@@ -46,14 +47,6 @@ class Item:
     def verdict(self, check: str, ok: bool, reason: str) -> bool:
         self.verdicts[check] = {"ok": bool(ok), "reason": reason}
         return bool(ok)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Item":
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
 
     def to_row(self) -> dict[str, Any]:
         """The item in our JSONL eval schema."""

@@ -116,12 +116,8 @@ def _toc_drafts(lines: list[str], unit: dict[str, Any], where: str) -> list[Draf
         if re.match(r"^(?:Chapter|Section|Part|Appendix)\b", sec):
             continue
         q = f'According to the contents of {where}, on which page does "{sec}" begin?'
-        out.append(Draft(q, m["page"], "layout", "contents", ln_of(m), unit, answer_format="Int"))
+        out.append(Draft(q, m["page"], "layout", "contents", m.string.strip(), unit, answer_format="Int"))
     return out
-
-
-def ln_of(m: re.Match) -> str:
-    return m.string.strip()
 
 
 _ABBREV = re.compile(r"\b(?:w\.r\.t|e\.g|i\.e)\.?|\b(?:et al|vs|cf|approx|resp|Eq|No)\.", re.I)

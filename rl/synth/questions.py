@@ -169,7 +169,7 @@ def open_corpus(cfg: SynthConfig, progress: bool) -> Corpus:
 PAIRABLE = ("share", "count", "value", "year", "duration", "price", "acronym")  # rules a pair question joins
 
 
-def slots(corpus: Corpus, cfg: SynthConfig, offline_rules: bool) -> list[tuple[str, list[int]]]:
+def slots(corpus: Corpus, cfg: SynthConfig, offline_rules: bool, progress: bool = False) -> list[tuple[str, list[int]]]:
     """The sample order: (key, unit positions), single units and pairs, fixed by the seed. Units are visited in a
     shuffled order, again in a new order once all were visited (a page can hold several questions), until
     `max_slots`. With the offline rules, only units they can ask about are sampled, and a pair's second page is
@@ -177,7 +177,10 @@ def slots(corpus: Corpus, cfg: SynthConfig, offline_rules: bool) -> list[tuple[s
     rng = random.Random(cfg.seed)
     units = range(len(corpus.units))
     if offline_rules:
-        units = [i for i in tqdm_iter(units, "reading pages") if corpus.drafts(i)]
+        from tqdm.auto import tqdm
+
+        read = tqdm(units, desc="reading pages", unit="unit", disable=not progress, leave=False)
+        units = [i for i in read if corpus.drafts(i)]
         if not units:
             raise SynthError(
                 f"the offline rules found nothing to ask in the {len(corpus.units)} units of {corpus.index} (they read "
@@ -212,15 +215,6 @@ def slots(corpus: Corpus, cfg: SynthConfig, offline_rules: bool) -> list[tuple[s
                     continue
             out.append((corpus.units[i].uid + tag, [i]))
     return out
-
-
-def tqdm_iter(it, desc: str):
-    from tqdm.auto import tqdm
-
-    return tqdm(it, desc=desc, unit="unit", disable=not _PROGRESS[0], leave=False)
-
-
-_PROGRESS = [True]
 
 
 # -- writing one slot ----------------------------------------------------------------------------------
@@ -372,7 +366,7 @@ def estimate(cfg: SynthConfig, n_units: int, n_slots: int, writer, verifier) -> 
         return f"synth: {n_units} units indexed; up to {n_slots} slots, no model calls ({who})"
     return (
         f"synth: {n_units} units indexed; up to {n_slots} slots x up to {calls} model calls = at most "
-        f"{n_slots * calls:,} calls ({who}); expect about {calls * cfg.n * 2:,} for {cfg.n} kept items at a 50% yield"
+        f"{n_slots * calls:,} calls ({who}); it stops once {cfg.n} items are kept"
     )
 
 
@@ -391,8 +385,7 @@ def synth_questions(cfg: SynthConfig, progress: bool = True, retriever=None) -> 
     for part in (writer, verifier):
         if part is not None and hasattr(part, "endpoint"):
             part.endpoint.check()  # fail before the first page, not after an hour
-    _PROGRESS[0] = progress
-    plan = slots(corpus, cfg, offline_rules=writer is None)
+    plan = slots(corpus, cfg, offline_rules=writer is None, progress=progress)
     journal = out / "journal.jsonl"
     done = read_predictions(journal, repair=True)
     (out / "config.json").write_text(json.dumps(cfg.to_dict() | {"index": str(corpus.index)}, indent=1))

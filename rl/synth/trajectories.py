@@ -57,12 +57,6 @@ def _index_and_corpus(qdir: Path, index: str | None) -> tuple[str, str]:
     return idx, roots[0]
 
 
-def run_teacher(run_cfg, progress: bool = True) -> Path:
-    from eval.runner import run_eval
-
-    return run_eval(run_cfg, progress=progress)
-
-
 def kept_rows(run: Path, min_score: float, protocol: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """The teacher's prediction rows whose trajectory is kept, and why the others were not."""
     from eval.runner import read_predictions
@@ -196,7 +190,7 @@ def synth_trajectories(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run the teacher over the questions, keep its right trajectories, write them as SFT input (and ACC)."""
-    from eval.runner import JudgeConfig, RunConfig
+    from eval.runner import JudgeConfig, RunConfig, run_eval
 
     qfile = questions_file(questions)
     idx, corpus = _index_and_corpus(qfile.parent, index)
@@ -212,7 +206,7 @@ def synth_trajectories(
         judge=judge or JudgeConfig(),
         scope="auto",
     )
-    run = run_teacher(run_cfg, progress)
+    run = run_eval(run_cfg, progress=progress)
     rows, why = kept_rows(run, min_score, agent.protocol)
     sft = write_sft_folder(rows, outp)
     n_questions = sum(1 for x in qfile.read_text().splitlines() if x.strip())
@@ -231,7 +225,7 @@ def synth_difficulty(
 ) -> dict[str, Any]:
     """A reference agent's pass rate per item over `k` samples (seeds policy.seed .. seed+k-1), saved beside the
     questions as difficulty.json and written into questions.jsonl and the card."""
-    from eval.runner import RunConfig, read_predictions
+    from eval.runner import RunConfig, read_predictions, run_eval
     from rl.synth.card import write_outputs
 
     if k < 1:
@@ -249,7 +243,7 @@ def synth_difficulty(
             concurrency=concurrency,
             out=str(qfile.parent / "difficulty" / f"sample{s}"),
         )
-        run = run_teacher(run_cfg, progress)
+        run = run_eval(run_cfg, progress=progress)
         for row in read_predictions(run / "predictions.jsonl").values():
             passes.setdefault(row["id"], []).append(1.0 if row.get("score", 0.0) >= 1.0 else 0.0)
     rates = {i: sum(v) / len(v) for i, v in passes.items()}

@@ -467,6 +467,7 @@ def test_trace_to_masked_gradient_end_to_end():
 
 
 def test_gppo_has_ppos_value_and_a_gradient_where_ppo_clips():
+    # KlearReasoner verl/trainer/ppo/core_algos.py compute_gppo_loss, lines 505-512 and 519-526
     from rl.clipping import gppo_token_loss
 
     g = torch.Generator().manual_seed(0)
