@@ -118,6 +118,7 @@ class ModelOutput(Event):
     reasoning: str = ""  # a reasoning delta, or on the done event all of it (servers' reasoning_content)
     token_ids: list[int] | None = field(default=None, metadata=OMIT_NONE)  # (N,) the reply, end-of-turn included
     logprobs: list[float] | None = field(default=None, metadata=OMIT_NONE)  # (N,) their log-probs when sampled
+    entropies: list[float] | None = field(default=None, metadata=OMIT_NONE)  # (N,) the sampling entropy, nats
     model_inputs: dict[str, Any] | None = field(default=None, repr=False, compare=False, metadata=LIVE)
 
 

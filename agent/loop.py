@@ -142,6 +142,7 @@ class Agent:
                 done = ModelOutput(st.step, done=True, text=text, reasoning=rec.reasoning)
                 if tokens is not None:  # what rl trains on: the exact tokens, log-probs and inputs
                     done.token_ids, done.logprobs = tokens.token_ids, tokens.logprobs
+                    done.entropies = tokens.entropies
                     done.model_inputs = tokens.model_inputs
                 yield emit(done)
                 action = proto.parse(text, st)

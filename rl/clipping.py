@@ -8,12 +8,51 @@ Kwai-Klear/KlearReasoner `verl/trainer/ppo/core_algos.py` `compute_gppo_loss`, l
 `only_higher` branch reads a name the function never defines (the parameter is `only_high`), so only the
 two-sided form, the one its default path runs, is followed here.
 
-Not yet a trainer option: rl/trainer.py trains ggpo, grpo and gspo (issue 34 adds the methods one by one).
+`clipped_loss` is the one per-token (or per-sequence) clipped loss every method of rl/methods.py trains with:
+PPO's clamp, or GPPO's gradient-preserving one, with verl's optional dual clip.
 """
 
 from __future__ import annotations
 
 import torch
+
+
+def clipped_loss(
+    ratio: torch.Tensor,
+    advantages: torch.Tensor,
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+    preserve: str = "none",
+    clip_c: float | None = None,
+) -> torch.Tensor:
+    """Elementwise clipped loss (to minimise): max(-A r, -A clamp(r, 1-eps_low, 1+eps_high)).
+
+    `ratio` (...) is pi_new / pi_old of each token (or sequence); `advantages` broadcasts to it.
+    `preserve="both"`: GPPO's clamp, whose bounds b are written b / sg(r) * r, so a clipped element keeps its
+    value and passes d loss / d log r = -A b instead of 0. `preserve="high"`: AEPO's entropy clipping-balanced
+    clamp, the same for the upper bound only (clipped tokens with A > 0, the high-entropy exploration its paper
+    keeps learning from; the lower bound stays a constant): ARPO repository, AEPO
+    `verl_aepo_entropy/verl/trainer/ppo/core_algos.py` lines 655-658, upstream commit ff66660.
+    `clip_c`: for A < 0 the loss is capped at -A c (verl's dual clip, `clip_ratio_c`; Klear-Reasoner lines 519-526).
+
+    >>> r = torch.tensor([1.5, 0.5, 1.1])
+    >>> clipped_loss(r, torch.tensor([1.0, -1.0, 1.0])).tolist()   # -min(1.5, 1.2), -(-max(0.5, 0.8)), -1.1
+    [-1.2000000476837158, 0.800000011920929, -1.100000023841858]
+    """
+    if not (0.0 <= eps_low < 1.0 and eps_high >= 0.0):
+        raise ValueError(f"clip range must satisfy 0 <= eps_low < 1 and eps_high >= 0, got {eps_low}, {eps_high}")
+    if preserve not in ("none", "both", "high"):
+        raise ValueError(f"preserve must be none, both (GPPO) or high (AEPO); got {preserve!r}")
+    scale = ratio / ratio.detach()  # (...) 1 in value, d/d log r = 1
+    low = (1.0 - eps_low) * scale if preserve == "both" else torch.full_like(ratio, 1.0 - eps_low)  # (...)
+    high = (1.0 + eps_high) * scale if preserve != "none" else torch.full_like(ratio, 1.0 + eps_high)  # (...)
+    clipped = torch.clamp(ratio, low, high)  # (...)
+    loss = torch.maximum(-advantages * ratio, -advantages * clipped)  # (...)
+    if clip_c is not None:
+        if clip_c <= 1.0:
+            raise ValueError(f"the dual-clip bound must be above 1, got {clip_c}")
+        loss = torch.where(advantages < 0, torch.minimum(loss, -advantages * clip_c), loss)  # (...)
+    return loss
 
 
 def gppo_token_loss(
@@ -41,14 +80,4 @@ def gppo_token_loss(
     >>> [round(x, 4) for x in loss.tolist()], [round(x, 4) for x in lr.grad.tolist()]
     ([-1.2, 0.8, -1.1], [-1.2, 0.8, -1.1])
     """
-    if not (0.0 <= eps_low < 1.0 and eps_high >= 0.0):
-        raise ValueError(f"clip range must satisfy 0 <= eps_low < 1 and eps_high >= 0, got {eps_low}, {eps_high}")
-    ratio = torch.exp(log_ratio)  # (..., L)
-    scale = ratio / ratio.detach()  # (..., L) 1 in value, d/d log r = 1
-    clipped = torch.clamp(ratio, (1.0 - eps_low) * scale, (1.0 + eps_high) * scale)  # (..., L)
-    loss = torch.maximum(-advantages * ratio, -advantages * clipped)  # (..., L)
-    if clip_c is not None:
-        if clip_c <= 1.0:
-            raise ValueError(f"the dual-clip bound must be above 1, got {clip_c}")
-        loss = torch.where(advantages < 0, torch.minimum(loss, -advantages * clip_c), loss)  # (..., L)
-    return loss
+    return clipped_loss(torch.exp(log_ratio), advantages, eps_low, eps_high, "both", clip_c)  # (..., L)

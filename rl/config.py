@@ -1,4 +1,5 @@
-"""`TrainConfig`: every setting of a GGPO / GRPO / GSPO run, with its help, read from YAML and `key=value`;
+"""`TrainConfig`: every setting of a training run (GGPO, GRPO, GSPO, GPPO, AEPO, ADORA and the options that
+compose with them, rl/methods.py), with its help, read from YAML and `key=value`;
 and `SFTConfig`, the SFT cold start's.
 
     vimrag train --config rl/configs/tiny_cpu.yaml updates=4 agent.max_steps=3
@@ -39,10 +40,42 @@ class TrainConfig(Config):
         None, "read the protocol's prompts from a file (agent.protocols.read_prompt_file)"
     )
     prompt_role: str = setting("", "which prompt a plain-text prompt_file replaces (default: the protocol's main one)")
-    method: str = setting("ggpo", "the policy-gradient method: ggpo, grpo or gspo (rl/ggpo.py)")
+    method: str = setting(
+        "ggpo",
+        "the policy-gradient method (rl/methods.py): ggpo, grpo, gspo, gppo (gradient-preserving clip), aepo "
+        "(entropy-balanced update) or adora (advantage weighted by the group's utility)",
+        choices=("ggpo", "grpo", "gspo", "gppo", "aepo", "adora"),
+    )
     level: str | None = setting(
         None, "ggpo: token or sequence ratios (default: sequence, the paper's GSPO base)", choices=("token", "sequence")
     )
+    step_mask: bool | None = setting(
+        None, "GGPO's step mask mu_t on top of any method (default: on for ggpo only), e.g. gppo with the mask"
+    )
+    clip_c: float | None = setting(
+        None, "dual-clip bound on the loss of negative advantages (default: the method's, 3 for gppo and aepo)"
+    )
+    adora_lambda: float = setting(0.1, "adora: the factor on a group whose correct replies are not the longer ones")
+    aepo_entropy_coef: float = setting(0.2, "aepo: A (1 + coef z(H)), the entropy-aware advantage's weight")
+    tool_advantage: float = setting(
+        0.0,
+        "ToolPO: weight of the correct-tool-call advantage added on each tool call's tokens (0: off; token-level "
+        "ratios only)",
+    )
+    branching: str = setting(
+        "none",
+        "rollouts that fork after tool calls where entropy rose: arpo, aepo (with its root budget and its "
+        "penalty on consecutive forks), or none",
+        choices=("none", "arpo", "aepo"),
+    )
+    initial_rollouts: int = setting(0, "branching: trajectories started from the question (0: half the group)")
+    branch_threshold: float = setting(0.5, "branching: the draw's threshold (ARPO's branch_probability)")
+    branch_entropy_weight: float = setting(0.2, "branching: weight of the entropy change (ARPO's entropy_weight)")
+    horizons: list[int] = setting(
+        factory=list,
+        help="ScalingInter-RL's curriculum: agent.max_steps for each stage, e.g. [2, 4, 6] (empty: fixed)",
+    )
+    horizon_every: int = setting(100, "ScalingInter-RL: updates per stage of `horizons`")
     group_size: int = setting(4, "trajectories sampled per question (>= 2)")
     questions_per_update: int = setting(2, "questions per update, split across processes")
     updates: int = setting(10, "optimizer updates in the run")
@@ -98,14 +131,25 @@ class TrainConfig(Config):
         return cfg
 
     def validate(self) -> None:
-        from rl.ggpo import method_level
+        from rl.methods import method_level
         from rl.rewards import REWARDS
 
         if not self.model:
             raise ValueError("set `model` (a local folder or HF id) in the training config")
         if not self.dataset:
             raise ValueError("set `dataset` (e.g. jsonl:questions.jsonl with corpus: DIR)")
-        method_level(self.method, self.level)
+        level = method_level(self.method, self.level)
+        if self.tool_advantage and level != "token":
+            raise ValueError(
+                f"tool_advantage gives each token its own advantage, which needs token-level ratios; {self.method} "
+                "trains at sequence level here (use level=token with ggpo, or a token-level method)"
+            )
+        if self.branching != "none" and not 0 <= self.initial_rollouts <= self.group_size:
+            raise ValueError(f"initial_rollouts must be between 0 (half the group) and group_size={self.group_size}")
+        if self.horizons:
+            from rl.curriculum import horizon
+
+            horizon(1, self.horizons, self.horizon_every)  # validates the schedule
         if self.reward not in REWARDS:
             raise ValueError(f"unknown reward {self.reward!r}; choose one of {sorted(REWARDS)}")
         if self.group_size < 2:

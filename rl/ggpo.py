@@ -1,4 +1,4 @@
-"""The model-free core of Graph-Guided Policy Optimization: step masks, group advantages, PPO-clip losses.
+"""The model-free core of Graph-Guided Policy Optimization: step masks from the memory graph, group advantages.
 
 GGPO (DESIGN.md 4.3) is a GRPO-family objective over the *step segments* of a trajectory: one segment
 is the tokens the policy generated at one agent step (observation tokens are never trained on). Each
@@ -13,29 +13,19 @@ one does not punish the searches that did find the evidence.
 
 Everything here is a pure function of traces, graphs and tensors, so it is tested on hand-built
 graphs and hand-computed numbers. Left out on purpose: tokenisation, rollouts and the optimiser loop
-(rl/rollout.py builds segments from the agent's events; the trainer calls `ppo_clip_loss`).
-
-Methods: "grpo" (weights 1, token-level ratios; DeepSeekMath, arXiv 2402.03300), "gspo" (weights 1,
-sequence-level ratios; arXiv 2507.18071, the VimRAG paper's baseline) and "ggpo" (weights 1 - mu_t,
-sequence level by default because it is built on GSPO, or token level on request).
+(rl/rollout.py builds segments from the agent's events), the clipped loss (rl/loss.py) and the other methods
+and their options (rl/methods.py, where GGPO's mask composes with each of them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 
 from agent.events import SearchResults, Trace
 
-Method = Literal["ggpo", "grpo", "gspo"]
-Level = Literal["token", "sequence"]
-LengthNorm = Literal["token_mean", "seq_mean"]
-
-# The ratio level each method uses; None means the caller picks (GGPO is a masking rule, not a ratio).
-METHODS: dict[str, str | None] = {"grpo": "token", "gspo": "sequence", "ggpo": None}
-GGPO_DEFAULT_LEVEL = "sequence"  # the paper builds GGPO on its GSPO baseline
 SUCCESS_THRESHOLD = 0.5  # reward >= this counts as r = 1 (VimRAG's reward is binary; see `is_success`)
 
 
@@ -224,201 +214,3 @@ def group_advantages(rewards: torch.Tensor, eps: float = 1e-6, scale: bool = Tru
             f"rewards must be (G,), got shape {tuple(rewards.shape)}; use batched_group_advantages for (Q, G)"
         )
     return batched_group_advantages(rewards[None], eps, scale)[0]  # (G,)
-
-
-# ---------------------------------------------------------------------------------------------------
-# Methods and segment weights
-# ---------------------------------------------------------------------------------------------------
-
-
-def method_level(method: str, level: str | None = None) -> str:
-    """The ratio level a method trains at: grpo -> token, gspo -> sequence, ggpo -> `level` or sequence.
-
-    >>> method_level("grpo"), method_level("gspo"), method_level("ggpo"), method_level("ggpo", "token")
-    ('token', 'sequence', 'sequence', 'token')
-    """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; use one of {list(METHODS)}")
-    fixed = METHODS[method]
-    if fixed is not None:
-        if level is not None and level != fixed:
-            raise ValueError(f"{method} trains at {fixed} level; drop level={level!r} or use method='ggpo'")
-        return fixed
-    level = level or GGPO_DEFAULT_LEVEL
-    if level not in ("token", "sequence"):
-        raise ValueError(f"level {level!r} must be 'token' or 'sequence'")
-    return level
-
-
-def segment_weights(method: str, masks: Sequence[float]) -> torch.Tensor:
-    """Loss weight of each step segment: 1 - mu_t for ggpo, 1 for grpo and gspo (which ignore masks).
-
-    >>> segment_weights("ggpo", [1.0, 0.0]).tolist(), segment_weights("gspo", [1.0, 0.0]).tolist()
-    ([0.0, 1.0], [1.0, 1.0])
-    """
-    method_level(method)  # validates the name
-    mu = torch.as_tensor(list(masks), dtype=torch.float32)  # (S,)
-    return 1.0 - mu if method == "ggpo" else torch.ones_like(mu)  # (S,)
-
-
-# ---------------------------------------------------------------------------------------------------
-# The clipped surrogate
-# ---------------------------------------------------------------------------------------------------
-
-
-def k3_kl(logp_new: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
-    """Per-token k3 estimate of KL(new || ref): exp(ref - new) - (ref - new) - 1, always >= 0
-    (Schulman, "Approximating KL divergence", 2020; the "low_var_kl" of VRAG-RL / verl).
-
-    >>> round(k3_kl(torch.tensor(0.0), torch.tensor(0.5)).item(), 6)  # e^0.5 - 0.5 - 1
-    0.148721
-    """
-    d = logp_ref - logp_new  # (...)
-    return torch.exp(d) - d - 1.0  # (...)
-
-
-def ppo_clip_loss(
-    logp_new: torch.Tensor,
-    logp_old: torch.Tensor,
-    token_mask: torch.Tensor,
-    advantages: torch.Tensor,
-    weights: torch.Tensor,
-    logp_ref: torch.Tensor | None = None,
-    level: str = "token",
-    clip_eps: float = 0.2,
-    clip_eps_high: float | None = None,
-    kl_coef: float = 0.0,
-    length_norm: str = "token_mean",
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """PPO-clip loss (to minimise) over S padded step segments of up to L generated tokens each.
-
-    Inputs: `logp_new`, `logp_old`, `logp_ref` (S, L) log-probabilities of the generated tokens under
-    the current, the rollout and the reference policy; `token_mask` (S, L) 1 for generated action
-    tokens, 0 for padding (observation tokens are never in a segment); `advantages` (S,) the
-    trajectory's group advantage, repeated for each of its segments; `weights` (S,) 1 - mu_t for
-    GGPO, 1 for GRPO/GSPO.
-
-    level="token" (GRPO): ratio_t = exp(new_t - old_t), objective min(ratio·A, clip(ratio)·A) per token,
-    clip range [1 - clip_eps, 1 + clip_eps_high] (clip_eps_high defaults to clip_eps; a larger one is
-    DAPO's clip-higher). Tokens are averaged per `length_norm`:
-      - "token_mean": sum over the unmasked tokens of all segments / their count (DAPO, arXiv
-        2503.14476): every token weighs the same, so long segments count more;
-      - "seq_mean": mean over each segment's tokens, then mean over segments (original GRPO):
-        every segment weighs the same, whatever its length.
-    level="sequence" (GSPO): one ratio per segment, s = exp(mean over its tokens of (new - old)),
-    objective min(s·A, clip(s)·A) per segment, mean over segments; `length_norm` does not apply. (GSPO
-    itself uses a much narrower clip range, 3e-4 / 4e-4; pass it explicitly.)
-
-    KL: when `logp_ref` is given, the per-token k3 estimate (`k3_kl`) is averaged exactly like the
-    surrogate (token_mean / seq_mean at token level; per-segment mean then mean over segments at
-    sequence level) and the loss is policy_loss + kl_coef · KL.
-
-    Weights multiply both the surrogate and the KL of each segment, so a segment with weight 0
-    contributes nothing and its gradient is exactly zero. It still counts in the denominators (its
-    tokens under token_mean, the segment itself under seq_mean / sequence level): masking removes a
-    step's signal, it does not up-weight the others. Segments without any unmasked token are left
-    out of the means over segments. With no unmasked token at all the loss is 0 (still attached to
-    the graph, so backward() works).
-
-    Returns (loss, stats): stats holds floats "policy_loss", "kl" (the averaged, weighted k3 term that
-    was multiplied by kl_coef; 0 without logp_ref), "clip_frac" (fraction of unmasked tokens, or of
-    non-empty segments at sequence level, whose gradient the clip removed: ratio above 1 + eps_high
-    with A > 0, or below 1 - eps with A < 0) and "ratio_mean" (mean ratio over the same).
-
-    >>> new = torch.log(torch.tensor([[1.5, 1.0], [0.5, 1.0]]))   # ratios against old = 0
-    >>> old, mask = torch.zeros(2, 2), torch.tensor([[1.0, 0.0], [1.0, 0.0]])
-    >>> loss, stats = ppo_clip_loss(new, old, mask, torch.tensor([1.0, 1.0]), torch.ones(2))
-    >>> round(loss.item(), 4), stats["clip_frac"]   # -(min(1.5, 1.2) + min(0.5, 0.8)) / 2
-    (-0.85, 0.5)
-    """
-    if level not in ("token", "sequence"):
-        raise ValueError(f"level {level!r} must be 'token' (GRPO) or 'sequence' (GSPO)")
-    if length_norm not in ("token_mean", "seq_mean"):
-        raise ValueError(f"length_norm {length_norm!r} must be 'token_mean' or 'seq_mean'")
-    if logp_new.dim() != 2 or logp_old.shape != logp_new.shape or token_mask.shape != logp_new.shape:
-        raise ValueError(
-            f"logp_new, logp_old and token_mask must share one (S, L) shape; got "
-            f"{tuple(logp_new.shape)}, {tuple(logp_old.shape)}, {tuple(token_mask.shape)}"
-        )
-    S = logp_new.shape[0]
-    if advantages.shape != (S,) or weights.shape != (S,):
-        raise ValueError(
-            f"advantages and weights must be (S,) = ({S},); got {tuple(advantages.shape)}, {tuple(weights.shape)}"
-        )
-    if logp_ref is not None and logp_ref.shape != logp_new.shape:
-        raise ValueError(f"logp_ref must be (S, L) = {tuple(logp_new.shape)}; got {tuple(logp_ref.shape)}")
-    eps_low = clip_eps
-    eps_high = clip_eps if clip_eps_high is None else clip_eps_high
-
-    mask = token_mask.to(logp_new.dtype)  # (S, L)
-    on = mask > 0  # (S, L)
-    adv = advantages.to(logp_new.dtype).detach()  # (S,)
-    w = weights.to(logp_new.dtype).detach()  # (S,)
-    zero = torch.zeros_like(logp_new)  # (S, L)
-    # Padding may hold anything (-inf, garbage): keep it out of exp() so it cannot turn 0 · inf into NaN.
-    log_ratio = torch.where(on, logp_new - logp_old.detach(), zero)  # (S, L)
-    n_tok = mask.sum(dim=1)  # (S,)
-    has_tok = (n_tok > 0).to(logp_new.dtype)  # (S,)
-    n_seg = has_tok.sum().clamp(min=1.0)  # ()
-
-    if logp_ref is not None:
-        # mask the difference before exp(): where() after it would still back-propagate 0 · inf = NaN
-        ref_minus_new = torch.where(on, logp_ref.detach() - logp_new, zero)  # (S, L)
-        kl_tok = k3_kl(zero, ref_minus_new)  # (S, L), exactly 0 at padding
-    else:
-        kl_tok = zero  # (S, L)
-
-    def clip_stats(ratio: torch.Tensor, a: torch.Tensor, where: torch.Tensor) -> dict[str, float]:
-        clipped = ((ratio > 1 + eps_high) & (a > 0)) | ((ratio < 1 - eps_low) & (a < 0))  # same shape as ratio
-        count = where.sum().clamp(min=1.0)  # ()
-        return {
-            "clip_frac": float((clipped.to(where.dtype) * where).sum() / count),
-            "ratio_mean": float((ratio.detach() * where).sum() / count),
-        }
-
-    if level == "token":
-        ratio = torch.exp(log_ratio)  # (S, L)
-        a = adv[:, None].expand_as(ratio)  # (S, L)
-        obj = torch.minimum(ratio * a, torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * a)  # (S, L)
-        pol_tok = -obj * w[:, None] * mask  # (S, L)
-        kl_w = kl_tok * w[:, None] * mask  # (S, L)
-        if length_norm == "token_mean":
-            denom = mask.sum().clamp(min=1.0)  # ()
-            policy_loss = pol_tok.sum() / denom  # ()
-            kl = kl_w.sum() / denom  # ()
-        else:
-            per_seg = n_tok.clamp(min=1.0)  # (S,)
-            policy_loss = (pol_tok.sum(dim=1) / per_seg).sum() / n_seg  # ()
-            kl = (kl_w.sum(dim=1) / per_seg).sum() / n_seg  # ()
-        stats = clip_stats(ratio, a, mask)
-    else:
-        seq_log_ratio = log_ratio.sum(dim=1) / n_tok.clamp(min=1.0)  # (S,)
-        ratio = torch.exp(seq_log_ratio)  # (S,)
-        obj = torch.minimum(ratio * adv, torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv)  # (S,)
-        policy_loss = (-obj * w * has_tok).sum() / n_seg  # ()
-        kl_seg = kl_tok.sum(dim=1) / n_tok.clamp(min=1.0)  # (S,)
-        kl = (kl_seg * w * has_tok).sum() / n_seg  # ()
-        stats = clip_stats(ratio, adv, has_tok)
-
-    loss = policy_loss + kl_coef * kl  # ()
-    stats = {"policy_loss": float(policy_loss.detach()), "kl": float(kl.detach()), **stats}
-    return loss, stats
-
-
-def method_loss(
-    method: str,
-    logp_new: torch.Tensor,
-    logp_old: torch.Tensor,
-    token_mask: torch.Tensor,
-    advantages: torch.Tensor,
-    masks: Iterable[float],
-    logp_ref: torch.Tensor | None = None,
-    level: str | None = None,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """`ppo_clip_loss` with the weights and the level a method prescribes (`segment_weights`,
-    `method_level`); `masks` are the segments' mu_t (ignored by grpo and gspo)."""
-    weights = segment_weights(method, list(masks)).to(logp_new.device)  # (S,)
-    return ppo_clip_loss(
-        logp_new, logp_old, token_mask, advantages, weights, logp_ref, level=method_level(method, level), **kwargs
-    )

@@ -38,12 +38,14 @@ class Segment:
     tool: str = ""  # the tool it called ("" for a malformed reply)
     gold_hit: bool | None = None  # retrieval steps: whether the results held gold evidence
     mask: float = 0.0  # GGPO mu_t (1: the step is left out of the update)
+    entropy: torch.Tensor | None = None  # (N,) the sampling distribution's entropy at each token (aepo, branching)
 
 
 def sequence_logprobs(
-    model, inputs: dict[str, torch.Tensor], gen_ids: torch.Tensor, temperature: float = 1.0
-) -> torch.Tensor:
-    """Log-probs (N,) of `gen_ids` after the prompt in `inputs`, under `model` (with grad if enabled)."""
+    model, inputs: dict[str, torch.Tensor], gen_ids: torch.Tensor, temperature: float = 1.0, entropy: bool = False
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs (N,) of `gen_ids` after the prompt in `inputs`, under `model` (with grad if enabled); with
+    `entropy`, also the entropy (N,) of the tempered distribution at each of those tokens, in nats (detached)."""
     device = next(model.parameters()).device
     prompt = inputs["input_ids"].to(device)  # (1, P)
     gen = gen_ids.to(device).view(1, -1)  # (1, N)
@@ -55,7 +57,13 @@ def sequence_logprobs(
     out = model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs)
     n, p = gen.shape[1], prompt.shape[1]
     logits = out.logits[0, p - 1 : p - 1 + n].float() / temperature  # (N, V): position t predicts token t+1
-    return torch.log_softmax(logits, dim=-1).gather(1, gen[0].unsqueeze(1)).squeeze(1)  # (N,)
+    logp_all = torch.log_softmax(logits, dim=-1)  # (N, V)
+    logp = logp_all.gather(1, gen[0].unsqueeze(1)).squeeze(1)  # (N,)
+    if not entropy:
+        return logp
+    with torch.no_grad():
+        ent = -(logp_all.exp() * logp_all).sum(dim=-1)  # (N,)
+    return logp, ent
 
 
 class _Sampler(Policy):
@@ -79,8 +87,8 @@ class _Sampler(Policy):
         return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature}
 
     @torch.no_grad()
-    def sample(self, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(gen_ids (N,), logp (N,)) for one prompt, sampled from the tempered distribution."""
+    def sample(self, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(gen_ids (N,), logp (N,), entropy (N,)) for one prompt, sampled from the tempered distribution."""
         device = next(self.model.parameters()).device
         batch = {k: v.to(device) for k, v in inputs.items()}
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.stop_ids[0]
@@ -98,19 +106,19 @@ class _Sampler(Policy):
         # generate pads after the first stop token when it stops early in a batch; keep up to it
         stops = [i for i, t in enumerate(gen.tolist()) if t in self.stop_ids]
         gen = gen[: stops[0] + 1] if stops else gen  # (N,)
-        logp = sequence_logprobs(self.model, inputs, gen, self.temperature)  # (N,)
-        return gen.cpu(), logp.cpu()
+        logp, ent = sequence_logprobs(self.model, inputs, gen, self.temperature, entropy=True)  # (N,), (N,)
+        return gen.cpu(), logp.cpu(), ent.cpu()
 
     def stream(self, messages: list[dict], view: Any = None) -> Iterator[str | Tokens]:
         was_training = self.model.training
         self.model.eval()
         try:
             inputs = {k: v.cpu() for k, v in self.encode(messages).items()}
-            gen, logp = self.sample(inputs)
+            gen, logp, ent = self.sample(inputs)
         finally:
             self.model.train(was_training)
         yield self.tokenizer.decode(gen, skip_special_tokens=True)
-        yield Tokens(gen.tolist(), logp.tolist(), inputs)
+        yield Tokens(gen.tolist(), logp.tolist(), inputs, ent.tolist())
 
 
 class VLPolicy(_Sampler):

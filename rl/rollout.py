@@ -8,20 +8,26 @@ carries the reply's token ids, their log-probs and the model inputs (the policie
 rl/served.py provide them), the `ToolCall` after it names the tool and the events that created or closed a
 graph node name the node. Then searches learn whether their results held gold evidence, and GGPO's mask
 mu_t is set from the trajectory's reward and graph (rl/ggpo.py).
+
+`rollout_branching` is ARPO's and AEPO's tree-shaped group: some trajectories start from the question, others
+fork an existing one after a tool call where its entropy rose (rl/branching.py). A fork replays the parent's
+replies up to that step exactly (`ReplayPolicy`: same text, tokens and log-probs, so the agent, its tools and
+its graph reach the same state) and samples from there on.
 """
 
 from __future__ import annotations
 
+import random
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from agent.backends.base import PolicyError
+from agent.backends.base import PolicyError, Tokens
 from agent.events import Event, Finished, ModelOutput, NodeEvent, ToolCall
-from agent.protocols import tools_of_kind
+from agent.protocols import tool_kinds, tools_of_kind
 from rl.ggpo import step_masks, valid_retrievals
 from rl.policy import Segment
 from rl.rewards import REWARDS, collate_reward_inputs, trajectory_reward_inputs
@@ -54,7 +60,8 @@ def step_segments(events: Iterable[Event]) -> list[Segment]:
                 )
             gen = torch.tensor(ev.token_ids, dtype=torch.long)  # (N,)
             logp = torch.tensor(ev.logprobs, dtype=torch.float32)  # (N,)
-            segments.append(Segment(ev.step, ev.model_inputs, gen, logp, ev.text))
+            ent = torch.tensor(ev.entropies, dtype=torch.float32) if ev.entropies is not None else None  # (N,)
+            segments.append(Segment(ev.step, ev.model_inputs, gen, logp, ev.text, entropy=ent))
         elif segments and ev.step == segments[-1].step:  # what the reply did
             if isinstance(ev, ToolCall):
                 segments[-1].tool = ev.name
@@ -96,13 +103,146 @@ def rollout_group(
     return [rollout_one(policy, retriever, item, agent_config, reward, judge) for _ in range(group_size)]
 
 
+class ReplayPolicy:
+    """`policy`, except that its first len(prefix) replies are the prefix's segments, replayed exactly.
+
+    Everything else (describe, generation, patch, is_vlm) is the wrapped policy's. Where the policy can encode
+    messages, each replayed step checks that the agent rebuilt the same prompt, so a fork never trains on a
+    reply to a context it did not see.
+    """
+
+    def __init__(self, policy, prefix: list[Segment]) -> None:
+        self._policy, self._prefix, self._i = policy, list(prefix), 0
+
+    def __getattr__(self, name: str):
+        return getattr(self._policy, name)
+
+    def stream(self, messages: list[dict], view: Any = None) -> Iterator[str | Tokens]:
+        if self._i >= len(self._prefix):
+            yield from self._policy.stream(messages, view)
+            return
+        seg = self._prefix[self._i]
+        self._i += 1
+        encode = getattr(self._policy, "encode", None)
+        if encode is not None and not torch.equal(encode(messages)["input_ids"].cpu(), seg.inputs["input_ids"].cpu()):
+            raise PolicyError(
+                f"replaying step {seg.step} of a trajectory rebuilt a different prompt; a branched rollout needs a "
+                "deterministic agent and retriever (same index, no sampling outside the policy)"
+            )
+        ent = seg.entropy.tolist() if seg.entropy is not None else None
+        yield seg.text
+        yield Tokens(seg.gen_ids.tolist(), seg.old_logp.tolist(), seg.inputs, ent)
+
+
+def branch_points(segments: list[Segment]) -> list[int]:
+    """The segment indices k where a fork may resample: each reply that follows a tool's result (the step before
+    called a tool other than answering).
+
+    >>> tools = ["search", "crop", "answer"]
+    >>> branch_points([Segment(i, {}, torch.zeros(1), torch.zeros(1), tool=t) for i, t in enumerate(tools)])
+    [1, 2]
+    """
+    kinds = tool_kinds()
+    return [k for k in range(1, len(segments)) if segments[k - 1].tool and kinds.get(segments[k - 1].tool) != "answer"]
+
+
+def rollout_branching(
+    policy,
+    retriever,
+    item,
+    agent_config,
+    group_size: int,
+    reward: str = "vimrag",
+    judge=None,
+    rule: str = "arpo",
+    initial: int = 0,
+    threshold: float = 0.5,
+    weight: float = 0.2,
+    vocab_size: int = 2,
+    rng: random.Random | None = None,
+) -> list[Trajectory]:
+    """A group of `group_size` trajectories grown as a tree (ARPO `rule="arpo"`, AEPO `rule="aepo"`).
+
+    Roots: `initial` trajectories from the question (0: half the group, ARPO's scripts' 8 of 16); under AEPO
+    the first root's entropies set the count instead (`aepo_root_rollouts`: its first reply against the mean of
+    its replies after tool results, where the published code spends an extra rollout on measuring them). Then
+    every trajectory, in the order made, is scanned at its `branch_points`: with dH its reply's entropy there
+    minus its first reply's (`reply_entropy`), a draw decides (`arpo_branches`, or `aepo_branches` with the run
+    of branches taken just before on that path) whether a fork replays it up to there and samples on. Each
+    point forks at most once (ARPO's scripts' beam of 2). Slots still free at the end are filled with fresh
+    roots, as ARPO refills.
+    """
+    from rl.branching import aepo_branches, aepo_root_rollouts, arpo_branches, reply_entropy
+
+    if rule not in ("arpo", "aepo"):
+        raise ValueError(f"branching rule {rule!r} must be arpo or aepo")
+    rng = rng or random.Random(0)
+
+    def entropy_of(seg: Segment) -> float:
+        if seg.entropy is None:
+            raise PolicyError(
+                "branched rollouts need each reply's token entropies; sample with rl/policy.py's or rl/served.py's "
+                "policy, which record them"
+            )
+        return reply_entropy(seg.entropy.tolist(), vocab_size)
+
+    def sample(prefix: list[Segment]) -> Trajectory:
+        pol = ReplayPolicy(policy, prefix) if prefix else policy
+        return rollout_one(pol, retriever, item, agent_config, reward, judge)
+
+    trajs = [sample([])]
+    roots = initial or max(1, group_size // 2)
+    if rule == "aepo" and not initial:
+        first = trajs[0].segments
+        after = [entropy_of(first[k]) for k in branch_points(first)]
+        if first and after:
+            roots = aepo_root_rollouts(group_size, entropy_of(first[0]), sum(after) / len(after))
+    roots = max(1, min(roots, group_size))
+    while len(trajs) < roots:
+        trajs.append(sample([]))
+    start = {i: (1, 0) for i in range(len(trajs))}  # index -> (first segment it may fork at, branches just before)
+    i = 0
+    while i < len(trajs) and len(trajs) < group_size:
+        segs = trajs[i].segments
+        first_k, run = start[i]
+        h0 = entropy_of(segs[0]) if segs else 0.0
+        for k in branch_points(segs):
+            if k < first_k or len(trajs) >= group_size:
+                continue
+            dh = entropy_of(segs[k]) - h0
+            u = rng.random()
+            took = (
+                arpo_branches(u, dh, threshold, weight)
+                if rule == "arpo"
+                else aepo_branches(u, dh, run, threshold, weight)
+            )
+            if took:
+                start[len(trajs)] = (k + 1, run + 1)
+                trajs.append(sample(segs[:k]))
+                run += 1
+            else:
+                run = 0
+        i += 1
+    while len(trajs) < group_size:
+        trajs.append(sample([]))
+    return trajs
+
+
 def rollout_concurrent(
-    policies: list, retriever, jobs: list[tuple[Any, Any]], group_size: int, reward: str = "vimrag", judge=None
+    policies: list,
+    retriever,
+    jobs: list[tuple[Any, Any]],
+    group_size: int,
+    reward: str = "vimrag",
+    judge=None,
+    group: Callable[[Any, Any, Any], list[Trajectory]] | None = None,
 ) -> list[list[Trajectory]]:
     """`group_size` trajectories for each (item, agent_config) job, run on len(policies) threads.
 
     Meant for a served policy, where the server batches concurrent requests: each thread owns one policy
     object while it runs an episode. Groups come back in job order, whatever order the threads finish in.
+    With `group(policy, item, agent_config)` (a branched group, whose forks depend on its earlier
+    trajectories), each thread grows one whole group instead.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -113,11 +253,16 @@ def rollout_concurrent(
         with lock:
             policy = free.pop()
         try:
+            if group is not None:
+                return group(policy, job[0], job[1])
             return rollout_one(policy, retriever, job[0], job[1], reward, judge)
         finally:
             with lock:
                 free.append(policy)
 
+    if group is not None:
+        with ThreadPoolExecutor(max_workers=len(policies)) as pool:
+            return list(pool.map(run, jobs))
     flat = [job for job in jobs for _ in range(group_size)]
     with ThreadPoolExecutor(max_workers=len(policies)) as pool:
         trajs = list(pool.map(run, flat))

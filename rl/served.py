@@ -157,11 +157,11 @@ class ServedPolicy(Policy):
         loc.model.eval()
         try:
             with torch.no_grad():
-                logp = sequence_logprobs(loc.model, inputs, gen, loc.temperature).cpu()  # (N,)
+                logp, ent = sequence_logprobs(loc.model, inputs, gen, loc.temperature, entropy=True)  # (N,), (N,)
         finally:
             loc.model.train(was_training)
         if served:
             n = len(served)
-            self.gaps.append(float((logp[:n] - torch.tensor(served)).abs().mean()))
+            self.gaps.append(float((logp[:n].cpu() - torch.tensor(served)).abs().mean()))
         yield loc.tokenizer.decode(gen, skip_special_tokens=True)
-        yield Tokens(ids, logp.tolist(), inputs)
+        yield Tokens(ids, logp.cpu().tolist(), inputs, ent.cpu().tolist())

@@ -1,4 +1,4 @@
-"""GGPO / GRPO / GSPO training on Hugging Face accelerate, from one CPU to many GPUs.
+"""Policy-gradient training (rl/methods.py: GGPO, GRPO, GSPO, GPPO, AEPO, ADORA) on accelerate, CPU to many GPUs.
 
     vimrag train --config rl/configs/tiny_cpu.yaml                         # a few updates of a tiny model
     vimrag train --config rl/configs/qwen2_5_vl_7b_ggpo.yaml lr=5e-7 group_size=8
@@ -6,8 +6,9 @@
 
 One update: take the next `questions_per_update` questions (split across processes), sample
 `group_size` trajectories each through the real agent loop (rl/rollout.py), score them, normalise
-rewards within each group, mask steps by the graph (GGPO), and take one optimizer step on the clipped
-surrogate over every step segment's generated tokens (rl/ggpo.py). Observation tokens are context only.
+rewards within each group and reshape them per the method, mask steps by the graph (GGPO), and take one
+optimizer step on the clipped surrogate over every step segment's generated tokens (rl/loss.py). Observation
+tokens are context only. Groups may branch (ARPO / AEPO) and the step cap may follow a curriculum.
 Rollouts sample with the model being trained (`rollout: local`), or on a vLLM server that hot-loads each
 update's LoRA adapter (`rollout: served`, rl/served.py).
 
@@ -30,6 +31,7 @@ import json
 import logging
 import random
 import time
+import zlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -88,20 +90,32 @@ def make_policy(model, proc, is_vl: bool, cfg: TrainConfig):
 
 # -- the update -------------------------------------------------------------------------------------
 def segment_loss(
-    model, seg, advantage: float, weight: float, cfg: TrainConfig, scale: float, ref_logp: torch.Tensor | None = None
+    model,
+    seg,
+    advantage: float | torch.Tensor,
+    weight: float,
+    cfg: TrainConfig,
+    scale: float,
+    ref_logp: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """The clipped surrogate of one segment, scaled so summing over segments gives the batch loss."""
-    from rl.ggpo import method_level, ppo_clip_loss
+    """The clipped surrogate of one segment, scaled so summing over segments gives the batch loss. `advantage` is
+    one number, or (N,) one per token (rl/methods.py `segment_advantages`)."""
+    from rl.loss import ppo_clip_loss
+    from rl.methods import clip_kwargs, method_level
     from rl.policy import sequence_logprobs
 
     logp = sequence_logprobs(model, seg.inputs, seg.gen_ids, cfg.temperature)[None]  # (1, N)
     old = seg.old_logp.to(logp.device)[None]  # (1, N)
     ref = ref_logp.to(logp.device)[None] if ref_logp is not None else None  # (1, N)
+    if isinstance(advantage, torch.Tensor):
+        adv = advantage.to(logp.device, logp.dtype).view(1, -1)  # (1, N)
+    else:
+        adv = torch.tensor([advantage], device=logp.device)  # (1,)
     loss, stats = ppo_clip_loss(
         logp,
         old,
         torch.ones_like(logp),
-        torch.tensor([advantage], device=logp.device),
+        adv,
         torch.tensor([weight], device=logp.device),
         ref,
         level=method_level(cfg.method, cfg.level),
@@ -109,6 +123,7 @@ def segment_loss(
         clip_eps_high=cfg.clip_eps_high,
         kl_coef=cfg.kl_coef,
         length_norm=cfg.length_norm,
+        **clip_kwargs(cfg.method, cfg.clip_c),
     )
     return loss * scale, stats
 
@@ -124,7 +139,7 @@ def loss_scales(
     >>> loss_scales([2, 6], cfg, total_tokens=16, total_segments=4, world=2)   # token_mean: n_s / N · W
     [0.25, 0.75]
     """
-    from rl.ggpo import method_level
+    from rl.methods import method_level
 
     if method_level(cfg.method, cfg.level) == "token" and cfg.length_norm == "token_mean":
         return [n * world / max(1, total_tokens) for n in n_tokens]
@@ -142,8 +157,6 @@ def reduce_sums(accelerator, sums: dict[str, float]) -> dict[str, float]:
     >>> reduce_sums(One(), {"tokens": 12, "reward": 1.5})
     {'reward': 1.5, 'tokens': 12.0}
     """
-    import zlib
-
     names = sorted(sums)
     tag = float(zlib.crc32("\0".join(names).encode()))  # the same on every process, or the names differ
     vec = torch.tensor([tag] + [float(sums[k]) for k in names], dtype=torch.float64, device=accelerator.device)
@@ -287,12 +300,46 @@ class Trainer:
         prompts = dict(agent.prompts)
         if self.cfg.prompt_file:
             prompts.update(read_prompt_file(self.cfg.prompt_file, agent.protocol, self.cfg.prompt_role))
-        return replace(agent, docs=[item.doc] if self.ds.per_doc and item.doc else agent.docs, prompts=prompts)
+        max_steps = agent.max_steps
+        if self.cfg.horizons:  # ScalingInter-RL: this update's stage of the horizon schedule
+            from rl.curriculum import horizon
+
+            max_steps = horizon(self.update + 1, self.cfg.horizons, self.cfg.horizon_every)
+        docs = [item.doc] if self.ds.per_doc and item.doc else agent.docs
+        return replace(agent, docs=docs, prompts=prompts, max_steps=max_steps)
+
+    def group_fn(self):
+        """How one question's group is sampled: independent trajectories, or a branched tree (ARPO / AEPO)."""
+        from rl.rollout import rollout_branching, rollout_group
+
+        cfg = self.cfg
+        if cfg.branching == "none":
+            return lambda policy, item, acfg: rollout_group(
+                policy, self.get_retriever(), item, acfg, cfg.group_size, cfg.reward
+            )
+        tok = getattr(self.proc, "tokenizer", self.proc)
+        return lambda policy, item, acfg: rollout_branching(
+            policy,
+            self.get_retriever(),
+            item,
+            acfg,
+            cfg.group_size,
+            cfg.reward,
+            rule=cfg.branching,
+            initial=cfg.initial_rollouts,
+            threshold=cfg.branch_threshold,
+            weight=cfg.branch_entropy_weight,
+            vocab_size=len(tok),
+            # its own draws per question and update, whatever order threads run groups in, and after a resume
+            rng=random.Random(zlib.crc32(f"{cfg.seed}:{self.update}:{item.id}".encode())),
+        )
 
     def step(self) -> dict[str, float]:
         """One update: rollouts on this process's share of questions, then one gradient step."""
-        from rl.ggpo import dead_end_searches, group_advantages, segment_weights
-        from rl.rollout import rollout_concurrent, rollout_group
+        from rl.curriculum import horizon
+        from rl.ggpo import dead_end_searches
+        from rl.methods import segment_advantages, segment_weights
+        from rl.rollout import rollout_concurrent
 
         cfg, acc = self.cfg, self.acc
         t0 = time.perf_counter()
@@ -325,23 +372,24 @@ class Trainer:
                 ServedPolicy(policy, self.client, adapter_name(self.update))
                 for _ in range(max(1, min(cfg.rollout_workers, len(jobs) * cfg.group_size)))
             ]
-            groups = rollout_concurrent(served, retriever, jobs, cfg.group_size, cfg.reward)
+            branched = self.group_fn() if cfg.branching != "none" else None
+            groups = rollout_concurrent(served, retriever, jobs, cfg.group_size, cfg.reward, group=branched)
             gaps = [g for p in served for g in p.gaps]
         else:
-            groups = [rollout_group(policy, retriever, item, acfg, cfg.group_size, cfg.reward) for item, acfg in jobs]
+            groups = [self.group_fn()(policy, item, acfg) for item, acfg in jobs]
             gaps = []
-        segs, advs, wts, rewards, masked, steps, dead_ends = [], [], [], [], 0, 0, 0
+        shaped = segment_advantages(groups, cfg, getattr(self.proc, "tokenizer", self.proc))
+        segs, wts, rewards, masked, steps, dead_ends = [], [], [], 0, 0, 0
         for trajs in groups:
-            adv = group_advantages(torch.tensor([t.reward for t in trajs]))  # (G,)
-            for t, a in zip(trajs, adv.tolist()):
-                w = segment_weights(cfg.method, t.masks).tolist()
+            for t in trajs:
+                w = segment_weights(cfg.method, t.masks, cfg.step_mask).tolist()
                 masked += sum(1 for x in w if x == 0.0)
                 segs += t.segments
-                advs += [a] * len(t.segments)
                 wts += w
                 rewards.append(t.reward)
                 steps += len(t.trace.steps)
                 dead_ends += dead_end_searches(t.trace.graph)
+        advs = shaped.values
         t_roll = time.perf_counter() - t0
         self.model.train()
         with acc.accumulate(self.model):
@@ -366,6 +414,9 @@ class Trainer:
                 "dead_ends": dead_ends,
                 "logp_gap": sum(gaps),
                 "gap_tokens": len(gaps),
+                "groups": len(groups),
+                "attenuated": shaped.attenuated_groups,
+                "tool_tokens": shaped.tool_tokens,
             },
         )
         n_traj = max(1.0, r["trajectories"])
@@ -385,6 +436,12 @@ class Trainer:
             "tokens_per_s": r["tokens"] / max(1e-9, t_roll + t_upd),
             "lr": self.sched.get_last_lr()[0],
         }
+        if cfg.horizons:
+            log["horizon"] = horizon(self.update, cfg.horizons, cfg.horizon_every)
+        if cfg.method == "adora":
+            log["adora_attenuated"] = r["attenuated"] / max(1.0, r["groups"])  # share of groups scaled by lambda
+        if cfg.tool_advantage:
+            log["tool_token_share"] = r["tool_tokens"] / max(1.0, r["tokens"])
         if cfg.rollout == "served":
             log["served_logp_gap"] = r["logp_gap"] / max(1.0, r["gap_tokens"])
             if log["served_logp_gap"] > GAP_WARN and acc.is_main_process:

@@ -35,6 +35,7 @@ class Tokens:
     token_ids: list[int]  # (N,) the reply as generated, end-of-turn token included
     logprobs: list[float] | None = None  # (N,) their log-probs under the distribution they were drawn from
     model_inputs: dict[str, Any] | None = None  # the prompt's model tensors (input_ids (1, P), pixels, grid)
+    entropies: list[float] | None = None  # (N,) that distribution's entropy at each token, in nats (rl's methods)
 
 
 class PolicyError(RuntimeError):

@@ -55,7 +55,7 @@ class FakeVLLM:
         sampler = TextPolicy(
             model, self.tokenizer, float(body.get("temperature", 1.0)), int(body.get("max_tokens", 16))
         )
-        gen, logp = sampler.sample(sampler.encode(body["messages"]))
+        gen, logp, _ = sampler.sample(sampler.encode(body["messages"]))
         ids, lps = gen.tolist(), logp.tolist()
         finish = "length"
         if ids and ids[-1] in sampler.stop_ids:  # vLLM reports a stop, and leaves the stop token out

@@ -15,14 +15,11 @@ from rl.ggpo import (
     batched_group_advantages,
     group_advantages,
     is_success,
-    k3_kl,
-    method_level,
-    method_loss,
-    ppo_clip_loss,
-    segment_weights,
     step_masks,
     valid_retrievals,
 )
+from rl.loss import k3_kl, ppo_clip_loss
+from rl.methods import method_level, method_loss, segment_weights
 
 NEG_INF = float("-inf")
 

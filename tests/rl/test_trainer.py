@@ -108,7 +108,7 @@ def test_bad_configs_are_refused_by_name(tmp_path):
 
     with pytest.raises(ValueError, match="unknown training settings \\['learning_rate'\\]"):
         TrainConfig.load(None, ["model=m", "dataset=d", "learning_rate=1"])
-    with pytest.raises(ValueError, match="unknown method"):
+    with pytest.raises(ValueError, match="method='ppo' is not one of"):
         TrainConfig.load(None, ["model=m", "dataset=d", "method=ppo"])
     with pytest.raises(ValueError, match="group_size"):
         TrainConfig.load(None, ["model=m", "dataset=d", "group_size=1"])
