@@ -186,6 +186,9 @@ class SFTConfig(Config):
     )
     images: bool = setting(True, "show the pictures (--no-images: they become [Picture k])")
     max_examples: int = setting(0, "use at most this many steps (0: all)")
+    batch_size: int = setting(
+        1, "examples per forward pass, padded together (text-only models; a VL model takes them one at a time)"
+    )
     seed: int = setting(0, "seed of the example order and initialisation")
 
     def __post_init__(self) -> None:

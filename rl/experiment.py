@@ -1,457 +1,304 @@
-"""CPU experiment: GGPO against GRPO on a synthetic retrieval task, with a tiny causal LM, over several seeds.
+"""Compare RL methods on the procedural gym (rl/gym.py) with a tiny causal LM on CPU, over several seeds.
 
-    python -m rl.experiment --out runs/rl_experiment                  # 3 seeds x {ggpo, grpo}
-    python -m rl.experiment --out /tmp/rlx --seeds 0 --updates 4      # a quick look
+    python -m rl.experiment --methods grpo,gspo,ggpo,gppo,aepo,adora --seeds 5      # the comparison in RESULTS.md
+    python -m rl.experiment --methods grpo --seeds 5 --curriculum scalinginter       # with the horizon schedule
+    python -m rl.experiment --methods grpo --seeds 1 --updates 3 --out /tmp/rlx      # a quick look
 
-The task: lockers 1..N each have a value in their own small text file among look-alike files, a 4-digit
-code (`--task code`) or one of four colours (`--task color`). "What is the code of locker 17?" needs the
-right search (locker 17's file must be retrieved) and the right evidence (the value copied from it). The
-reward is VimRAG's binary answer reward.
+Steps:
+1. environments: an SFT pool and a disjoint RL pool of training environments (1- and 2-hop questions), and
+   held-out 1-hop and 2-hop environments (names, layouts and wordings never seen in training); one corpus and
+   one cached index for all of them;
+2. a tiny Qwen2 causal LM whose tokenizer is trained on training text only, warm-started by SFT on a scripted
+   expert's traces through the real agent loop (`Expert`: search, check the page, hop, copy the code);
+3. its held-out accuracy: the share of held-out questions answered right, one sampled episode each;
+4. from that one checkpoint, RL with each method and seed (same budget, same fresh RL environments), then the
+   held-out accuracy again;
+5. the table (held-out 1- and 2-hop accuracy, mean and 95% interval over seeds; the gain over SFT and its
+   interval; dead-end searches, tokens and agent steps per episode; updates until the training reward reaches a
+   threshold; wall time), the reward curves and the accuracy chart, in OUT/results.md, results.json and PNGs.
 
-`--protocol vrag` (the default) is a chain of tag actions; `--protocol vimrag` writes JSON tool calls that
-build a DAG, and with `--detour P` a share P of the expert's traces start with a vague dead-end search.
-Only then do GGPO's success masks have anything to leave out, so that setting is the one that can tell
-GGPO from GRPO; the extra curve it plots is the number of dead-end searches per trajectory.
-
-Steps, all on CPU:
-1. write the corpus and questions (train / held-out split) and index them;
-2. build a tiny Qwen2 causal LM with a tokenizer trained on the corpus and the protocol's text;
-3. warm start: run a scripted expert (search "locker K", answer the value it read) through the agent on
-   the training questions and SFT the model on those traces;
-4. from that one checkpoint, train with GGPO and with GRPO (same seeds, same budget), token level, and
-   record every update's mean reward, agent steps and dead-end searches;
-5. write the curves (PNG), a table of the final reward, the updates needed to reach a threshold and the
-   held-out accuracy (markdown), training throughput (generated tokens/s) and the process's peak memory.
+Left out on purpose: a VLM and pictures (the gym is text; see rl/gym.py), and any GPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
-import resource
+import math
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.config import Config, setting, setting_like
 from rl.config import TrainConfig
 
-# Short system prompts: a tiny model's context should be the task, not instructions it cannot read.
-SYSTEM = {
-    "vimrag": (
-        'You answer with one tool call per turn: <tool_call>{"name": ..., "arguments": {...}}'
-        "</tool_call>. Tools: add_search_node(id, query, parent_ids); add_answer_node(answer, "
-        "parent_ids)."
-    ),
-    "vrag": "Search with <search>query</search>, then answer with <answer>code</answer>.",
-}
+CURRICULA = ("none", "scalinginter")
+# two-sided 95% quantiles of Student's t by degrees of freedom (any statistics table); 1.96 beyond
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
 
-COLORS = ["red", "blue", "green", "yellow"]
+def interval(xs: list[float]) -> tuple[float, float, float]:
+    """(mean, low, high): the mean and its 95% t-interval over seeds (a single value has no width).
 
-
-def make_task(root: Path, n_lockers: int = 24, seed: int = 0, kind: str = "code") -> tuple[Path, Path, Path]:
-    """(corpus dir, train questions, test questions). kind "code": a 4-digit code per locker (copying four
-    digits); kind "color": one of four colours (copying one word; a guess is right 1 time in 4)."""
-    rng = random.Random(seed)
-    corpus = root / "corpus"
-    corpus.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for k in range(1, n_lockers + 1):
-        if kind == "color":
-            value, fact, question = rng.choice(COLORS), "is painted", f"What color is locker {k}?"
-        else:
-            value, fact, question = f"{rng.randint(1000, 9999)}", "code", f"What is the code of locker {k}?"
-        (corpus / f"locker_{k:02d}.md").write_text(
-            f"# Locker {k}\n\nLocker {k} {fact} {value}. Floor {rng.randint(1, 5)}.\n", encoding="utf-8"
-        )
-        rows.append(
-            {
-                "id": f"locker-{k:02d}",
-                "question": question,
-                "answer": [value],
-                "evidence": [{"file": f"locker_{k:02d}.md"}],
-            }
-        )
-    rng.shuffle(rows)
-    cut = int(len(rows) * 0.75)
-    train, test = root / "train.jsonl", root / "test.jsonl"
-    train.write_text("".join(json.dumps(r) + "\n" for r in rows[:cut]))
-    test.write_text("".join(json.dumps(r) + "\n" for r in rows[cut:]))
-    return corpus, train, test
-
-
-DETOUR_QUERY = "locker colors"  # a vague first search: it returns some lockers, rarely the one asked about
-
-
-def scripted_traces(
-    dataset: str,
-    corpus: Path,
-    index: Path,
-    out: Path,
-    protocol: str = "vimrag",
-    detour: float = 0.0,
-    max_steps: int = 4,
-    seed: int = 0,
-) -> int:
-    """Traces of the scripted expert on every question of `dataset`; returns how many.
-
-    vrag: `<search>locker K</search>`, then `<answer>` with the value read from the results.
-    vimrag: add_search_node(s1, "locker K", parents [root]), then add_answer_node(value, parents [s1]),
-    answering from the fresh results (no memorize step: a tiny LM cannot copy information ids).
-    With probability `detour` (vimrag only) the expert first makes a vague search (DETOUR_QUERY, node s1,
-    a dead end: nothing hangs off it), closes it with an empty memorize step (the demo's layout refuses a
-    second search before one), and then makes the right one (s2), which the answer cites. Such a
-    trajectory succeeds, so GRPO reinforces its dead end; GGPO's success mask leaves it out.
+    >>> interval([0.1, 0.2, 0.3, 0.4, 0.5])   # sd 0.158, t(4) 2.776: 0.3 -/+ 0.196
+    (0.3, 0.104, 0.496)
     """
-    import re
-
-    from agent.backends.scripted import ScriptedPolicy
-    from agent.loop import Agent
-    from agent.protocols import get as get_protocol
-    from agent.settings import AgentConfig
-    from eval.datasets import load_dataset
-    from retrieval.retriever import Retriever
-
-    proto = get_protocol(protocol)
-    if detour and not proto.memorizes:
-        raise ValueError("--detour needs --protocol vimrag: linear protocols chain every node, so no dead ends")
-    ds = load_dataset(dataset, corpus=corpus)
-    retriever = Retriever(index)
-    out.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
-
-    def locker(q: str) -> str:
-        return re.search(r"locker (\d+)", q).group(1)
-
-    def seen_value(v) -> str:
-        k = locker(v.question)
-        for ev in v.evidence.by_id.values():
-            m = re.search(rf"Locker {k} (?:code|is painted) (\w+)", ev.text)
-            if m:
-                return m.group(1)
-        return "unknown"
-
-    for item in ds.items:
-        k = locker(item.question)
-        if not proto.memorizes:  # a chain: search, then answer
-            script = [
-                proto.write("search", {"query": f"locker {k}"}),
-                lambda m, v: proto.write("answer", {"answer": seen_value(v)}),
-            ]
-        else:
-            right = "s2" if rng.random() < detour else "s1"
-            # the dead end is closed with an empty memorize: the exact layout refuses a second search before it
-            script = (
-                [
-                    proto.write("search", {"id": "s1", "query": DETOUR_QUERY, "parent_ids": ["root"]}),
-                    proto.write("memorize", {"summarize": "", "memorize": []}),
-                ]
-                if right == "s2"
-                else []
-            )
-            script += [
-                proto.write("search", {"id": right, "query": f"locker {k}", "parent_ids": ["root"]}),
-                lambda m, v, right=right: proto.write("answer", {"answer": seen_value(v), "parent_ids": [right]}),
-            ]
-        cfg = AgentConfig(protocol=protocol, max_steps=max_steps, top_k=2, prompts={"system": SYSTEM[protocol]})
-        trace = Agent(retriever, ScriptedPolicy(script=script), cfg).ask(item.question)
-        (out / f"{item.id}.json").write_text(json.dumps(trace.to_dict()))
-    return len(ds.items)
+    m = statistics.fmean(xs)
+    if len(xs) < 2:
+        return (round(m, 3), round(m, 3), round(m, 3))
+    half = T95.get(len(xs) - 1, 1.96) * statistics.stdev(xs) / math.sqrt(len(xs))
+    return (round(m, 3), round(m - half, 3), round(m + half, 3))
 
 
-def corpus_texts(corpus: Path, traces: Path) -> list[str]:
-    """Text for the tokenizer: the corpus and the scripted traces' prompts and replies."""
-    texts = [p.read_text() for p in sorted(corpus.glob("*.md"))]
-    for t in sorted(traces.glob("*.json"))[:8]:
-        d = json.loads(t.read_text())
-        for s in d["steps"]:
-            texts.append(s["output"])
-            texts += [
-                m["content"] if isinstance(m["content"], str) else " ".join(p.get("text", "") for p in m["content"])
-                for m in s["messages"]
-            ]
-    return texts * 4
-
-
-def run(args) -> dict:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import torch
-
-    from agent.settings import AgentConfig
-    from eval.datasets import load_dataset
-    from eval.runner import ensure_index
-    from rl.config import SFTConfig
-    from rl.sft import load_examples, train_sft
-    from rl.tiny import build_tiny_causal_lm
-    from rl.trainer import Trainer
-
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(args.to_dict(), indent=1))  # the resolved settings of the run
-    corpus, train_q, test_q = make_task(out / "task", args.lockers, kind=args.task)
-    dataset = f"jsonl:{train_q}"
-    index = out / "task" / "index"
-    ensure_index(load_dataset(dataset, corpus=corpus), str(index), progress=False)
-    n = scripted_traces(dataset, corpus, index, out / "expert" / "traces", args.protocol, args.detour, args.max_steps)
-    print(
-        f"task: {args.lockers} lockers, {n} training questions; expert traces in {out / 'expert'}"
-        + (f" ({args.detour:.0%} of them start with a dead-end search)" if args.detour else "")
-    )
-    if args.reuse_sft and (out / "sft" / "config.json").is_file():
-        print(f"SFT warm start: reusing {out / 'sft'} (--reuse-sft)")
-    else:
-        base = build_tiny_causal_lm(
-            out / "tiny_lm",
-            seed=0,
-            texts=corpus_texts(corpus, out / "expert" / "traces"),
-            vocab_size=args.vocab,
-            hidden=args.hidden,
-            layers=args.layers,
-        )
-        exs = load_examples(str(out / "expert" / "traces"), with_images=False)
-        t0 = time.perf_counter()
-        cfg = SFTConfig("-", str(base), str(out / "sft"), epochs=args.sft_epochs, lr=args.sft_lr, grad_accum=1)
-        sft = train_sft(cfg, examples=exs, progress=False)
-        print(
-            f"SFT warm start: {sft['examples']} steps x {args.sft_epochs} epochs in "
-            f"{time.perf_counter() - t0:.0f} s, loss {sft['history'][0]['loss']:.3f} -> "
-            f"{sft['history'][-1]['loss']:.3f}"
-        )
-    curves: dict[str, list[list[float]]] = {"ggpo": [], "grpo": []}
-    dead: dict[str, list[list[float]]] = {"ggpo": [], "grpo": []}  # dead-end searches per trajectory
-    steps: dict[str, list[list[float]]] = {"ggpo": [], "grpo": []}  # agent steps per trajectory
-    heldout: dict[str, list[float]] = {"ggpo": [], "grpo": []}
-    throughput, shares = [], []
-    for seed in args.seeds:
-        for method in ("ggpo", "grpo"):
-            cfg = TrainConfig(
-                model=str(out / "sft"),
-                dataset=dataset,
-                corpus=str(corpus),
-                index=str(index),
-                agent=AgentConfig(
-                    protocol=args.protocol,
-                    prompts={"system": SYSTEM[args.protocol]},
-                    max_steps=args.max_steps,
-                    top_k=2,
-                ),
-                method=method,
-                level="token",
-                temperature=args.temperature,
-                group_size=args.group,
-                questions_per_update=args.questions,
-                updates=args.updates,
-                lr=args.lr,
-                max_new_tokens=args.max_new_tokens,
-                reward="vimrag",
-                save_every=0,
-                output_dir=str(out / f"{method}_seed{seed}"),
-                resume=False,
-                seed=seed,
-                log_with=[],
-            )
-            t0 = time.perf_counter()
-            trainer = Trainer(cfg)
-            logs = trainer.train(progress=False)
-            curves[method].append([lg["reward"] for lg in logs])
-            dead[method].append([lg["dead_end_searches"] for lg in logs])
-            steps[method].append([lg["steps"] for lg in logs])
-            heldout[method].append(held_out_accuracy(trainer, test_q, corpus, index, args))
-            throughput += [lg["tokens_per_s"] for lg in logs]
-            shares += [(lg["rollout_s"], lg["update_s"]) for lg in logs]
-            print(
-                f"{method} seed {seed}: reward {logs[0]['reward']:.2f} -> {logs[-1]['reward']:.2f}, dead-end "
-                f"searches {logs[0]['dead_end_searches']:.2f} -> {logs[-1]['dead_end_searches']:.2f} "
-                f"({time.perf_counter() - t0:.0f} s)"
-            )
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    if torch.cuda.is_available():
-        peak_mb = max(peak_mb, torch.cuda.max_memory_allocated() / 2**20)
-    return summarize(curves, heldout, args, out, throughput, shares, peak_mb, plt, dead, steps)
-
-
-def updates_to(curve: list[float], threshold: float, window: int = 3, below: bool = False) -> int | None:
-    """The first update at which the running mean over `window` updates reaches `threshold` (falls to it,
-    with `below`).
+def updates_to(curve: list[float], threshold: float, window: int = 3) -> int | None:
+    """The first update at which the running mean over `window` updates reaches `threshold`.
 
     >>> updates_to([0.0, 0.5, 1.0, 1.0], 0.5, window=2), updates_to([0.0, 0.1], 0.5)
     (3, None)
-    >>> updates_to([0.5, 0.3, 0.1, 0.0], 0.1, window=2, below=True)
-    4
     """
-    for i in range(len(curve)):
-        lo = max(0, i - window + 1)
-        m = statistics.fmean(curve[lo : i + 1])
-        if (m <= threshold if below else m >= threshold) and i + 1 >= window:
+    for i in range(window - 1, len(curve)):
+        if statistics.fmean(curve[i - window + 1 : i + 1]) >= threshold:
             return i + 1
     return None
 
 
-def held_out_accuracy(trainer, test_q: Path, corpus: Path, index: Path, args, samples: int = 2) -> float:
-    """Share of sampled answers that are right on the lockers never trained on (copying, not recall)."""
-    from agent.loop import Agent
-    from agent.settings import AgentConfig
-    from eval.datasets import load_dataset
-    from rl.trainer import make_policy
+@dataclass
+class Gym:
+    """Where one experiment's environments live, and the ones it uses."""
 
-    ds = load_dataset(f"jsonl:{test_q}", corpus=corpus)
-    policy = make_policy(trainer.acc.unwrap_model(trainer.model), trainer.proc, False, trainer.cfg)
-    cfg = AgentConfig(
-        protocol=args.protocol, max_steps=args.max_steps, top_k=2, prompts={"system": SYSTEM[args.protocol]}
+    root: Path
+    sft: list = field(default_factory=list)
+    rl: list = field(default_factory=list)
+    held: dict = field(default_factory=dict)  # hops -> environments
+
+    @property
+    def index(self) -> Path:
+        return self.root / "index"
+
+
+def make_gym(args, root: Path) -> Gym:
+    from rl.gym import build_index, make_env, write_corpus, write_questions
+
+    g = Gym(root)
+    g.sft = [make_env(s, "train", hops=(1, 2)) for s in range(args.sft_envs)]
+    g.rl = [make_env(s, "train", hops=(1, 2)) for s in range(args.sft_envs, args.sft_envs + args.rl_envs)]
+    g.held = {h: [make_env(10_000 * h + s, "test", hops=(h,)) for s in range(args.test_envs)] for h in (1, 2)}
+    every = g.sft + g.rl + g.held[1] + g.held[2]
+    write_corpus(every, root / "corpus")
+    write_questions(g.rl, root / "rl.jsonl")
+    t0 = time.perf_counter()
+    build_index(root / "corpus", g.index)
+    print(f"gym: {len(every)} environments, index ready in {time.perf_counter() - t0:.0f} s ({g.index})")
+    return g
+
+
+def warm_start(args, g: Gym, out: Path, retriever) -> Path:
+    """The SFT checkpoint: expert traces on the SFT pool, a tokenizer and tiny LM built on training text only."""
+    from rl.config import SFTConfig
+    from rl.gym import expert_traces
+    from rl.sft import load_examples, train_sft
+    from rl.tiny import build_tiny_causal_lm
+
+    sft_dir = out / "sft"
+    if args.reuse_sft and (sft_dir / "sft_config.json").is_file():
+        print(f"SFT warm start: reusing {sft_dir} (--reuse-sft)")
+        return sft_dir
+    traces = out / "expert"
+    n = expert_traces([(e, q) for e in g.sft for q in e.questions], retriever, traces, args.max_steps)
+    texts = ["\n\n".join(e.pages) for e in g.sft]  # training text only: no held-out name or wording
+    for f in sorted(traces.glob("*.json"))[:100]:
+        for s in json.loads(f.read_text())["steps"]:
+            texts.append(s["output"])
+            texts += [m["content"] for m in s["messages"] if isinstance(m["content"], str)]
+    base = build_tiny_causal_lm(
+        out / "tiny_lm", seed=0, texts=texts, vocab_size=args.vocab, hidden=args.hidden, layers=args.layers
     )
-    right = n = 0
-    for item in ds.items:
-        for _ in range(samples):
-            trace = Agent(trainer.get_retriever(), policy, cfg).ask(item.question)
-            right += (trace.answer or "").strip() in item.answers
+    exs = load_examples(str(traces), with_images=False)
+    t0 = time.perf_counter()
+    cfg = SFTConfig(
+        "-", str(base), str(sft_dir), epochs=args.sft_epochs, lr=args.sft_lr, grad_accum=1, batch_size=args.sft_batch
+    )
+    hist = train_sft(cfg, examples=exs, progress=True)["history"]
+    print(
+        f"SFT warm start: {n} expert traces, {len(exs)} steps x {args.sft_epochs} epochs in "
+        f"{time.perf_counter() - t0:.0f} s, loss {hist[0]['loss']:.3f} -> {hist[-1]['loss']:.3f}"
+    )
+    return sft_dir
+
+
+def evaluate(model, tok, retriever, envs, args, seed: int = 0) -> dict[str, float]:
+    """One sampled episode per held-out question: accuracy, dead-end searches, generated tokens and steps."""
+    import torch
+
+    from agent.loop import Agent
+    from rl.ggpo import dead_end_searches
+    from rl.gym import agent_config
+    from rl.policy import TextPolicy
+
+    torch.manual_seed(seed)
+    pol = TextPolicy(model, tok, temperature=args.eval_temperature, max_new_tokens=args.max_new_tokens)
+    right, dead, tokens, steps, n = 0, 0, 0, 0, 0
+    for env in envs:
+        for q in env.questions:
+            trace = Agent(retriever, pol, agent_config(args.max_steps, docs=[env.doc])).ask(q.question)
+            right += (trace.answer or "").strip() == q.answer
+            dead += dead_end_searches(trace.graph)
+            tokens += sum(len(tok(s.output, add_special_tokens=False)["input_ids"]) for s in trace.steps)
+            steps += len(trace.steps)
             n += 1
-    return right / max(1, n)
+    n = max(1, n)
+    return {"accuracy": right / n, "dead_ends": dead / n, "tokens": tokens / n, "steps": steps / n}
 
 
-def resummarize(args) -> dict:
-    """The table, figure and printout again, from the curves an earlier run stored in OUT/results.json."""
+def train_one(args, g: Gym, sft: Path, out: Path, method: str, seed: int) -> tuple[list[dict], object]:
+    from rl.gym import agent_config
+    from rl.trainer import Trainer
+
+    kw = {}
+    if args.curriculum == "scalinginter":  # short episodes first: one search and the answer, then room to hop
+        kw = {"horizons": [3, args.max_steps], "horizon_every": max(1, args.updates // 2)}
+    cfg = TrainConfig(
+        model=str(sft),
+        dataset=f"jsonl:{g.root / 'rl.jsonl'}",
+        corpus=str(g.root / "corpus"),
+        index=str(g.index),
+        agent=agent_config(args.max_steps),
+        method=method,
+        level="token" if method == "ggpo" else None,
+        temperature=args.temperature,
+        group_size=args.group,
+        questions_per_update=args.questions,
+        updates=args.updates,
+        lr=args.lr,
+        max_new_tokens=args.max_new_tokens,
+        reward="vimrag",
+        save_every=0,
+        output_dir=str(out / f"{method}_seed{seed}"),
+        resume=False,
+        seed=seed,
+        log_with=[],
+        **kw,
+    )
+    cfg.validate()
+    trainer = Trainer(cfg)
+    return trainer.train(progress=False), trainer
+
+
+def run(args) -> dict:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from retrieval.retriever import Retriever
+
+    methods = [m for spec in args.methods for m in spec.split(",") if m]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(args.to_dict(), indent=1))
+    t_start = time.perf_counter()
+    g = make_gym(args, out / "gym")
+    retriever = Retriever(g.index)
+    sft = warm_start(args, g, out, retriever)
+    model, tok = AutoModelForCausalLM.from_pretrained(sft).eval(), AutoTokenizer.from_pretrained(sft)
+    base = {h: evaluate(model, tok, retriever, g.held[h], args) for h in (1, 2)}
+    print(f"SFT held-out accuracy: 1-hop {base[1]['accuracy']:.3f}, 2-hop {base[2]['accuracy']:.3f}")
+    runs: dict[str, list[dict]] = {m: [] for m in methods}
+    for seed in range(args.seeds):
+        for method in methods:
+            t0 = time.perf_counter()
+            logs, trainer = train_one(args, g, sft, out, method, seed)
+            trained = trainer.acc.unwrap_model(trainer.model).eval()
+            held = {h: evaluate(trained, tok, retriever, g.held[h], args) for h in (1, 2)}
+            wall = time.perf_counter() - t0
+            runs[method].append({"seed": seed, "curve": [lg["reward"] for lg in logs], "held": held, "wall_s": wall})
+            print(
+                f"{method} seed {seed}: reward {logs[0]['reward']:.2f} -> {logs[-1]['reward']:.2f}, held-out "
+                f"1-hop {held[1]['accuracy']:.3f}, 2-hop {held[2]['accuracy']:.3f} ({wall:.0f} s)",
+                flush=True,
+            )
+            del trainer, trained
+    return summarize(runs, base, args, out, time.perf_counter() - t_start)
+
+
+def summarize(runs: dict[str, list[dict]], base: dict, args, out: Path, total_s: float) -> dict:
+    """The table (markdown + JSON) and the two figures."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out = Path(args.out)
-    path = out / "results.json"
-    if not path.is_file():
-        raise SystemExit(f"{path} does not exist: run the experiment into --out {out} first")
-    data = json.loads(path.read_text())
-    if "curves" not in data:
-        raise SystemExit(f"{path} holds no curves (an older run): rerun the experiment to summarize it again")
-    curves = data["curves"]
-    args.seeds = list(range(len(next(iter(curves.values())))))
-    heldout = {t["method"]: [t["held_out"]] if t.get("held_out") is not None else [] for t in data["table"]}
-    return summarize(
-        curves,
-        heldout,
-        args,
-        out,
-        [data["tokens_per_s_mean"]],
-        [(data["rollout_share"], data["update_share"])],
-        data["peak_rss_mb"],
-        plt,
-        data.get("dead_end_curves"),
-        data.get("step_curves"),
+    rows = []
+    for method, rs in runs.items():
+        acc = {h: [r["held"][h]["accuracy"] for r in rs] for h in (1, 2)}
+        held2 = [r["held"][2] for r in rs]
+        rows.append(
+            {
+                "method": method,
+                "seeds": len(rs),
+                "held_1hop": interval(acc[1]),
+                "held_2hop": interval(acc[2]),
+                "gain_2hop": interval([a - base[2]["accuracy"] for a in acc[2]]),
+                "dead_ends": statistics.fmean(h["dead_ends"] for h in held2),
+                "tokens": statistics.fmean(h["tokens"] for h in held2),
+                "steps": statistics.fmean(h["steps"] for h in held2),
+                "reach": [updates_to(r["curve"], args.threshold) for r in rs],
+                "wall_s": statistics.fmean(r["wall_s"] for r in rs),
+            }
+        )
+    fmt = lambda t: f"{t[0]:.3f} [{t[1]:.3f}, {t[2]:.3f}]"  # noqa: E731
+    lines = [
+        f"SFT start: held-out 1-hop {base[1]['accuracy']:.3f}, 2-hop {base[2]['accuracy']:.3f} "
+        f"(dead-end searches {base[2]['dead_ends']:.2f}, tokens {base[2]['tokens']:.1f}, steps {base[2]['steps']:.2f} "
+        "per 2-hop episode)",
+        "",
+        "| method | held-out 1-hop | held-out 2-hop | 2-hop gain over SFT | dead-end searches | tokens | steps | "
+        f"updates to reward {args.threshold} (per seed) | wall s per run |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['method']} | {fmt(r['held_1hop'])} | {fmt(r['held_2hop'])} | {fmt(r['gain_2hop'])} | "
+            f"{r['dead_ends']:.2f} | {r['tokens']:.1f} | {r['steps']:.2f} | "
+            + ", ".join(str(x) if x is not None else "-" for x in r["reach"])
+            + f" | {r['wall_s']:.0f} |"
+        )
+    lines.append("")
+    lines.append(
+        f"Mean and 95% t-interval over {args.seeds} seeds; one sampled episode per held-out question "
+        f"({args.test_envs * 3} per hop count); per-episode figures are on 2-hop questions. "
+        f"Total {total_s / 60:.1f} min."
     )
-
-
-def _mean_curve(runs: list[list[float]]) -> list[float]:
-    return [statistics.fmean(v) for v in zip(*runs)]
-
-
-def summarize(curves, heldout, args, out: Path, throughput, shares, peak_mb, plt, dead=None, steps=None) -> dict:
-    """Curves (PNG), the results table (markdown + JSON) and the throughput / memory / step-split lines."""
-    dead = dead or {m: [] for m in curves}
-    steps = steps or {m: [] for m in curves}
-    show_dead = any(any(x for c in runs for x in c) for runs in dead.values())
-    fig, axes = plt.subplots(1, 2 if show_dead else 1, figsize=(12 if show_dead else 7, 4), squeeze=False)
-    colors = {"ggpo": "#2a7de1", "grpo": "#e1662a"}
-    panels = [(axes[0][0], curves, "mean reward of the update's rollouts")]
-    if show_dead:
-        panels.append((axes[0][1], dead, "dead-end searches per trajectory"))
-    for ax, data, ylabel in panels:
-        for method, runs in data.items():
-            for c in runs:
-                ax.plot(range(1, len(c) + 1), c, color=colors[method], alpha=0.25, lw=1)
-            mean = _mean_curve(runs)
-            ax.plot(
-                range(1, len(mean) + 1), mean, color=colors[method], lw=2.5, label=f"{method} (mean of {len(runs)})"
-            )
-        ax.set_xlabel("update")
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        ax.legend()
-    axes[0][0].set_ylim(-0.02, 1.02)
-    fig.suptitle(f"GGPO vs GRPO, tiny causal LM, {len(args.seeds)} seeds (thin lines: single seeds)")
+    md = "\n".join(lines)
+    (out / "results.md").write_text(md + "\n")
+    (out / "results.json").write_text(
+        json.dumps({"base": base, "rows": rows, "runs": runs, "total_s": total_s}, indent=1)
+    )
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for method, rs in runs.items():
+        curves = [r["curve"] for r in rs]
+        mean = [statistics.fmean(v) for v in zip(*curves)]
+        ax.plot(range(1, len(mean) + 1), mean, lw=2, label=f"{method} (mean of {len(curves)})")
+    ax.set_xlabel("update")
+    ax.set_ylabel("mean training reward")
+    ax.grid(alpha=0.3)
+    ax.legend()
     fig.tight_layout()
     fig.savefig(out / "reward_curves.png", dpi=130)
-    table = []
-    for method, runs in curves.items():
-        finals = [statistics.fmean(c[-3:]) for c in runs]
-        row = {
-            "method": method,
-            "final": statistics.fmean(finals),
-            "final_sd": statistics.pstdev(finals),
-            "per_seed": finals,
-            "reach": [updates_to(c, args.threshold) for c in runs],
-            "first": statistics.fmean(c[0] for c in runs),
-            "held_out": statistics.fmean(heldout[method]) if heldout[method] else None,
-        }
-        if dead[method]:
-            row["dead_first"] = statistics.fmean(c[0] for c in dead[method])
-            row["dead_final"] = statistics.fmean(statistics.fmean(c[-3:]) for c in dead[method])
-            row["dead_per_seed"] = [statistics.fmean(c[-3:]) for c in dead[method]]
-            row["steps_final"] = statistics.fmean(statistics.fmean(c[-3:]) for c in steps[method])
-            row["dead_reach"] = [updates_to(c, args.dead_threshold, below=True) for c in dead[method]]
-        table.append(row)
-    extra = show_dead and all("dead_final" in t for t in table)
-    lines = [
-        f"| method | first update reward | final reward (last 3 updates; mean ± sd over seeds) | per seed | "
-        f"updates to reach {args.threshold} (3-update running mean), per seed | held-out lockers |"
-        + (
-            " dead-end searches per trajectory, first → final (per seed) | updates until dead-end searches "
-            f"≤ {args.dead_threshold} (3-update running mean), per seed | steps per trajectory, final |"
-            if extra
-            else ""
-        ),
-        "|---|---|---|---|---|---|" + ("---|---|---|" if extra else ""),
-    ]
-    for t in table:
-        line = (
-            f"| {t['method']} | {t['first']:.3f} | {t['final']:.3f} ± {t['final_sd']:.3f} | "
-            + ", ".join(f"{x:.2f}" for x in t["per_seed"])
-            + " | "
-            + ", ".join(str(r) if r is not None else "not reached" for r in t["reach"])
-            + " | "
-            + (f"{t['held_out']:.2f}" if t["held_out"] is not None else "-")
-            + " |"
-        )
-        if extra:
-            line += (
-                f" {t['dead_first']:.2f} → {t['dead_final']:.2f} ("
-                + ", ".join(f"{x:.2f}" for x in t["dead_per_seed"])
-                + ") | "
-                + ", ".join(str(r) if r is not None else "not reached" for r in t["dead_reach"])
-                + f" | {t['steps_final']:.2f} |"
-            )
-        lines.append(line)
-    roll = sum(a for a, _ in shares)
-    upd = sum(b for _, b in shares)
-    summary = {
-        "table": table,
-        "tokens_per_s_mean": statistics.fmean(throughput) if throughput else 0.0,
-        "peak_rss_mb": peak_mb,
-        "rollout_share": roll / max(1e-9, roll + upd),
-        "update_share": upd / max(1e-9, roll + upd),
-        "markdown": "\n".join(lines),
-        "curves": curves,
-        "dead_end_curves": dead,
-        "step_curves": steps,
-    }
-    (out / "results.json").write_text(json.dumps(summary, indent=1))
-    (out / "results.md").write_text(summary["markdown"] + "\n")
-    print("\n" + summary["markdown"])
-    print(
-        f"\ntraining throughput: {summary['tokens_per_s_mean']:.1f} generated tokens/s (mean over updates); "
-        f"peak memory: {peak_mb:.0f} MB (process RSS)"
-    )
-    print(f"step time: rollout {summary['rollout_share']:.0%}, update {summary['update_share']:.0%}")
-    print(f"curves: {out / 'reward_curves.png'}")
-    return summary
-
-
-TASKS = ("code", "color")
-PROTOCOLS = ("vrag", "vimrag")
+    fig, ax = plt.subplots(figsize=(8, 4))
+    names = [r["method"] for r in rows]
+    for k, (key, label) in enumerate((("held_1hop", "1-hop"), ("held_2hop", "2-hop"))):
+        mids = [r[key][0] for r in rows]
+        errs = [[r[key][0] - r[key][1] for r in rows], [r[key][2] - r[key][0] for r in rows]]
+        ax.bar([i + 0.4 * k for i in range(len(rows))], mids, 0.4, yerr=errs, capsize=4, label=f"held-out {label}")
+    ax.axhline(base[2]["accuracy"], color="grey", ls="--", lw=1, label="SFT, 2-hop")
+    ax.set_xticks([i + 0.2 for i in range(len(rows))], names)
+    ax.set_ylabel("accuracy (95% interval over seeds)")
+    ax.set_ylim(0, 1)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "held_out.png", dpi=130)
+    print("\n" + md)
+    print(f"figures: {out / 'reward_curves.png'}, {out / 'held_out.png'}")
+    return {"rows": rows, "markdown": md}
 
 
 @dataclass
@@ -460,36 +307,33 @@ class ExperimentConfig(Config):
 
     config_name = "experiment"
 
-    out: str = setting("runs/rl_experiment", "run folder: corpus, models, results.json, the table and the curves")
-    seeds: list[int] = setting(
-        factory=lambda: [0, 1, 2], help="training seeds, each run with GGPO and with GRPO", nargs="+"
+    out: str = setting("runs/rl_experiment", "run folder: the gym, the models, results.md/json and the figures")
+    methods: list[str] = setting(
+        factory=lambda: ["grpo,gspo,ggpo,gppo,aepo,adora"], help="methods, comma-separated", nargs="+"
     )
-    updates: int = setting_like(TrainConfig, "updates", 25)
-    group: int = setting_like(TrainConfig, "group_size", 4)
-    questions: int = setting_like(TrainConfig, "questions_per_update", 2)
-    lr: float = setting_like(TrainConfig, "lr", 1e-4)
-    lockers: int = setting(24, "lockers in the corpus (a quarter of them held out)")
-    task: str = setting("code", "what a locker file holds: a 4-digit code, or one of four colours", choices=TASKS)
+    seeds: int = setting(5, "RL seeds per method (each from the same SFT checkpoint)")
+    curriculum: str = setting("none", "scalinginter: agent.max_steps 3, then max_steps, halfway", choices=CURRICULA)
+    sft_envs: int = setting(300, "training environments whose expert traces the SFT warm start imitates")
+    rl_envs: int = setting(300, "fresh training environments RL draws its questions from")
+    test_envs: int = setting(20, "held-out environments per hop count (3 questions each)")
     hidden: int = setting(128, "hidden size of the tiny causal LM")
-    layers: int = setting(2, "layers of the tiny causal LM")
-    vocab: int = setting(900, "vocabulary size of the tokenizer trained on the corpus")
-    sft_epochs: int = setting(60, "epochs of the SFT warm start on the expert's traces")
+    layers: int = setting(3, "layers of the tiny causal LM")
+    vocab: int = setting(600, "vocabulary size of the tokenizer trained on training text")
+    sft_epochs: int = setting(20, "epochs of the SFT warm start")
     sft_lr: float = setting(1e-3, "learning rate of the SFT warm start")
-    max_new_tokens: int = setting_like(TrainConfig, "max_new_tokens", 16)
-    threshold: float = setting(0.8, "the table reports the updates until the reward (3-update mean) reaches this")
-    protocol: str = setting(
-        "vrag", "vrag: short tag actions, a chain; vimrag: JSON tool calls that build a DAG", choices=PROTOCOLS
-    )
-    detour: float = setting(0.0, "vimrag only: share of expert traces that start with a dead-end search")
-    max_steps: int = setting(4, "agent steps per trajectory")
-    reuse_sft: bool = setting(False, "keep OUT/sft from an earlier run with the same task flags (skips steps 2-3)")
+    sft_batch: int = setting(16, "SFT examples per forward pass")
+    updates: int = setting_like(TrainConfig, "updates", 15)
+    group: int = setting_like(TrainConfig, "group_size", 4)
+    questions: int = setting_like(TrainConfig, "questions_per_update", 4)
+    lr: float = setting_like(TrainConfig, "lr", 2e-5)
     temperature: float = setting_like(TrainConfig, "temperature", 1.0)
-    dead_threshold: float = setting(
-        0.1, "the table reports the updates until dead-end searches per trajectory drop to this"
+    eval_temperature: float = setting(1.0, "sampling temperature of the held-out episodes")
+    max_new_tokens: int = setting_like(TrainConfig, "max_new_tokens", 24)
+    max_steps: int = setting(6, "agent steps per episode")
+    threshold: float = setting(
+        0.5, "the table reports the updates until the training reward (3-update mean) reaches this"
     )
-    resummarize: bool = setting(
-        False, "only rewrite the table and figure from OUT/results.json (after a summary change)"
-    )
+    reuse_sft: bool = setting(False, "keep OUT/sft from an earlier run with the same gym settings")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -497,11 +341,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(ap, ExperimentConfig)
-    args = from_args(ExperimentConfig, ap.parse_args(argv))
-    if args.resummarize:
-        resummarize(args)
-    else:
-        run(args)
+    run(from_args(ExperimentConfig, ap.parse_args(argv)))
     return 0
 
 

@@ -137,6 +137,33 @@ def example_loss(policy, model, ex: Example) -> tuple[torch.Tensor, int]:
     return -logp.mean(), int(target.numel())
 
 
+def batch_loss(policy, model, batch: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """Mean over examples of each one's mean target NLL, as `example_loss` gives one by one, in one padded
+    forward pass. `batch` holds (prompt ids (P,), target ids (N,)) pairs of a text-only model (`encode_text`)."""
+    device = next(model.parameters()).device
+    seqs = [torch.cat([p, t]) for p, t in batch]
+    width = max(len(s) for s in seqs)
+    pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else policy.stop_ids[0]
+    ids = torch.full((len(seqs), width), pad, dtype=torch.long)  # (B, W)
+    att = torch.zeros(len(seqs), width, dtype=torch.long)  # (B, W)
+    tgt = torch.zeros(len(seqs), width, dtype=torch.bool)  # (B, W) positions whose token is a target
+    for i, ((p, _), s) in enumerate(zip(batch, seqs)):
+        ids[i, : len(s)], att[i, : len(s)], tgt[i, len(p) : len(s)] = s, 1, True
+    ids, att, tgt = ids.to(device), att.to(device), tgt.to(device)
+    logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()  # (B, W-1, V): t predicts t+1
+    logp = torch.log_softmax(logits, dim=-1).gather(2, ids[:, 1:, None]).squeeze(2)  # (B, W-1)
+    on = tgt[:, 1:].float()  # (B, W-1)
+    return (-(logp * on).sum(1) / on.sum(1).clamp(min=1.0)).mean()  # ()
+
+
+def encode_text(policy, ex: Example) -> tuple[torch.Tensor, torch.Tensor]:
+    """(prompt ids (P,), target ids (N,), end of turn included) of a text-only example."""
+    tok = policy.tokenizer
+    end = "<|im_end|>" if tok.convert_tokens_to_ids("<|im_end|>") not in (None, tok.unk_token_id) else tok.eos_token
+    prompt = policy.encode(ex.messages)["input_ids"][0]  # (P,)
+    return prompt, torch.tensor(tok(ex.target + end, add_special_tokens=False)["input_ids"])
+
+
 def train_sft(
     sft: SFTConfig, progress: bool = True, examples: list[Example] | None = None, model=None, proc=None
 ) -> dict[str, Any]:
@@ -163,6 +190,10 @@ def train_sft(
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=sft.lr)
     model, opt = acc.prepare(model, opt)
     policy = make_policy(acc.unwrap_model(model), proc, is_vl, cfg)
+    if sft.batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {sft.batch_size}")
+    size = 1 if is_vl else sft.batch_size
+    encoded = [encode_text(policy, ex) for ex in exs] if size > 1 else None  # tokenized once, not every epoch
     history = []
     total = sft.epochs * len(exs)
     bar = tqdm(total=total, desc="sft", disable=not (progress and acc.is_main_process))
@@ -170,16 +201,21 @@ def train_sft(
     for epoch in range(sft.epochs):
         order = list(range(len(exs)))
         rng.shuffle(order)
+        mine = order[acc.process_index :: acc.num_processes]
         run_loss, n = 0.0, 0
-        for i in order[acc.process_index :: acc.num_processes]:
+        for b in range(0, len(mine), size):
+            chunk = mine[b : b + size]
             with acc.accumulate(model):
-                loss, _ = example_loss(policy, model, exs[i])
+                if encoded is None:
+                    loss, _ = example_loss(policy, model, exs[chunk[0]])
+                else:
+                    loss = batch_loss(policy, model, [encoded[i] for i in chunk])
                 acc.backward(loss)
                 opt.step()
                 opt.zero_grad()
             run_loss += float(loss.detach())
             n += 1
-            bar.update(acc.num_processes)
+            bar.update(len(chunk) * acc.num_processes)
             bar.set_postfix(loss=f"{run_loss / n:.3f}")
         history.append({"epoch": epoch + 1, "loss": run_loss / max(1, n)})
     bar.close()

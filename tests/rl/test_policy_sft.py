@@ -93,3 +93,25 @@ def test_sft_trains_on_action_tokens_of_saved_traces(tiny, tmp_path):
     with pytest.raises(FileNotFoundError, match="no traces"):
         load_examples(str(tmp_path / "nothing"))
     assert isinstance(Example([], "x").target, str)
+
+
+def test_a_padded_batch_gives_the_mean_of_the_one_by_one_losses(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rl.policy import TextPolicy
+    from rl.sft import Example, batch_loss, encode_text, example_loss
+    from rl.tiny import build_tiny_causal_lm
+
+    path = build_tiny_causal_lm(tmp_path / "lm")
+    model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    pol = TextPolicy(model, tok)
+    exs = [
+        Example([{"role": "user", "content": "What is the code?"}], "<answer>4821</answer>"),
+        Example(
+            [{"role": "user", "content": "Find the page about the northern line, please."}], "<search>line</search>"
+        ),
+        Example([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "ok"),
+    ]
+    one_by_one = torch.stack([example_loss(pol, model, ex)[0] for ex in exs]).mean()
+    together = batch_loss(pol, model, [encode_text(pol, ex) for ex in exs])  # right-padded to the longest
+    assert together.item() == pytest.approx(one_by_one.item(), abs=1e-5)

@@ -1,0 +1,299 @@
+"""A procedural retrieval gym: environments built from a seed, with questions of controllable difficulty.
+
+    envs = [make_env(seed, split="train", hops=(1, 2)) for seed in range(300)]
+    corpus = write_corpus(envs, Path("runs/gym/corpus"))     # one document per environment
+    build_index(corpus, Path("runs/gym/index"))              # one unit per page, cached
+    write_questions(envs, Path("runs/gym/train.jsonl"))      # a `jsonl:` dataset for `vimrag train` and eval
+    pairs = [(e, q) for e in envs for q in e.questions]
+    expert_traces(pairs, Retriever(Path("runs/gym/index")), Path("runs/gym/expert"))  # through the real agent
+
+An environment is a small registry of people. Each has a page: their access code (the answer a question asks
+for), their partner (another person of the same environment) and a distracting number (a room or a year). Around
+them are look-alikes (same given name, family name one letter off, another code) and dead-end pages that name a
+person without giving the code. A question asks for a code one to three hops away: "the access code of A"
+(1 hop), "of A's partner" (2 hops: A's page names B, B's page holds the code), "of the partner of A's partner"
+(3). The answer is printed once, on one page, so the only way to it is to search, read, and search again.
+
+What is learned must be a skill, so a training run draws every question from environments it has never seen,
+and held-out environments differ in everything but the task: their names come from syllables no training name
+uses, their pages from layouts and sentences no training page uses, and their questions from other wordings. The
+tokenizer is trained on training text only (rl/experiment.py), so a held-out name is read in pieces.
+
+Each environment is one text document, its pages its paragraphs, indexed with `chunk_chars` set so that every
+page is one unit; an environment's questions search only its own document (`doc`, as MMLongBench-Doc's do),
+and a pool of environments shares one cached index. Left out on purpose: pictures and small print. A text-only
+model reads text units; facts legible only through a crop need OCR of what the model is shown, not built yet.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Names: training syllables are consonant-vowel, held-out ones consonant-vowel-consonant, so no held-out name
+# shares a syllable with a training one; both use the same letters, so a held-out name is spelt in pieces the
+# tokenizer learned from training text (a letter never seen in training would be a token never trained).
+TRAIN_SYLLABLES = "ka lo mi re su ta ve no ri da pe zu bo li ne ga fo tu ma se ro di vu ke".split()
+HELD_SYLLABLES = "kel mor dut fin gas zop bir nal vet".split()
+
+# Page layouts and wordings: {name}, {code}, {partner}, {other}. Held-out ones share no template with training.
+TRAIN_LAYOUTS = [
+    "{name}. The access code of {name} is {code}. {name} works with {partner}. Room {other}.",
+    "Registry entry for {name}: access code {code}, partner {partner}, joined in {year}.",
+    "{name} holds access code {code}. Partner on file: {partner}. Office {other}.",
+]
+HELD_LAYOUTS = [
+    "Name: {name} | Code: {code} | Teammate: {partner} | Desk {other}",
+    "Staff card. {partner} is the teammate of {name}, whose access code reads {code} (badge issued {year}).",
+]
+TRAP_LAYOUTS = [
+    "Meeting note: {name} and {other_name} met in the lobby. No codes were shared.",
+    "Visitor log: {name} signed in with {other_name} at the front desk.",
+]
+TRAIN_QUESTIONS = {
+    1: "What is the access code of {a}?",
+    2: "What is the access code of the partner of {a}?",
+    3: "What is the access code of the partner of the partner of {a}?",
+}
+HELD_QUESTIONS = {
+    1: "Which access code does {a} use?",
+    2: "Which access code does the teammate of {a} use?",
+    3: "Which access code does the teammate of the teammate of {a} use?",
+}
+MIN_PAGE, MAX_PAGE = 90, 170  # chars of a page; CHUNK_CHARS keeps every page its own unit (two never fit)
+CHUNK_CHARS = 2 * MIN_PAGE - 1
+
+
+@dataclass
+class Person:
+    name: str
+    code: str
+    partner: str = ""
+
+
+@dataclass
+class Question:
+    id: str
+    question: str
+    answer: str
+    hops: int
+    chain: list[str]  # the names searched, in order: the last one's page holds the answer
+    evidence: list[str]  # the page texts read along the chain
+
+
+@dataclass
+class Env:
+    seed: int
+    split: str
+    people: list[Person]
+    pages: list[str]
+    questions: list[Question] = field(default_factory=list)
+
+    @property
+    def doc(self) -> str:
+        return f"env_{self.split}_{self.seed:05d}.md"
+
+
+def _name(rng: random.Random, syllables: list[str]) -> str:
+    word = lambda: "".join(rng.choice(syllables) for _ in range(2)).capitalize()  # noqa: E731
+    return f"{word()} {word()}"
+
+
+def _look_alike(name: str, rng: random.Random) -> str:
+    """Same given name, family name with one vowel changed: the near-duplicate a careless reader confuses."""
+    given, family = name.split(" ")
+    spots = [i for i, c in enumerate(family) if c in "aeiouy"]
+    i = rng.choice(spots)
+    swap = rng.choice([v for v in "aeiou" if v != family[i]])
+    return f"{given} {family[:i]}{swap}{family[i + 1 :]}"
+
+
+def _page(template: str, rng: random.Random, **kw: str) -> str:
+    text = template.format(other=str(rng.randint(100, 999)), year=str(rng.randint(1990, 2024)), **kw)
+    while len(text) < MIN_PAGE:  # pad short pages so that two never share a unit
+        text += f" Filed under {rng.randint(10, 99)}."
+    if len(text) > MAX_PAGE:
+        raise ValueError(f"a gym page is {len(text)} characters, over {MAX_PAGE}: shorten its names or template")
+    return text
+
+
+def make_env(
+    seed: int,
+    split: str = "train",
+    hops: tuple[int, ...] = (1, 2),
+    people: int = 5,
+    look_alikes: int = 2,
+    traps: int = 1,
+    questions: int = 3,
+) -> Env:
+    """One environment from `seed`: `people` in a partner cycle, `look_alikes` near-duplicates of some of them,
+    `traps` dead-end pages, and `questions` questions whose hop counts are drawn from `hops`.
+
+    >>> e = make_env(0, "train", hops=(2,))
+    >>> q = e.questions[0]
+    >>> q.hops, len(q.chain), q.answer == next(p.code for p in e.people if p.name == q.chain[-1])
+    (2, 2, True)
+    >>> held = make_env(0, "test")
+    >>> held.doc, held.questions[0].question.startswith("Which")
+    ('env_test_00000.md', True)
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be train or test, got {split!r}")
+    if not hops or any(h not in (1, 2, 3) for h in hops):
+        raise ValueError(f"hops must be a non-empty choice of 1, 2 and 3; got {hops}")
+    if people < max(hops) + 1:
+        raise ValueError(f"{max(hops)} hops need at least {max(hops) + 1} people in a partner cycle; got {people}")
+    rng = random.Random(f"{split}:{seed}")
+    syl = TRAIN_SYLLABLES if split == "train" else HELD_SYLLABLES
+    layouts = TRAIN_LAYOUTS if split == "train" else HELD_LAYOUTS
+    wording = TRAIN_QUESTIONS if split == "train" else HELD_QUESTIONS
+    names: list[str] = []
+    while len(names) < people:
+        n = _name(rng, syl)
+        if n not in names and n.split(" ")[0] not in {m.split(" ")[0] for m in names}:
+            names.append(n)
+    codes = rng.sample(range(1000, 10000), people + look_alikes)
+    cast = [Person(n, str(c)) for n, c in zip(names, codes)]
+    order = rng.sample(range(people), people)  # a random cycle: everyone has a partner, no one is their own
+    for i, j in zip(order, order[1:] + order[:1]):
+        cast[i].partner = cast[j].name
+    pages = {p.name: _page(rng.choice(layouts), rng, name=p.name, code=p.code, partner=p.partner) for p in cast}
+    extra = []
+    for k in range(look_alikes):
+        twin = cast[k % people]
+        alike = _look_alike(twin.name, rng)
+        if alike in pages:
+            continue
+        decoy = cast[rng.randrange(people)].name
+        extra.append(_page(rng.choice(layouts), rng, name=alike, code=str(codes[people + k]), partner=decoy))
+    for _ in range(traps):
+        a, b = rng.sample(names, 2)
+        extra.append(_page(rng.choice(TRAP_LAYOUTS), rng, name=a, other_name=b))
+    all_pages = list(pages.values()) + extra
+    rng.shuffle(all_pages)
+    env = Env(seed, split, cast, all_pages)
+    by_name = {p.name: p for p in cast}
+    for q in range(questions):
+        h = rng.choice(hops)
+        start = rng.choice(names)
+        chain = [start]
+        for _ in range(h - 1):
+            chain.append(by_name[chain[-1]].partner)
+        target = by_name[chain[-1]]
+        env.questions.append(
+            Question(
+                f"{split}{seed:05d}-{q}",
+                wording[h].format(a=start),
+                target.code,
+                h,
+                chain,
+                [pages[n] for n in chain],
+            )
+        )
+    return env
+
+
+def write_corpus(envs: list[Env], corpus: Path) -> Path:
+    """One document per environment under `corpus`. A file that already holds the same text is left alone, so a
+    cached index of the folder stays valid."""
+    corpus.mkdir(parents=True, exist_ok=True)
+    for env in envs:
+        text = "\n\n".join(env.pages) + "\n"
+        path = corpus / env.doc
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+    return corpus
+
+
+def write_questions(envs: list[Env], path: Path) -> Path:
+    """The environments' questions as a `jsonl:` dataset (eval/datasets.py): each one scoped to its environment's
+    document (`doc`), which is its gold evidence; `hops` and `chain` ride along for analysis."""
+    rows = [
+        {
+            "id": q.id,
+            "question": q.question,
+            "answer": [q.answer],
+            "doc": env.doc,
+            "evidence": [{"file": env.doc}],
+            "hops": q.hops,
+            "chain": q.chain,
+        }
+        for env in envs
+        for q in env.questions
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def build_index(corpus: Path, index: Path, progress: bool = False) -> Path:
+    """The pool's index, with one unit per page (`CHUNK_CHARS`); an existing one is brought up to date."""
+    from retrieval.ingest import Indexer, IngestConfig
+
+    Indexer(index, IngestConfig(chunk_chars=CHUNK_CHARS, ocr="none")).index([str(corpus)], progress=progress)
+    return index
+
+
+SYSTEM = "Search with <search>name</search>, then answer with <answer>code</answer>."  # short: a tiny model reads it
+
+
+def agent_config(max_steps: int = 6, **kw):
+    """The agent every gym episode runs through: VRAG's chain of tag actions, one page per search."""
+    from agent.settings import AgentConfig
+
+    return AgentConfig(protocol="vrag", max_steps=max_steps, top_k=3, prompts={"system": SYSTEM}, **kw)
+
+
+class Expert:
+    """The scripted expert of one question: it searches each name of the chain, searches again while the page
+    shown is not that person's own (a look-alike, a dead end, or the page of someone who names them as partner),
+    reads the partner off each page, and answers the code from the last one. It knows the answers; it never
+    guesses, so its traces are what SFT imitates: search, check, hop, copy."""
+
+    is_vlm = False
+    name = "gym-expert"
+    patch = 28
+
+    def __init__(self, env: Env, question: Question) -> None:
+        self.people = {p.name: p for p in env.people}
+        self.chain, self.pos, self.asked = list(question.chain), 0, False
+
+    def describe(self) -> str:
+        return self.name
+
+    def generation(self, protocol) -> dict:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+    def stream(self, messages: list[dict], view=None):
+        seen = messages[-1]["content"] if messages and messages[-1]["role"] == "user" and self.asked else ""
+        seen = seen if isinstance(seen, str) else " ".join(p.get("text", "") for p in seen)
+        who = self.people[self.chain[self.pos]]
+        if self.asked and who.code in seen:  # on the person's own page
+            if self.pos == len(self.chain) - 1:
+                yield f"<answer>{who.code}</answer>"
+                return
+            self.pos += 1
+            who = self.people[self.chain[self.pos]]
+        self.asked = True
+        yield f"<search>{who.name}</search>"
+
+
+def expert_traces(env_questions: list[tuple[Env, Question]], retriever, out: Path, max_steps: int = 6) -> int:
+    """Run the expert on each (environment, question) through the real agent loop, scoped to the environment's
+    document; save the traces that answered right under `out`. Returns how many were saved."""
+    from agent.loop import Agent
+
+    out.mkdir(parents=True, exist_ok=True)
+    saved = 0
+    for env, q in env_questions:
+        cfg = agent_config(max_steps, docs=[env.doc])
+        trace = Agent(retriever, Expert(env, q), cfg).ask(q.question)
+        if (trace.answer or "").strip() == q.answer:
+            (out / f"{q.id}.json").write_text(json.dumps(trace.to_dict()))
+            saved += 1
+    return saved

@@ -1,0 +1,89 @@
+"""rl/gym.py: environments from a seed, held-out ones that share nothing with training but the task, one unit per
+page, and an expert that solves them through the real agent loop and retrieval."""
+
+import json
+import re
+
+import pytest
+
+from rl.gym import (
+    CHUNK_CHARS,
+    HELD_LAYOUTS,
+    HELD_QUESTIONS,
+    HELD_SYLLABLES,
+    TRAIN_LAYOUTS,
+    TRAIN_QUESTIONS,
+    TRAIN_SYLLABLES,
+    build_index,
+    expert_traces,
+    make_env,
+    write_corpus,
+    write_questions,
+)
+
+
+def test_an_environment_is_a_function_of_its_seed_and_its_answers_are_printed_once():
+    a, b = make_env(7, hops=(1, 2, 3)), make_env(7, hops=(1, 2, 3))
+    assert a.pages == b.pages and [q.question for q in a.questions] == [q.question for q in b.questions]
+    assert make_env(8).pages != a.pages
+    for q in a.questions:
+        assert sum(q.answer in p for p in a.pages) == 1  # one page holds the code: no other route to it
+        assert len(q.chain) == q.hops
+        for name, nxt in zip(q.chain, q.chain[1:]):  # each hop's page names the next person
+            own = next(p for p in a.pages if name in p and a.people[[x.name for x in a.people].index(name)].code in p)
+            assert nxt in own
+
+
+def test_held_out_environments_share_no_syllable_layout_or_wording_with_training():
+    assert not set(TRAIN_SYLLABLES) & set(HELD_SYLLABLES)
+    assert set("".join(HELD_SYLLABLES)) <= set("".join(TRAIN_SYLLABLES))  # same letters: spelt in known pieces
+    assert not set(TRAIN_LAYOUTS) & set(HELD_LAYOUTS)
+    assert not set(TRAIN_QUESTIONS.values()) & set(HELD_QUESTIONS.values())
+    train_names = {p.name for s in range(50) for p in make_env(s, "train").people}
+    held_names = {p.name for s in range(50) for p in make_env(s, "test").people}
+    assert not train_names & held_names
+    assert all(q.question.startswith("Which") for s in range(5) for q in make_env(s, "test").questions)
+
+
+def test_difficulty_is_controlled():
+    env = make_env(1, hops=(3,), look_alikes=3, traps=2, questions=4)
+    assert {q.hops for q in env.questions} == {3}
+    assert len(env.pages) == 5 + 3 + 2
+    with pytest.raises(ValueError, match="hops"):
+        make_env(1, hops=(4,))
+    with pytest.raises(ValueError, match="at least 4 people"):
+        make_env(1, hops=(3,), people=3)
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gym")
+    envs = [make_env(s, "train", hops=(1, 2)) for s in range(6)] + [make_env(s, "test", hops=(1, 2)) for s in range(3)]
+    corpus = write_corpus(envs, root / "corpus")
+    return envs, corpus, build_index(corpus, root / "index"), root
+
+
+def test_every_page_is_its_own_unit(pool):
+    from retrieval.retriever import Retriever
+
+    envs, corpus, index, _ = pool
+    assert all(len(p) <= CHUNK_CHARS for e in envs for p in e.pages)
+    r = Retriever(index)
+    for e in envs[:2] + envs[-1:]:
+        for p in e.pages:  # searching a page's own text finds exactly that page, alone in its unit
+            assert r.search(p, k=1, filters={"docs": [e.doc]})[0].unit.text.strip() == p
+
+
+def test_the_expert_solves_its_questions_through_the_agent_and_the_dataset_loads(pool):
+    from eval.datasets import load_dataset
+    from retrieval.retriever import Retriever
+
+    envs, corpus, index, root = pool
+    pairs = [(e, q) for e in envs for q in e.questions]
+    saved = expert_traces(pairs, Retriever(index), root / "traces")
+    assert saved >= 0.9 * len(pairs)
+    trace = json.loads(next((root / "traces").glob("*.json")).read_text())
+    searches = [s["output"] for s in trace["steps"] if s["output"].startswith("<search>")]
+    assert searches and re.fullmatch(r"<answer>\d{4}</answer>", trace["steps"][-1]["output"])
+    ds = load_dataset(f"jsonl:{write_questions(envs, root / 'q.jsonl')}", corpus=corpus)
+    assert ds.per_doc and len(ds.items) == len(pairs) and ds.items[0].doc.startswith("env_")
