@@ -32,11 +32,13 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Names: training syllables are consonant-vowel, held-out ones consonant-vowel-consonant, so no held-out name
-# shares a syllable with a training one; both use the same letters, so a held-out name is spelt in pieces the
-# tokenizer learned from training text (a letter never seen in training would be a token never trained).
-TRAIN_SYLLABLES = "ka lo mi re su ta ve no ri da pe zu bo li ne ga fo tu ma se ro di vu ke".split()
-HELD_SYLLABLES = "kel mor dut fin gas zop bir nal vet".split()
+# Names are two words of two syllables. The words are split once: a word that appears in a held-out name never
+# appears in a training one, so no held-out person shares a given or family name with anyone seen in training;
+# the syllables are shared, so a held-out name is spelt in pieces the tokenizer learned from training text (a
+# piece never seen in training would be a token never trained, which no reader could copy).
+SYLLABLES = "ka lo mi re su ta ve no ri da pe zu bo li ne ga fo tu ma se ro di vu ke".split()
+WORDS = [a + b for a in SYLLABLES for b in SYLLABLES]
+HELD_WORDS = set(random.Random("held-out words").sample(WORDS, len(WORDS) // 5))  # a fifth of them, fixed
 
 # Page layouts and wordings: {name}, {code}, {partner}, {other}. Held-out ones share no template with training.
 TRAIN_LAYOUTS = [
@@ -46,7 +48,7 @@ TRAIN_LAYOUTS = [
 ]
 HELD_LAYOUTS = [
     "Name: {name} | Code: {code} | Teammate: {partner} | Desk {other}",
-    "Staff card. {partner} is the teammate of {name}, whose access code reads {code} (badge issued {year}).",
+    "Staff card of {name}, badge {other}: code {code}; teammate {partner} (badge issued {year}).",
 ]
 TRAP_LAYOUTS = [
     "Meeting note: {name} and {other_name} met in the lobby. No codes were shared.",
@@ -96,18 +98,20 @@ class Env:
         return f"env_{self.split}_{self.seed:05d}.md"
 
 
-def _name(rng: random.Random, syllables: list[str]) -> str:
-    word = lambda: "".join(rng.choice(syllables) for _ in range(2)).capitalize()  # noqa: E731
-    return f"{word()} {word()}"
+def _name(rng: random.Random, held: bool) -> str:
+    words = sorted(HELD_WORDS) if held else [w for w in WORDS if w not in HELD_WORDS]
+    return f"{rng.choice(words).capitalize()} {rng.choice(words).capitalize()}"
 
 
-def _look_alike(name: str, rng: random.Random) -> str:
-    """Same given name, family name with one vowel changed: the near-duplicate a careless reader confuses."""
+def _look_alike(name: str, rng: random.Random, held: bool) -> str | None:
+    """Same given name, family name with one vowel changed (and still a word of the same split): the
+    near-duplicate a careless reader confuses. None if no such word exists."""
     given, family = name.split(" ")
-    spots = [i for i, c in enumerate(family) if c in "aeiouy"]
-    i = rng.choice(spots)
-    swap = rng.choice([v for v in "aeiou" if v != family[i]])
-    return f"{given} {family[:i]}{swap}{family[i + 1 :]}"
+    allowed = HELD_WORDS if held else set(WORDS) - HELD_WORDS
+    low = family.lower()
+    options = [low[:i] + v + low[i + 1 :] for i, c in enumerate(low) if c in "aeiou" for v in "aeiou" if v != c]
+    options = [w for w in options if w in allowed]
+    return f"{given} {rng.choice(options).capitalize()}" if options else None
 
 
 def _page(template: str, rng: random.Random, **kw: str) -> str:
@@ -146,12 +150,11 @@ def make_env(
     if people < max(hops) + 1:
         raise ValueError(f"{max(hops)} hops need at least {max(hops) + 1} people in a partner cycle; got {people}")
     rng = random.Random(f"{split}:{seed}")
-    syl = TRAIN_SYLLABLES if split == "train" else HELD_SYLLABLES
     layouts = TRAIN_LAYOUTS if split == "train" else HELD_LAYOUTS
     wording = TRAIN_QUESTIONS if split == "train" else HELD_QUESTIONS
     names: list[str] = []
     while len(names) < people:
-        n = _name(rng, syl)
+        n = _name(rng, split == "test")
         if n not in names and n.split(" ")[0] not in {m.split(" ")[0] for m in names}:
             names.append(n)
     codes = rng.sample(range(1000, 10000), people + look_alikes)
@@ -163,8 +166,8 @@ def make_env(
     extra = []
     for k in range(look_alikes):
         twin = cast[k % people]
-        alike = _look_alike(twin.name, rng)
-        if alike in pages:
+        alike = _look_alike(twin.name, rng, split == "test")
+        if alike is None or alike in pages:
             continue
         decoy = cast[rng.randrange(people)].name
         extra.append(_page(rng.choice(layouts), rng, name=alike, code=str(codes[people + k]), partner=decoy))

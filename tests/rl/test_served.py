@@ -147,3 +147,28 @@ def test_a_server_without_token_ids_is_refused_by_name():
         parse_choice({"logprobs": {"content": [{"token": "Hello", "logprob": -1.0}]}, "finish_reason": "stop"})
     with pytest.raises(PolicyError, match="logprobs"):
         parse_choice({"message": {"content": "Hello"}, "logprobs": None, "finish_reason": "stop"})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"method": "gppo", "step_mask": True},
+        {"method": "aepo", "branching": "aepo", "tool_advantage": 0.5},
+        {"method": "adora", "branching": "arpo", "horizons": [1, 2], "horizon_every": 1},
+    ],
+    ids=["gppo+mask", "aepo+branching+toolpo", "adora+arpo+scalinginter"],
+)
+def test_the_new_methods_train_on_served_rollouts(tiny_lm, task, tmp_path, parity_reward, overrides):
+    """Every method and option runs with rollout=served: entropies come from the local forward that rebuilds
+    the log-probs, and a branched group runs on one thread with its forks replayed against the server."""
+    from rl.trainer import Trainer
+
+    with FakeVLLM(tiny_lm) as server:
+        tr = Trainer(served_config(tiny_lm, task, tmp_path / "run", server.url, **overrides))
+        logs = tr.train(progress=False)
+    assert [lg["update"] for lg in logs] == [1, 2]
+    assert all(lg["served_logp_gap"] < 1e-4 for lg in logs)
+    assert all(lg["segments"] >= 2 for lg in logs)
+    if "horizons" in overrides:
+        assert [lg["horizon"] for lg in logs] == [1, 2] and logs[0]["steps"] == 1.0
