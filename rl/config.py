@@ -189,9 +189,21 @@ class SFTConfig(Config):
     batch_size: int = setting(
         1, "examples per forward pass, padded together (text-only models; a VL model takes them one at a time)"
     )
+    schedule: str = setting(
+        "constant",
+        "learning rate: constant, or linear decay to 5% after `warmup` (TRL's names)",
+        choices=("constant", "linear"),
+    )
+    warmup: float = setting(0.0, "share of the optimizer steps with a linear warm-up of the learning rate")
+    max_grad_norm: float = setting(1.0, "gradient clipping norm (0: none), TRL's default")
     seed: int = setting(0, "seed of the example order and initialisation")
 
     def __post_init__(self) -> None:
         missing = [f"--{n.replace('_', '-')}" for n in ("traces", "model", "output_dir") if not getattr(self, n)]
         if missing:
             raise ValueError(f"SFT needs {', '.join(missing)}: the traces, the model to start from, and where to save")
+        if self.batch_size < 1 or self.grad_accum < 1 or not 0.0 <= self.warmup < 1.0:
+            raise ValueError(
+                f"batch_size and grad_accum must be >= 1 and warmup in [0, 1); got {self.batch_size}, "
+                f"{self.grad_accum}, {self.warmup}"
+            )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import random
 import threading
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -226,6 +227,28 @@ def rollout_branching(
     while len(trajs) < group_size:
         trajs.append(sample([]))
     return trajs
+
+
+def group_sampler(cfg, get_retriever: Callable[[], Any], vocab_size: int, update: int):
+    """`(policy, item, agent_config) -> group` for a TrainConfig `cfg`: independent trajectories, or a branched
+    tree (`branching`: arpo, aepo) whose draws are seeded by (seed, update, question), so they are the same
+    whatever order threads run groups in, and after a resume."""
+    if cfg.branching == "none":
+        return lambda policy, item, acfg: rollout_group(policy, get_retriever(), item, acfg, cfg.group_size, cfg.reward)
+    return lambda policy, item, acfg: rollout_branching(
+        policy,
+        get_retriever(),
+        item,
+        acfg,
+        cfg.group_size,
+        cfg.reward,
+        rule=cfg.branching,
+        initial=cfg.initial_rollouts,
+        threshold=cfg.branch_threshold,
+        weight=cfg.branch_entropy_weight,
+        vocab_size=vocab_size,
+        rng=random.Random(zlib.crc32(f"{cfg.seed}:{update}:{item.id}".encode())),
+    )
 
 
 def rollout_concurrent(

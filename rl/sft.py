@@ -164,6 +164,23 @@ def encode_text(policy, ex: Example) -> tuple[torch.Tensor, torch.Tensor]:
     return prompt, torch.tensor(tok(ex.target + end, add_special_tokens=False)["input_ids"])
 
 
+def lr_factor(step: int, total: int, warmup: float = 0.0, schedule: str = "constant") -> float:
+    """The learning rate's multiplier at optimizer step `step` of `total`: a linear warm-up over the first
+    `warmup` share, then constant, or a linear decay to 5%.
+
+    >>> [round(lr_factor(s, 100, 0.1, "linear"), 3) for s in (0, 9, 10, 55, 99)]
+    [0.1, 1.0, 1.0, 0.5, 0.05]
+    >>> lr_factor(50, 100)
+    1.0
+    """
+    n_warm = int(total * warmup)
+    if step < n_warm:
+        return (step + 1) / n_warm
+    if schedule == "linear":
+        return max(0.05, 1.0 - (step - n_warm) / max(1, total - n_warm))
+    return 1.0
+
+
 def train_sft(
     sft: SFTConfig, progress: bool = True, examples: list[Example] | None = None, model=None, proc=None
 ) -> dict[str, Any]:
@@ -188,11 +205,12 @@ def train_sft(
     if not exs:
         raise ValueError(f"no training examples in {sft.traces} (min_score={sft.min_score}); check the traces")
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=sft.lr)
-    model, opt = acc.prepare(model, opt)
-    policy = make_policy(acc.unwrap_model(model), proc, is_vl, cfg)
-    if sft.batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {sft.batch_size}")
     size = 1 if is_vl else sft.batch_size
+    per_epoch = -(-len(exs[acc.process_index :: acc.num_processes]) // size)  # batches, rounded up
+    steps = max(1, sft.epochs * per_epoch // sft.grad_accum)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, steps, sft.warmup, sft.schedule))
+    model, opt = acc.prepare(model, opt)  # the schedule counts this process's optimizer steps itself
+    policy = make_policy(acc.unwrap_model(model), proc, is_vl, cfg)
     encoded = [encode_text(policy, ex) for ex in exs] if size > 1 else None  # tokenized once, not every epoch
     history = []
     total = sft.epochs * len(exs)
@@ -211,7 +229,11 @@ def train_sft(
                 else:
                     loss = batch_loss(policy, model, [encoded[i] for i in chunk])
                 acc.backward(loss)
+                if acc.sync_gradients and sft.max_grad_norm:
+                    acc.clip_grad_norm_(model.parameters(), sft.max_grad_norm)
                 opt.step()
+                if acc.sync_gradients:
+                    sched.step()
                 opt.zero_grad()
             run_loss += float(loss.detach())
             n += 1

@@ -309,30 +309,10 @@ class Trainer:
         return replace(agent, docs=docs, prompts=prompts, max_steps=max_steps)
 
     def group_fn(self):
-        """How one question's group is sampled: independent trajectories, or a branched tree (ARPO / AEPO)."""
-        from rl.rollout import rollout_branching, rollout_group
+        """How one question's group is sampled this update (rl/rollout.py `group_sampler`)."""
+        from rl.rollout import group_sampler
 
-        cfg = self.cfg
-        if cfg.branching == "none":
-            return lambda policy, item, acfg: rollout_group(
-                policy, self.get_retriever(), item, acfg, cfg.group_size, cfg.reward
-            )
-        tok = getattr(self.proc, "tokenizer", self.proc)
-        return lambda policy, item, acfg: rollout_branching(
-            policy,
-            self.get_retriever(),
-            item,
-            acfg,
-            cfg.group_size,
-            cfg.reward,
-            rule=cfg.branching,
-            initial=cfg.initial_rollouts,
-            threshold=cfg.branch_threshold,
-            weight=cfg.branch_entropy_weight,
-            vocab_size=len(tok),
-            # its own draws per question and update, whatever order threads run groups in, and after a resume
-            rng=random.Random(zlib.crc32(f"{cfg.seed}:{self.update}:{item.id}".encode())),
-        )
+        return group_sampler(self.cfg, self.get_retriever, len(getattr(self.proc, "tokenizer", self.proc)), self.update)
 
     def step(self) -> dict[str, float]:
         """One update: rollouts on this process's share of questions, then one gradient step."""
