@@ -45,24 +45,42 @@ TRAIN_LAYOUTS = [
     "{name}. The access code of {name} is {code}. {name} works with {partner}. Room {other}.",
     "Registry entry for {name}: access code {code}, partner {partner}, joined in {year}.",
     "{name} holds access code {code}. Partner on file: {partner}. Office {other}.",
+    "Profile - {name} - access code {code} - partner {partner} - floor {other}.",
+    "{name} (room {other}) has the access code {code} and the partner {partner}.",
 ]
 HELD_LAYOUTS = [
-    "Name: {name} | Code: {code} | Teammate: {partner} | Desk {other}",
-    "Staff card of {name}, badge {other}: code {code}; teammate {partner} (badge issued {year}).",
+    "Name: {name} | Access code: {code} | Partner: {partner} | Desk {other}",
+    "Staff card of {name}, badge {other}: access code {code}; partner {partner} (since {year}).",
 ]
 TRAP_LAYOUTS = [
     "Meeting note: {name} and {other_name} met in the lobby. No codes were shared.",
     "Visitor log: {name} signed in with {other_name} at the front desk.",
 ]
+# Questions: several training frames per hop count, so that what is learned is "find the name, search it", not
+# one sentence; held-out frames are new sentences around the same two key phrases (a tiny model trained from
+# scratch cannot learn a synonym it never saw, so "access code" and "partner" stay).
 TRAIN_QUESTIONS = {
-    1: "What is the access code of {a}?",
-    2: "What is the access code of the partner of {a}?",
-    3: "What is the access code of the partner of the partner of {a}?",
+    1: [
+        "What is the access code of {a}?",
+        "Tell me the access code of {a}.",
+        "I need the access code of {a}.",
+        "{a}: what is the access code?",
+    ],
+    2: [
+        "What is the access code of the partner of {a}?",
+        "Tell me the access code of the partner of {a}.",
+        "I need the access code of the partner of {a}.",
+        "The partner of {a}: what is the access code?",
+    ],
+    3: [
+        "What is the access code of the partner of the partner of {a}?",
+        "Tell me the access code of the partner of the partner of {a}.",
+    ],
 }
 HELD_QUESTIONS = {
-    1: "Which access code does {a} use?",
-    2: "Which access code does the teammate of {a} use?",
-    3: "Which access code does the teammate of the teammate of {a} use?",
+    1: ["Which access code does {a} use?", "Please find the access code of {a}."],
+    2: ["Which access code does the partner of {a} use?", "Please find the access code of the partner of {a}."],
+    3: ["Which access code does the partner of the partner of {a} use?"],
 }
 MIN_PAGE, MAX_PAGE = 90, 170  # chars of a page; CHUNK_CHARS keeps every page its own unit (two never fit)
 CHUNK_CHARS = 2 * MIN_PAGE - 1
@@ -140,7 +158,7 @@ def make_env(
     >>> q.hops, len(q.chain), q.answer == next(p.code for p in e.people if p.name == q.chain[-1])
     (2, 2, True)
     >>> held = make_env(0, "test")
-    >>> held.doc, held.questions[0].question.startswith("Which")
+    >>> held.doc, held.questions[0].question.startswith(("Which", "Please"))
     ('env_test_00000.md', True)
     """
     if split not in ("train", "test"):
@@ -188,7 +206,7 @@ def make_env(
         env.questions.append(
             Question(
                 f"{split}{seed:05d}-{q}",
-                wording[h].format(a=start),
+                rng.choice(wording[h]).format(a=start),
                 target.code,
                 h,
                 chain,
