@@ -301,14 +301,15 @@ def summarize(runs: dict[str, list[dict]], base: dict, args, out: Path, total_s:
     fig.savefig(out / "reward_curves.png", dpi=130)
     fig, ax = plt.subplots(figsize=(8, 4))
     names = [r["method"] for r in rows]
-    for k, (key, label) in enumerate((("held_1hop", "1-hop"), ("held_2hop", "2-hop"))):
-        if rows[0][key] is None:
-            continue
+    series = [(key, label) for key, label in (("held_1hop", "1-hop"), ("held_2hop", "2-hop")) if rows[0][key]]
+    width = 0.8 / len(series)
+    for k, (key, label) in enumerate(series):
         mids = [r[key][0] for r in rows]
         errs = [[r[key][0] - r[key][1] for r in rows], [r[key][2] - r[key][0] for r in rows]]
-        ax.bar([i + 0.4 * k for i in range(len(rows))], mids, 0.4, yerr=errs, capsize=4, label=f"held-out {label}")
+        xs = [i + width * (k - (len(series) - 1) / 2) for i in range(len(rows))]
+        ax.bar(xs, mids, width, yerr=errs, capsize=4, label=f"held-out {label}")
     ax.axhline(base[2]["accuracy"], color="grey", ls="--", lw=1, label="SFT, 2-hop")
-    ax.set_xticks([i + 0.2 for i in range(len(rows))], names)
+    ax.set_xticks(range(len(rows)), names)
     ax.set_ylabel("accuracy (95% interval over seeds)")
     ax.set_ylim(0, 1)
     ax.legend()

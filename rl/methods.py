@@ -214,8 +214,11 @@ def segment_advantages(groups, cfg, tokenizer=None) -> Advantages:
             w = adora_weight(rewards.tolist(), lengths, cut, lam=cfg.adora_lambda)
             out.attenuated_groups += int(w != 1.0 and bool(adv.abs().sum() > 0))
             adv = adv * w  # (G,)
-        act = group_advantages(torch.tensor([float(correct_calls(t.segments)) for t in trajs]))  # (G,)
-        for t, a, b in zip(trajs, adv.tolist(), act.tolist()):
+        if cfg.tool_advantage:  # ToolPO's action reward: correct tool calls, normalised in the group like the task's
+            act = group_advantages(torch.tensor([float(correct_calls(t.segments)) for t in trajs])).tolist()  # (G,)
+        else:
+            act = [0.0] * len(trajs)
+        for t, a, b in zip(trajs, adv.tolist(), act):
             for seg in t.segments:
                 if not cfg.tool_advantage:
                     out.values.append(a)
