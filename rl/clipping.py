@@ -43,10 +43,12 @@ def clipped_loss(
         raise ValueError(f"clip range must satisfy 0 <= eps_low < 1 and eps_high >= 0, got {eps_low}, {eps_high}")
     if preserve not in ("none", "both", "high"):
         raise ValueError(f"preserve must be none, both (GPPO) or high (AEPO); got {preserve!r}")
-    scale = ratio / ratio.detach()  # (...) 1 in value, d/d log r = 1
-    low = (1.0 - eps_low) * scale if preserve == "both" else torch.full_like(ratio, 1.0 - eps_low)  # (...)
-    high = (1.0 + eps_high) * scale if preserve != "none" else torch.full_like(ratio, 1.0 + eps_high)  # (...)
-    clipped = torch.clamp(ratio, low, high)  # (...)
+    if preserve == "none":
+        clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)  # (...)
+    else:
+        scale = ratio / ratio.detach()  # (...) 1 in value, d/d log r = 1
+        low = (1.0 - eps_low) * scale if preserve == "both" else torch.full_like(ratio, 1.0 - eps_low)  # (...)
+        clipped = torch.clamp(ratio, low, (1.0 + eps_high) * scale)  # (...)
     loss = torch.maximum(-advantages * ratio, -advantages * clipped)  # (...)
     if clip_c is not None:
         if clip_c <= 1.0:

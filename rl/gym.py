@@ -32,6 +32,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.backends.base import Policy
+
 # Names are two words of two syllables. The words are split once: a word that appears in a held-out name never
 # appears in a training one, so no held-out person shares a given or family name with anyone seen in training;
 # the syllables are shared, so a held-out name is spelt in pieces the tokenizer learned from training text (a
@@ -267,7 +269,7 @@ def agent_config(max_steps: int = 6, **kw):
     return AgentConfig(protocol="vrag", max_steps=max_steps, top_k=3, prompts={"system": SYSTEM}, **kw)
 
 
-class Expert:
+class Expert(Policy):
     """The scripted expert of one question: it searches each name of the chain, searches again while the page
     shown is not that person's own (a look-alike, a dead end, or the page of someone who names them as partner),
     reads the partner off each page, and answers the code from the last one. It knows the answers; it never
@@ -275,20 +277,10 @@ class Expert:
 
     is_vlm = False
     name = "gym-expert"
-    patch = 28
 
     def __init__(self, env: Env, question: Question) -> None:
         self.people = {p.name: p for p in env.people}
         self.chain, self.pos, self.asked = list(question.chain), 0, False
-
-    def describe(self) -> str:
-        return self.name
-
-    def generation(self, protocol) -> dict:
-        return {}
-
-    def close(self) -> None:
-        pass
 
     def stream(self, messages: list[dict], view=None):
         seen = messages[-1]["content"] if messages and messages[-1]["role"] == "user" and self.asked else ""

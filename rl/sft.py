@@ -130,9 +130,7 @@ def example_loss(policy, model, ex: Example) -> tuple[torch.Tensor, int]:
     from rl.policy import sequence_logprobs
 
     inputs = policy.encode(ex.messages)
-    tok = policy.tokenizer
-    end = "<|im_end|>" if tok.convert_tokens_to_ids("<|im_end|>") not in (None, tok.unk_token_id) else tok.eos_token
-    target = torch.tensor(tok(ex.target + end, add_special_tokens=False)["input_ids"])  # (N,)
+    target = target_ids(policy.tokenizer, ex.target)  # (N,)
     logp = sequence_logprobs(model, inputs, target)  # (N,)
     return -logp.mean(), int(target.numel())
 
@@ -156,12 +154,15 @@ def batch_loss(policy, model, batch: list[tuple[torch.Tensor, torch.Tensor]]) ->
     return (-(logp * on).sum(1) / on.sum(1).clamp(min=1.0)).mean()  # ()
 
 
-def encode_text(policy, ex: Example) -> tuple[torch.Tensor, torch.Tensor]:
-    """(prompt ids (P,), target ids (N,), end of turn included) of a text-only example."""
-    tok = policy.tokenizer
+def target_ids(tok, target: str) -> torch.Tensor:
+    """(N,) the reply's token ids with the end of turn the model must learn to emit."""
     end = "<|im_end|>" if tok.convert_tokens_to_ids("<|im_end|>") not in (None, tok.unk_token_id) else tok.eos_token
-    prompt = policy.encode(ex.messages)["input_ids"][0]  # (P,)
-    return prompt, torch.tensor(tok(ex.target + end, add_special_tokens=False)["input_ids"])
+    return torch.tensor(tok(target + end, add_special_tokens=False)["input_ids"])
+
+
+def encode_text(policy, ex: Example) -> tuple[torch.Tensor, torch.Tensor]:
+    """(prompt ids (P,), target ids (N,)) of a text-only example."""
+    return policy.encode(ex.messages)["input_ids"][0], target_ids(policy.tokenizer, ex.target)
 
 
 def lr_factor(step: int, total: int, warmup: float = 0.0, schedule: str = "constant") -> float:

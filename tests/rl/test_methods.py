@@ -236,21 +236,18 @@ def retriever(mixed_index):
 ITEM = EvalItem(id="rev", question="What was total revenue in 2025?", answers=["48.6 million dollars"])
 
 
+def grow(pol, retriever, rule: str):
+    """A group of 4 from 2 roots, every fork decided by a seeded draw."""
+    cfg = AgentConfig(max_steps=3)
+    return rollout_branching(
+        pol, retriever, ITEM, cfg, 4, "answer", rule=rule, initial=2, vocab_size=256, rng=random.Random(1)
+    )
+
+
 @pytest.mark.parametrize("rule", ["arpo", "aepo"])
 def test_a_rising_entropy_forks_and_the_fork_replays_its_parent_exactly(retriever, rule):
     pol = TreePolicy(rise=100.0)  # dH = 20 tokens x 100 / ln 256 >> 0: every branch point forks
-    trajs = rollout_branching(
-        pol,
-        retriever,
-        ITEM,
-        AgentConfig(max_steps=3),
-        4,
-        "answer",
-        rule=rule,
-        initial=2,
-        vocab_size=256,
-        rng=random.Random(1),
-    )
+    trajs = grow(pol, retriever, rule)
     assert len(trajs) == 4 and pol.fresh == 2  # two roots; the other two replayed a root's search
     for fork in trajs[2:]:
         parent = next(t for t in trajs[:2] if t.segments[0].text == fork.segments[0].text)
@@ -263,18 +260,7 @@ def test_a_rising_entropy_forks_and_the_fork_replays_its_parent_exactly(retrieve
 
 def test_a_falling_entropy_never_forks_and_the_group_is_refilled_from_the_question(retriever):
     pol = TreePolicy(rise=-100.0)
-    trajs = rollout_branching(
-        pol,
-        retriever,
-        ITEM,
-        AgentConfig(max_steps=3),
-        4,
-        "answer",
-        rule="arpo",
-        initial=2,
-        vocab_size=256,
-        rng=random.Random(1),
-    )
+    trajs = grow(pol, retriever, "arpo")
     assert len(trajs) == 4 and pol.fresh == 4
 
 
