@@ -31,6 +31,7 @@ from agent.events import (
     ToolCall,
     Trace,
 )
+from agent.latency import shared_latency
 from agent.protocols import make_protocol
 from agent.protocols.base import citations
 from agent.settings import AgentConfig
@@ -65,6 +66,7 @@ class Agent:
             patch=getattr(self.policy, "patch", 28),
             ocr_crops=not getattr(self.policy, "is_vlm", True),
             coords=getattr(self.policy, "coords", "absolute"),
+            latency=shared_latency(cfg.tool_latency) if cfg.tool_latency else None,
         )
         proto = make_protocol(cfg.protocol, tools, native_tools=getattr(self.policy, "native_tools", False))
         st = self.state = EpisodeState(question=question.strip(), config=cfg)
@@ -182,6 +184,7 @@ class Agent:
                 "model_s": round(model_total, 4),
                 "retrieval_s": round(tools.retrieval_s, 4),
                 "agent_s": round(max(0.0, total - model_total - tools.retrieval_s), 4),
+                "tool_s": round(tools.tool_s, 4),  # waiting on tools (search, crop), against model_s generating
                 "total_s": round(total, 4),
             }
         yield Finished(st.step, trace=trace)

@@ -71,9 +71,17 @@ class AgentConfig(Config):
         "fold: fold the history into memory once the context passes this many tokens, text and pictures (0: only "
         "when the model writes <fold_thought>, as DeepAgent)",
     )
+    tool_latency: str = setting(
+        "",
+        "tests and benchmarks: delay search, crop and judge calls, e.g. heavy:0.2 (lognormal, median 0.2 s) or "
+        "search=fixed:0.5,crop=jitter:0.05 (agent/latency.py)",
+    )
 
     def __post_init__(self) -> None:
+        from agent.latency import parse_latency
         from agent.protocols import check_prompts, get
+
+        parse_latency(self.tool_latency)  # ValueError naming the bad part
 
         proto = get(self.protocol)  # ValueError naming the protocols
         if self.max_steps is None:

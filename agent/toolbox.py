@@ -29,12 +29,20 @@ TEXT_EXCERPT = 1200  # characters of a text result shown to the model
 
 
 class Toolbox:
-    def __init__(self, retriever, patch: int = 28, ocr_crops: bool = False, coords: str = "absolute") -> None:
+    def __init__(
+        self, retriever, patch: int = 28, ocr_crops: bool = False, coords: str = "absolute", latency=None
+    ) -> None:
         self.retriever = retriever
         self.patch = patch
         self.ocr_crops = ocr_crops  # read the text inside crops (for a policy that cannot see pixels)
         self.coords = coords  # how the model writes boxes: "absolute" pixels or "relative" 0..1000 (agent/coords.py)
+        self.latency = latency  # agent/latency.py ToolLatency: injected delays (tests, benchmarks), or None
         self.retrieval_s = 0.0
+        self.tool_s = 0.0  # time inside search and crop calls, injected delays included
+
+    def _delay(self, tool: str) -> None:
+        if self.latency:
+            self.latency.delay(tool)
 
     # -- search ----------------------------------------------------------------------------------------
     def search(
@@ -60,6 +68,7 @@ class Toolbox:
         filters = {"docs": cfg.docs} if cfg.docs else None
         t0 = time.perf_counter()
         try:
+            self._delay("search")
             try:
                 hits = self.retriever.search(q, k=k or cfg.top_k, filters=filters, mode=cfg.search_mode)
             except (ValueError, TypeError, RetrievalError) as e:  # a bad query, or a search server gone away
@@ -75,6 +84,7 @@ class Toolbox:
                         pass
         finally:
             self.retrieval_s += time.perf_counter() - t0
+            self.tool_s += time.perf_counter() - t0
         return found
 
     # -- crop and scale -----------------------------------------------------------------------------------
@@ -105,6 +115,16 @@ class Toolbox:
         """A crop of `info_id` as new evidence, and its box in the raw pixels of the source unit.
 
         `mapper(box_seen, seen_size, raw_size)` maps the box (default: agent.tools.map_bbox, padded 28 px)."""
+        t0 = time.perf_counter()
+        try:
+            self._delay("crop")
+            return self._crop(st, info_id, bbox, node_id, mapper)
+        finally:
+            self.tool_s += time.perf_counter() - t0
+
+    def _crop(
+        self, st: EpisodeState, info_id: str, bbox: list[float], node_id: str, mapper
+    ) -> tuple[Evidence, list[int]]:
         src = self.image_evidence(st, info_id)
         raw = st.evidence.raw_size(src)
         box_seen, seen = self.seen_box(st, src, bbox)

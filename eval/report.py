@@ -33,7 +33,9 @@ COST_SPREAD = (  # mean/median/p90
     "peak_context_tokens",
     "wall_s",
 )
-COST_MEAN = ("model_s", "retrieval_s", "agent_s")  # the time split: means only
+# the time split, means only: generating, searching, the agent's own work, and waiting on tools (search and crop)
+COST_MEAN = ("model_s", "retrieval_s", "agent_s", "tool_s")
+COST_LABEL = {"model_s": "generating", "retrieval_s": "retrieval", "agent_s": "agent", "tool_s": "waiting on tools"}
 PLOTS = ("accuracy_by_format.png", "accuracy_by_source.png", "steps_hist.png", "visual_tokens_per_step.png")
 RISK_PLOT = "risk_coverage.png"  # only for runs whose reader weighs its answers
 
@@ -311,8 +313,7 @@ def render_markdown(m: dict, config: dict, run_name: str = "") -> str:
         "",
         _table(["", "mean", "median", "p90"], spread),
         "",
-        "Time split (mean s / question): "
-        + ", ".join(f"{k.removesuffix('_s')} {_num(c[k]['mean'], 2)}" for k in COST_MEAN),
+        "Time split (mean s / question): " + ", ".join(f"{COST_LABEL[k]} {_num(c[k]['mean'], 2)}" for k in COST_MEAN),
         "",
     ]
     rc = m.get("risk_coverage")

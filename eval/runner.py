@@ -182,6 +182,7 @@ def cost_of(trace, wall_s: float) -> dict[str, Any]:
         "model_s": t.get("model_s", 0.0),
         "retrieval_s": t.get("retrieval_s", 0.0),
         "agent_s": t.get("agent_s", 0.0),
+        "tool_s": t.get("tool_s", 0.0),
     }
 
 
@@ -349,6 +350,10 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
 
         judge = Judge(**cfg.judge.to_dict(redact=False))
         judge.check()  # fail before hours of answering, not after
+        if cfg.agent.tool_latency:
+            from agent.latency import DelayedJudge, shared_latency
+
+            judge = DelayedJudge(judge, shared_latency(cfg.agent.tool_latency))
     if todo:
         index = None if cfg.search_url else ensure_index(ds, cfg.index, progress)  # a server holds its own
         seed_everything(cfg.policy.seed)

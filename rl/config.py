@@ -117,7 +117,23 @@ class TrainConfig(Config):
     )
     rollout_url: str = setting("", "served: the server's OpenAI-compatible API root, e.g. http://HOST:8000/v1")
     rollout_api_key: str = setting("", "served: the server's --api-key, if it has one", secret=True)
-    rollout_workers: int = setting(16, "served: trajectories sampled at once (the server batches)")
+    rollout_workers: int = setting(
+        16, "trajectories sampled at once: served (the server batches), and async (one rollout thread each)"
+    )
+    rollout_mode: str = setting(
+        "sync",
+        "sync: each update samples its batch with the weights it starts from; async: rollout threads keep "
+        "sampling with the newest weights while the trainer updates (rl/pipeline.py), and the loss corrects for the "
+        "lag with AReaL's decoupled objective",
+        choices=("sync", "async"),
+    )
+    max_staleness: int = setting(
+        1, "async: a trajectory sampled more than this many updates before the update that would train on it is dropped"
+    )
+    behav_cap: float | None = setting(
+        5.0,
+        "async: tokens whose pi_prox / pi_behav exceeds this are left out of the loss (AReaL's default 5; null: none)",
+    )
 
     @classmethod
     def load(
@@ -162,6 +178,21 @@ class TrainConfig(Config):
             raise ValueError(
                 f"rollout=served needs rollout_url, the vLLM server's API root (e.g. {PolicyConfig.base_url})"
             )
+        if self.rollout_mode not in ("sync", "async"):
+            raise ValueError(f"rollout_mode must be sync or async, not {self.rollout_mode!r}")
+        if self.rollout_mode == "async" and (self.max_staleness < 0 or self.rollout_workers < 1):
+            raise ValueError(
+                f"async rollouts need max_staleness >= 0 and rollout_workers >= 1; got {self.max_staleness}, "
+                f"{self.rollout_workers}"
+            )
+        if self.rollout_mode == "async" and self.rollout == "served":
+            raise ValueError(
+                "rollout_mode=async works with rollout=local only for now: the served path unloads each adapter "
+                "when the next one loads, which a rollout thread still sampling from it cannot survive; use "
+                "rollout_mode=sync with rollout=served"
+            )
+        if self.behav_cap is not None and self.behav_cap <= 1.0:
+            raise ValueError(f"behav_cap bounds pi_prox / pi_behav from above and must be > 1; got {self.behav_cap}")
         if self.rollout == "served" and not self.lora:
             raise ValueError(
                 "rollout=served needs `lora`: the server hot-loads each update's adapter, but it "

@@ -24,6 +24,17 @@ def k3_kl(logp_new: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
     return torch.exp(d) - d - 1.0  # (...)
 
 
+def behaviour_weight(log_w: torch.Tensor, cap: float | None = None) -> torch.Tensor:
+    """exp(log_w), the decoupled objective's pi_prox / pi_behav, set to 0 where it exceeds `cap` (AReaL's
+    rejection of tokens whose behaviour policy is too far off; None: no cap).
+
+    >>> behaviour_weight(torch.log(torch.tensor([0.5, 2.0, 8.0])), cap=5.0)
+    tensor([0.5000, 2.0000, 0.0000])
+    """
+    w = torch.exp(log_w)  # (...)
+    return w if cap is None else torch.where(w > cap, torch.zeros_like(w), w)  # (...)
+
+
 def ppo_clip_loss(
     logp_new: torch.Tensor,
     logp_old: torch.Tensor,
@@ -38,6 +49,8 @@ def ppo_clip_loss(
     length_norm: str = "token_mean",
     preserve: str = "none",
     clip_c: float | None = None,
+    logp_behav: torch.Tensor | None = None,
+    behav_cap: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO-clip loss (to minimise) over S padded step segments of up to L generated tokens each.
 
@@ -61,6 +74,16 @@ def ppo_clip_loss(
 
     `preserve` ("both": GPPO, "high": AEPO) keeps the same values but lets clipped ratios pass a bounded gradient, and
     `clip_c` caps the loss of negative advantages at -A c (verl's dual clip); see rl/clipping.py.
+
+    Decoupled objective (asynchronous rollouts, AReaL: Fu et al. 2025, arXiv 2505.24298): when
+    `logp_behav` (S, L) is given, the tokens were sampled by an older behaviour policy, `logp_old` is the proximal
+    policy's, and each token's surrogate is multiplied by the detached importance weight
+    w_t = exp(prox_t - behav_t): J = E[w_t · min(r_t A, clip(r_t) A)] with r_t = pi_theta / pi_prox. A token with
+    w_t above `behav_cap` is left out (its loss is 0, it still counts in the denominators). At sequence level w
+    is the geometric mean over the segment's tokens, and the cap tests that mean. Where prox == behav, w is exactly
+    1 and the loss is the synchronous one bit for bit. AReaL `areal/utils/functional/functional.py` (4aef98d)
+    lines 509-539: the ratio against the proximal log-probs, then `pg_loss * behave_imp_weight`; the cap is its
+    rejection sampling's `upper` (mask action, ratio metric, default 5.0; `areal/api/cli_args.py` lines 1299-1300).
 
     KL: when `logp_ref` is given, the per-token k3 estimate (`k3_kl`) is averaged exactly like the
     surrogate (token_mean / seq_mean at token level; per-segment mean then mean over segments at
@@ -102,6 +125,8 @@ def ppo_clip_loss(
         )
     if per_token and level == "sequence":
         raise ValueError("per-token advantages need level='token': a sequence-level ratio has one advantage")
+    if logp_behav is not None and logp_behav.shape != logp_new.shape:
+        raise ValueError(f"logp_behav must be (S, L) = {tuple(logp_new.shape)}; got {tuple(logp_behav.shape)}")
     if logp_ref is not None and logp_ref.shape != logp_new.shape:
         raise ValueError(f"logp_ref must be (S, L) = {tuple(logp_new.shape)}; got {tuple(logp_ref.shape)}")
     eps_low = clip_eps
@@ -133,10 +158,16 @@ def ppo_clip_loss(
             "ratio_mean": float((ratio.detach() * where).sum() / count),
         }
 
+    behav_log = None
+    if logp_behav is not None:  # log(pi_prox / pi_behav), detached, 0 at padding
+        behav_log = torch.where(on, logp_old.detach() - logp_behav.detach(), zero)  # (S, L)
+
     if level == "token":
         ratio = torch.exp(log_ratio)  # (S, L)
         a = adv if per_token else adv[:, None].expand_as(ratio)  # (S, L)
         pol_tok = clipped_loss(ratio, a, eps_low, eps_high, preserve, clip_c) * w[:, None] * mask  # (S, L)
+        if behav_log is not None:
+            pol_tok = pol_tok * behaviour_weight(behav_log, behav_cap)  # (S, L)
         kl_w = kl_tok * w[:, None] * mask  # (S, L)
         if length_norm == "token_mean":
             denom = mask.sum().clamp(min=1.0)  # ()
@@ -151,6 +182,8 @@ def ppo_clip_loss(
         seq_log_ratio = log_ratio.sum(dim=1) / n_tok.clamp(min=1.0)  # (S,)
         ratio = torch.exp(seq_log_ratio)  # (S,)
         seg_loss = clipped_loss(ratio, adv, eps_low, eps_high, preserve, clip_c)  # (S,)
+        if behav_log is not None:  # the geometric mean of the segment's weights
+            seg_loss = seg_loss * behaviour_weight(behav_log.sum(dim=1) / n_tok.clamp(min=1.0), behav_cap)  # (S,)
         policy_loss = (seg_loss * w * has_tok).sum() / n_seg  # ()
         kl_seg = kl_tok.sum(dim=1) / n_tok.clamp(min=1.0)  # (S,)
         kl = (kl_seg * w * has_tok).sum() / n_seg  # ()

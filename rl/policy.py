@@ -39,6 +39,7 @@ class Segment:
     gold_hit: bool | None = None  # retrieval steps: whether the results held gold evidence
     mask: float = 0.0  # GGPO mu_t (1: the step is left out of the update)
     entropy: torch.Tensor | None = None  # (N,) the sampling distribution's entropy at each token (aepo, branching)
+    version: int = 0  # the policy version (updates taken) whose weights sampled it (rl/pipeline.py)
 
 
 def sequence_logprobs(

@@ -97,15 +97,25 @@ def segment_loss(
     cfg: TrainConfig,
     scale: float,
     ref_logp: torch.Tensor | None = None,
+    version: int | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The clipped surrogate of one segment, scaled so summing over segments gives the batch loss. `advantage` is
-    one number, or (N,) one per token (rl/methods.py `segment_advantages`)."""
+    one number, or (N,) one per token (rl/methods.py `segment_advantages`).
+
+    Async rollouts (`version`: the weights this update starts from): a segment sampled by an older version is
+    trained with AReaL's decoupled objective (rl/loss.py), its recorded log-probs the behaviour policy's and the
+    proximal policy the weights this update starts from. The trainer takes one optimizer step per update, so
+    those are the weights of this very forward pass: pi_prox = sg(pi_theta) needs no second forward. A segment
+    of the current version keeps its recorded log-probs as pi_old, exactly the synchronous loss."""
     from rl.loss import ppo_clip_loss
     from rl.methods import clip_kwargs, method_level
     from rl.policy import sequence_logprobs
 
     logp = sequence_logprobs(model, seg.inputs, seg.gen_ids, cfg.temperature)[None]  # (1, N)
     old = seg.old_logp.to(logp.device)[None]  # (1, N)
+    behav = None
+    if cfg.rollout_mode == "async" and version is not None and seg.version != version:
+        behav, old = old, logp.detach()  # (1, N) each: the behaviour policy's, and the proximal policy's
     ref = ref_logp.to(logp.device)[None] if ref_logp is not None else None  # (1, N)
     if isinstance(advantage, torch.Tensor):
         adv = advantage.to(logp.device, logp.dtype).view(1, -1)  # (1, N)
@@ -123,6 +133,8 @@ def segment_loss(
         clip_eps_high=cfg.clip_eps_high,
         kl_coef=cfg.kl_coef,
         length_norm=cfg.length_norm,
+        logp_behav=behav,
+        behav_cap=cfg.behav_cap,
         **clip_kwargs(cfg.method, cfg.clip_c),
     )
     return loss * scale, stats
@@ -167,9 +179,10 @@ def reduce_sums(accelerator, sums: dict[str, float]) -> dict[str, float]:
 
 
 def compute_gradients(
-    accelerator, model, segments, advantages, weights, cfg: TrainConfig, ref_model=None
+    accelerator, model, segments, advantages, weights, cfg: TrainConfig, ref_model=None, version: int | None = None
 ) -> dict[str, float]:
-    """Backward over this process's segments (padded to the same count on every process)."""
+    """Backward over this process's segments (padded to the same count on every process); `version` is the
+    weights' version, which async rollouts' stale segments are corrected against (`segment_loss`)."""
     world = accelerator.num_processes
     counts = torch.tensor(
         [len(segments), sum(int(s.gen_ids.numel()) for s in segments)], device=accelerator.device
@@ -194,7 +207,7 @@ def compute_gradients(
         last = i == len(plan) - 1
         ctx = accelerator.no_sync(model) if not last and world > 1 else _null()
         with ctx:
-            loss, st = segment_loss(model, seg, adv, w, cfg, sc, ref)
+            loss, st = segment_loss(model, seg, adv, w, cfg, sc, ref, version)
             accelerator.backward(loss)
         stats["loss"] += float(loss.detach())
         if sc:
@@ -257,6 +270,10 @@ class Trainer:
             self.client = make_client(cfg.rollout_url, cfg.rollout_api_key)
             self.sync = AdapterSync(self.client, self.out / "served_adapters")
         self.update = 0
+        self.pipe = None  # the async rollout threads (rl/pipeline.py), started by the first update
+        self.t_started: float | None = None
+        self.first_update = 0
+        self.dropped_total = 0
         self.order: list[int] = []
         self.pos = 0
         self.epoch = 0
@@ -314,50 +331,115 @@ class Trainer:
 
         return group_sampler(self.cfg, self.get_retriever, len(getattr(self.proc, "tokenizer", self.proc)), self.update)
 
-    def step(self) -> dict[str, float]:
-        """One update: rollouts on this process's share of questions, then one gradient step."""
-        from rl.curriculum import horizon
-        from rl.ggpo import dead_end_searches
-        from rl.methods import segment_advantages, segment_weights
+    def push_adapter(self, version: int) -> None:
+        """Load version `version`'s LoRA adapter into the rollout server (collective: every process calls it, and
+        every process raises if the main one could not load it)."""
+        from agent.backends.base import PolicyError
+
+        acc = self.acc
+        state = acc.get_state_dict(self.model)  # collective: sharded weights (FSDP, ZeRO-3) are gathered
+        error = None
+        if acc.is_main_process:
+            try:
+                self.sync.push(acc.unwrap_model(self.model), version, state)
+            except PolicyError as e:
+                error = e
+        # collective, so every process samples from the adapter just loaded, or every process stops
+        loaded = acc.gather(torch.tensor([0.0 if error else 1.0], device=acc.device)).min()
+        if error is not None:
+            raise error
+        if loaded < 1:
+            raise PolicyError(
+                "the main process could not load this update's adapter into the rollout server; its error says why"
+            )
+
+    def sync_groups(self) -> tuple[list, list[float]]:
+        """This update's groups, sampled now with the weights it starts from: (groups, served log-prob gaps)."""
         from rl.rollout import rollout_concurrent
 
         cfg, acc = self.cfg, self.acc
-        t0 = time.perf_counter()
         items = self.next_items(cfg.questions_per_update)
         mine = items[acc.process_index :: acc.num_processes]
         jobs = [(item, self.agent_config(item)) for item in mine]
         retriever = self.get_retriever()
         policy = make_policy(acc.unwrap_model(self.model), self.proc, self.is_vl, cfg)
-        if cfg.rollout == "served":
-            from agent.backends.base import PolicyError
-            from rl.served import ServedPolicy, adapter_name
+        if cfg.rollout != "served":
+            return [self.group_fn()(policy, item, acfg) for item, acfg in jobs], []
+        from rl.served import ServedPolicy, adapter_name
 
-            state = acc.get_state_dict(self.model)  # collective: sharded weights (FSDP, ZeRO-3) are gathered
-            error = None
-            if acc.is_main_process:
-                try:
-                    self.sync.push(acc.unwrap_model(self.model), self.update, state)
-                except PolicyError as e:
-                    error = e
-            # collective, so every process samples from the adapter just loaded, or every process stops
-            loaded = acc.gather(torch.tensor([0.0 if error else 1.0], device=acc.device)).min()
-            if error is not None:
-                raise error
-            if loaded < 1:
-                raise PolicyError(
-                    "the main process could not load this update's adapter into the rollout server; its error says why"
-                )
-            self.model.eval()  # set once: the threads below must not toggle train/eval under each other
-            served = [
-                ServedPolicy(policy, self.client, adapter_name(self.update))
-                for _ in range(max(1, min(cfg.rollout_workers, len(jobs) * cfg.group_size)))
-            ]
-            branched = self.group_fn() if cfg.branching != "none" else None
-            groups = rollout_concurrent(served, retriever, jobs, cfg.group_size, cfg.reward, group=branched)
-            gaps = [g for p in served for g in p.gaps]
+        self.push_adapter(self.update)
+        self.model.eval()  # set once: the threads below must not toggle train/eval under each other
+        served = [
+            ServedPolicy(policy, self.client, adapter_name(self.update))
+            for _ in range(max(1, min(cfg.rollout_workers, len(jobs) * cfg.group_size)))
+        ]
+        branched = self.group_fn() if cfg.branching != "none" else None
+        groups = rollout_concurrent(served, retriever, jobs, cfg.group_size, cfg.reward, group=branched)
+        return groups, [g for p in served for g in p.gaps]
+
+    def start_pipeline(self):
+        """The async rollout threads (rl/pipeline.py), sampling from snapshots of the weights. Each process runs
+        its own, on its share of every update's questions, walking the same data order as every other process."""
+        import copy
+        import threading
+
+        from rl.pipeline import Pipeline
+        from rl.rollout import group_sampler
+
+        cfg, acc = self.cfg, self.acc
+        world, rank = acc.num_processes, acc.process_index
+        per_update = len(range(rank, cfg.questions_per_update, world))
+        if per_update < 1:
+            raise ValueError(
+                f"questions_per_update={cfg.questions_per_update} leaves process {rank} of {world} without a question"
+            )
+        vocab = len(getattr(self.proc, "tokenizer", self.proc))
+        local = threading.local()  # one processor per thread: a fast tokenizer must not be shared by threads
+        jobs = {"n": 0}
+
+        def next_job():  # under the pipeline's lock: the same order as a synchronous run
+            k = jobs["n"] % per_update  # this process's k-th question of an update
+            if k == 0:
+                items = self.next_items(cfg.questions_per_update)
+                jobs["mine"] = items[rank::world]
+            jobs["n"] += 1
+            item = jobs["mine"][k]
+            return item, self.agent_config(item)
+
+        def sample(model, version, job):
+            if not hasattr(local, "proc"):
+                local.proc = copy.deepcopy(self.proc)
+            policy = make_policy(model, local.proc, self.is_vl, cfg)
+            return group_sampler(cfg, self.get_retriever, vocab, version)(policy, *job)
+
+        self.get_retriever()  # built (or opened) once, before the threads share it
+        pipe = Pipeline(sample, next_job, per_update, cfg.max_staleness, cfg.rollout_workers)
+        pipe.publish(self.update, acc.unwrap_model(self.model))
+        return pipe
+
+    def async_groups(self):
+        """This update's groups from the rollout threads: (groups, no served log-prob gaps, the take's TakeInfo)."""
+        if self.pipe is None:
+            self.pipe = self.start_pipeline()
+        ready, info = self.pipe.take(self.update)
+        return [r.group for r in ready], [], info
+
+    def step(self) -> dict[str, float]:
+        """One update: rollouts on this process's share of questions (or the async threads' next batch), then
+        one gradient step."""
+        from rl.curriculum import horizon
+        from rl.ggpo import dead_end_searches
+        from rl.methods import segment_advantages, segment_weights
+
+        cfg, acc = self.cfg, self.acc
+        t0 = time.perf_counter()
+        if self.t_started is None:
+            self.t_started, self.first_update = t0, self.update
+        info = None
+        if cfg.rollout_mode == "async":
+            groups, gaps, info = self.async_groups()
         else:
-            groups = [self.group_fn()(policy, item, acfg) for item, acfg in jobs]
-            gaps = []
+            groups, gaps = self.sync_groups()
         shaped = segment_advantages(groups, cfg, getattr(self.proc, "tokenizer", self.proc))
         segs, wts, rewards, masked, steps, dead_ends = [], [], [], 0, 0, 0
         for trajs in groups:
@@ -373,18 +455,25 @@ class Trainer:
         t_roll = time.perf_counter() - t0
         self.model.train()
         with acc.accumulate(self.model):
-            stats = compute_gradients(acc, self.model, segs, advs, wts, cfg, self.ref_model)
+            stats = compute_gradients(acc, self.model, segs, advs, wts, cfg, self.ref_model, version=self.update)
             if acc.sync_gradients and cfg.max_grad_norm:
                 acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
             self.opt.step()
             self.sched.step()
             self.opt.zero_grad()
-        t_upd = time.perf_counter() - t0 - t_roll
         self.update += 1
+        if self.pipe is not None:  # the rollout threads sample from the new weights from now on
+            self.pipe.publish(self.update, acc.unwrap_model(self.model))
+        t_upd = time.perf_counter() - t0 - t_roll
         n_tok = sum(int(s.gen_ids.numel()) for s in segs)
+        pipeline = {}
+        if info is not None:  # how stale what was trained on was, and what was dropped for being staler
+            pipeline = {f"staleness_{k}": info.staleness.count(k) for k in range(cfg.max_staleness + 1)}
+            pipeline["dropped"] = info.dropped
         r = reduce_sums(
             acc,
             {
+                **pipeline,
                 "reward": sum(rewards),
                 "trajectories": len(rewards),
                 "tokens": n_tok,
@@ -414,8 +503,22 @@ class Trainer:
             "rollout_s": round(t_roll, 3),
             "update_s": round(t_upd, 3),
             "tokens_per_s": r["tokens"] / max(1e-9, t_roll + t_upd),
+            # the share of this update's wall time the trainer waited for rollouts instead of training
+            "idle_share": t_roll / max(1e-9, t_roll + t_upd),
+            "updates_per_hour": 3600
+            * (self.update - self.first_update)
+            / max(1e-9, time.perf_counter() - self.t_started),
             "lr": self.sched.get_last_lr()[0],
         }
+        if info is not None:
+            hist = [int(r[f"staleness_{k}"]) for k in range(cfg.max_staleness + 1)]
+            self.dropped_total += int(r["dropped"])
+            log.update({f"staleness_{k}": c for k, c in enumerate(hist)})  # the histogram, one scalar per bar
+            log.update(
+                staleness_mean=sum(k * c for k, c in enumerate(hist)) / max(1, sum(hist)),
+                dropped=int(r["dropped"]),
+                dropped_total=self.dropped_total,
+            )
         if cfg.horizons:
             log["horizon"] = horizon(self.update, cfg.horizons, cfg.horizon_every)
         if cfg.method == "adora":
@@ -455,6 +558,9 @@ class Trainer:
             bar.update(1)
             bar.set_postfix(reward=f"{log['reward']:.2f}", loss=f"{log['loss']:.3f}")
         bar.close()
+        if self.pipe is not None:
+            self.pipe.close()
+            self.pipe = None
         if self.cfg.save_every and self.update % self.cfg.save_every:
             self.save()
         self.acc.end_training()

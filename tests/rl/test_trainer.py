@@ -154,8 +154,13 @@ def test_two_processes_give_the_gradients_of_one_process_on_the_doubled_batch(tm
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "method",
-    [[], ["method=aepo", "branching=aepo", "step_mask=true"], ["method=adora", "tool_advantage=1", "horizons=[1,2]"]],
-    ids=["ggpo", "aepo+branching+mask", "adora+toolpo+scalinginter"],
+    [
+        [],
+        ["method=aepo", "branching=aepo", "step_mask=true"],
+        ["method=adora", "tool_advantage=1", "horizons=[1,2]"],
+        ["rollout_mode=async", "max_staleness=1", "rollout_workers=2"],
+    ],
+    ids=["ggpo", "aepo+branching+mask", "adora+toolpo+scalinginter", "async"],
 )
 def test_vimrag_train_under_accelerate_launch_with_two_cpu_processes(tiny_vl, mixed_index, tmp_path, method):
     """The whole trainer (rollouts split across processes, padded micro-steps, checkpoints) under accelerate, with
@@ -185,6 +190,8 @@ def test_vimrag_train_under_accelerate_launch_with_two_cpu_processes(tiny_vl, mi
     # 2 questions x 2 rollouts x 2 steps (1 in the curriculum's first stage), gathered from both processes
     assert all(r["segments"] >= 4 * r.get("horizon", 2) for r in rows)
     assert (out / "checkpoint-000002").is_dir()
+    if "rollout_mode=async" in method:  # both processes' groups, each at most one update old
+        assert all(r["staleness_0"] + r["staleness_1"] == 2 for r in rows)
 
 
 @pytest.mark.slow
