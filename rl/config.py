@@ -185,12 +185,6 @@ class TrainConfig(Config):
                 f"async rollouts need max_staleness >= 0 and rollout_workers >= 1; got {self.max_staleness}, "
                 f"{self.rollout_workers}"
             )
-        if self.rollout_mode == "async" and self.rollout == "served":
-            raise ValueError(
-                "rollout_mode=async works with rollout=local only for now: the served path unloads each adapter "
-                "when the next one loads, which a rollout thread still sampling from it cannot survive; use "
-                "rollout_mode=sync with rollout=served"
-            )
         if self.behav_cap is not None and self.behav_cap <= 1.0:
             raise ValueError(f"behav_cap bounds pi_prox / pi_behav from above and must be > 1; got {self.behav_cap}")
         if self.rollout == "served" and not self.lora:

@@ -20,8 +20,9 @@ it starts from, like a synchronous run.
 
 Snapshots. Workers sample from copies of the model, never from the one being trained (an optimizer step in the
 middle of a reply would mix two policies). A copy is refreshed with `load_state_dict` when a new version is
-published and no worker still samples from it; at most max_staleness + 2 copies are alive, so local async needs
-that much extra memory (the served path's copies only recompute log-probs; rl/served.py).
+published and no worker still samples from it. So there is the newest copy and one per older version a worker
+still samples from (usually max_staleness + 1 in all, more while a straggler runs), and local async needs that much
+extra memory (the served path's copies only rebuild log-probs; rl/served.py).
 """
 
 from __future__ import annotations
@@ -124,6 +125,11 @@ class Pipeline:
             self._launched = True
             for t in self.threads:
                 t.start()
+
+    def oldest_in_use(self) -> int:
+        """The oldest version any worker still samples from (the newest published one when none does)."""
+        with self.cond:
+            return min([s.version for s in self.snapshots if s.users] + [self.version])
 
     def take(self, version: int, n: int | None = None, timeout: float | None = None) -> tuple[list[Ready], TakeInfo]:
         """The next `n` (default `per_update`) finished groups, for the update that starts from weights `version`;

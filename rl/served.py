@@ -20,7 +20,9 @@ near 0 when the server runs the trainer's weights on the same inputs, and large 
 that failed to load, a different processor resolution, a quantised server).
 
 An update's trajectories run on `rollout_workers` threads at once (rl/rollout.py `rollout_concurrent`), so
-the server can batch their requests. Full fine-tuning cannot be served this way (vLLM has no HTTP call that
+the server can batch their requests. With async rollouts (rl/pipeline.py) each thread samples from the adapter of
+its weights snapshot's version, its log-probs rebuilt by that snapshot, and an old adapter is unloaded only once
+no thread on any process samples from it. Full fine-tuning cannot be served this way (vLLM has no HTTP call that
 swaps the base weights), so `rollout: served` needs `lora`.
 """
 
@@ -55,13 +57,15 @@ def adapter_name(update: int) -> str:
 
 
 class AdapterSync:
-    """Keeps the server's adapter equal to the trainer's: save, load the new one, unload the old one."""
+    """Keeps the server's adapters equal to the trainer's: save, load the new one, unload the old ones. With
+    `keep_old` (async rollouts) an old adapter stays loaded until `prune` is told no rollout samples from it."""
 
-    def __init__(self, client, folder: str | Path) -> None:
+    def __init__(self, client, folder: str | Path, keep_old: bool = False) -> None:
         self.client = client
         self.folder = Path(folder)
+        self.keep_old = keep_old
+        self.loaded: dict[int, Path] = {}  # update -> adapter folder, oldest first
         self.current: str | None = None
-        self._current_path: Path | None = None
 
     def push(self, model, update: int, state_dict: dict | None = None) -> str:
         """Save and load update `update`'s adapter; `state_dict` is the gathered one under FSDP / ZeRO-3
@@ -75,15 +79,20 @@ class AdapterSync:
         path = (self.folder / f"update-{update:06d}").resolve()
         model.save_pretrained(path, state_dict=state_dict)  # a PeftModel writes the adapter only
         self.client.post("/load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
-        if self.current:
+        self.loaded[update] = path
+        self.current = name
+        if not self.keep_old:
+            self.prune(update)
+        return name
+
+    def prune(self, oldest_needed: int) -> None:
+        """Unload (and delete) every adapter older than update `oldest_needed`."""
+        for update in [u for u in self.loaded if u < oldest_needed]:
             try:
-                self.client.post("/unload_lora_adapter", {"lora_name": self.current})
+                self.client.post("/unload_lora_adapter", {"lora_name": adapter_name(update)})
             except PolicyError:
                 pass  # a stale adapter left on the server costs memory, not correctness
-            if self._current_path is not None:
-                shutil.rmtree(self._current_path, ignore_errors=True)
-        self.current, self._current_path = name, path
-        return name
+            shutil.rmtree(self.loaded.pop(update), ignore_errors=True)
 
 
 def parse_choice(choice: dict) -> tuple[list[int], list[float], str]:

@@ -268,7 +268,7 @@ class Trainer:
             from rl.served import AdapterSync, make_client
 
             self.client = make_client(cfg.rollout_url, cfg.rollout_api_key)
-            self.sync = AdapterSync(self.client, self.out / "served_adapters")
+            self.sync = AdapterSync(self.client, self.out / "served_adapters", keep_old=cfg.rollout_mode == "async")
         self.update = 0
         self.pipe = None  # the async rollout threads (rl/pipeline.py), started by the first update
         self.t_started: float | None = None
@@ -378,8 +378,9 @@ class Trainer:
         return groups, [g for p in served for g in p.gaps]
 
     def start_pipeline(self):
-        """The async rollout threads (rl/pipeline.py), sampling from snapshots of the weights. Each process runs
-        its own, on its share of every update's questions, walking the same data order as every other process."""
+        """The async rollout threads (rl/pipeline.py), sampling from snapshots of the weights (served: from the
+        adapter of the snapshot's version, the snapshot rebuilding the log-probs). Each process runs its own, on its
+        share of every update's questions, walking the same data order as every other process."""
         import copy
         import threading
 
@@ -410,19 +411,42 @@ class Trainer:
             if not hasattr(local, "proc"):
                 local.proc = copy.deepcopy(self.proc)
             policy = make_policy(model, local.proc, self.is_vl, cfg)
-            return group_sampler(cfg, self.get_retriever, vocab, version)(policy, *job)
+            if cfg.rollout == "served":  # the server samples; the snapshot rebuilds the log-probs
+                from rl.served import ServedPolicy, adapter_name
+
+                policy = ServedPolicy(policy, self.client, adapter_name(version))
+            group = group_sampler(cfg, self.get_retriever, vocab, version)(policy, *job)
+            if cfg.rollout == "served":
+                with self._gap_lock:
+                    self._gaps += policy.gaps
+            return group
 
         self.get_retriever()  # built (or opened) once, before the threads share it
+        self._gap_lock, self._gaps = threading.Lock(), []
         pipe = Pipeline(sample, next_job, per_update, cfg.max_staleness, cfg.rollout_workers)
-        pipe.publish(self.update, acc.unwrap_model(self.model))
+        self.publish(pipe)
         return pipe
 
+    def publish(self, pipe) -> None:
+        """Hand the rollout threads the weights of version `self.update`. Served: load its adapter first, and
+        unload the adapters no thread on any process samples from any more (collective)."""
+        acc = self.acc
+        if self.cfg.rollout == "served":
+            self.push_adapter(self.update)
+        pipe.publish(self.update, acc.unwrap_model(self.model))
+        if self.cfg.rollout == "served":
+            oldest = acc.gather(torch.tensor([pipe.oldest_in_use()], device=acc.device)).min().item()
+            if acc.is_main_process:
+                self.sync.prune(int(oldest))
+
     def async_groups(self):
-        """This update's groups from the rollout threads: (groups, no served log-prob gaps, the take's TakeInfo)."""
+        """This update's groups from the rollout threads: (groups, served log-prob gaps, the take's TakeInfo)."""
         if self.pipe is None:
             self.pipe = self.start_pipeline()
         ready, info = self.pipe.take(self.update)
-        return [r.group for r in ready], [], info
+        with self._gap_lock:
+            gaps, self._gaps = self._gaps, []
+        return [r.group for r in ready], gaps, info
 
     def step(self) -> dict[str, float]:
         """One update: rollouts on this process's share of questions (or the async threads' next batch), then
@@ -463,7 +487,7 @@ class Trainer:
             self.opt.zero_grad()
         self.update += 1
         if self.pipe is not None:  # the rollout threads sample from the new weights from now on
-            self.pipe.publish(self.update, acc.unwrap_model(self.model))
+            self.publish(self.pipe)
         t_upd = time.perf_counter() - t0 - t_roll
         n_tok = sum(int(s.gen_ids.numel()) for s in segs)
         pipeline = {}

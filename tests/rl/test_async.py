@@ -260,8 +260,16 @@ def tiny_vl(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_async_training_never_trains_on_a_trajectory_older_than_the_bound(tiny_vl, task, tmp_path, parity_reward):
-    """The trainer in async mode: what each update trains on, read from the segments' recorded versions."""
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"method": "aepo", "branching": "aepo", "tool_advantage": 0.5}, {"method": "gspo", "horizons": [1, 2]}],
+    ids=["ggpo", "aepo+branching+toolpo", "gspo+scalinginter"],
+)
+def test_async_training_never_trains_on_a_trajectory_older_than_the_bound(
+    tiny_vl, task, tmp_path, parity_reward, overrides
+):
+    """The trainer in async mode, with GGPO's masks and with the other methods' options: what each update trains on,
+    read from the segments' recorded versions."""
     import json
 
     import rl.trainer
@@ -276,7 +284,9 @@ def test_async_training_never_trains_on_a_trajectory_older_than_the_bound(tiny_v
         return real(acc, model, segments, *a, version=version, **kw)
 
     out = tmp_path / "run"
-    cfg = tiny_config(tiny_vl, task, out, updates=4, rollout_mode="async", max_staleness=1, rollout_workers=2)
+    cfg = tiny_config(
+        tiny_vl, task, out, updates=4, rollout_mode="async", max_staleness=1, rollout_workers=2, **overrides
+    )
     tr = Trainer(cfg)
     try:
         rl.trainer.compute_gradients = spy

@@ -172,3 +172,35 @@ def test_the_new_methods_train_on_served_rollouts(tiny_lm, task, tmp_path, parit
     assert all(lg["segments"] >= 2 for lg in logs)
     if "horizons" in overrides:
         assert [lg["horizon"] for lg in logs] == [1, 2] and logs[0]["steps"] == 1.0
+
+
+@pytest.mark.slow
+def test_async_served_rollouts_sample_each_snapshots_own_adapter(tiny_lm, task, tmp_path, parity_reward):
+    """rollout_mode=async with rollout=served: each thread samples from the adapter of its snapshot's version (the
+    log-prob gap stays 0 although the trainer has moved on), and an adapter is unloaded only once no thread uses it."""
+    from rl.trainer import Trainer
+
+    with FakeVLLM(tiny_lm) as server:
+        cfg = served_config(
+            tiny_lm,
+            task,
+            tmp_path / "run",
+            server.url,
+            updates=4,
+            rollout_mode="async",
+            max_staleness=1,
+            rollout_workers=2,
+        )
+        logs = Trainer(cfg).train(progress=False)
+    assert [lg["update"] for lg in logs] == [1, 2, 3, 4]
+    assert all(lg["served_logp_gap"] < 1e-4 for lg in logs), [lg["served_logp_gap"] for lg in logs]
+    assert all(lg["staleness_0"] + lg["staleness_1"] == 1 for lg in logs)
+    events = [(p.rsplit("/", 1)[-1], b.get("lora_name") or b.get("model")) for p, b in server.calls]
+    loads = [n for p, n in events if p == "load_lora_adapter"]
+    assert loads[:4] == [f"vimrag-policy-{v}" for v in range(4)]
+    unloaded: set[str] = set()
+    for path, name in events:  # never a completion from an adapter already unloaded
+        if path == "unload_lora_adapter":
+            unloaded.add(name)
+        elif path == "completions":
+            assert name not in unloaded, name
