@@ -51,7 +51,7 @@ from agent.rejections import Rejection, reject
 from agent.validate import Context, canon_name, check, short
 
 # Rejection: what parse returns
-__all__ = ["parse", "Action", "MAX_CHARS", "Rejection", "keep_tags", "vrag_bbox", "vrag_tag"]
+__all__ = ["parse", "parse_many", "Action", "MAX_CHARS", "Rejection", "keep_tags", "vrag_bbox", "vrag_tag"]
 
 MAX_CHARS = 20_000  # output past this is not read: no real call is this long, and it bounds parse time
 
@@ -253,7 +253,7 @@ def _parse_call(text: str, raw: str, protocol: Any, ctx: Context | None, warning
         think = _NOISE.sub("", text[start:pos]).strip()
     if extra:
         warnings.append(
-            f"only one tool call per turn is executed: ran the first ({short(name, 40)}) and ignored "
+            f"{_ONE_PER_TURN}: ran the first ({short(name, 40)}) and ignored "
             f"the other {extra}; make the next call after you see this result"
         )
     canon = canon_name(name)
@@ -270,6 +270,79 @@ def _parse_call(text: str, raw: str, protocol: Any, ctx: Context | None, warning
         )
     raw_args = copy.deepcopy(args) if isinstance(args, dict) else None
     return _checked(Action(canon, args, raw, think, warnings, raw_args), protocol, ctx)
+
+
+_ONE_PER_TURN = "only one tool call per turn is executed"
+
+
+def parse_many(text: str, protocol: Any, ctx: Context | None = None, limit: int = 4) -> list[Action] | Rejection:
+    """Every tool call of a reply, up to `limit`, each checked against `ctx`: for a protocol whose replies may carry
+    several calls (react, and native `tool_calls` arrays, which arrive as several <tool_call> blocks). The first
+    call is read exactly as `parse` reads it, and its problems reject the reply. A later call with problems is not
+    run, and neither is an `answer` beside other calls (the model has not seen their results yet); the first
+    action's warnings say so. Never raises on `text`.
+
+    >>> from agent.protocols import get
+    >>> two = '<tool_call>{"name": "search", "arguments": {"query": "a"}}</tool_call>' \\
+    ...       '<tool_call>{"name": "search", "arguments": {"query": "b"}}</tool_call>'
+    >>> [a.args["query"] for a in parse_many(two, get("react"))]
+    ['a', 'b']
+    """
+    first = parse(text, protocol, ctx)
+    if isinstance(first, Rejection) or limit <= 1 or protocol.syntax != "calls":
+        return first if isinstance(first, Rejection) else [first]
+    try:
+        more = _later_calls(text, protocol.tools)
+    except Exception:  # noqa: BLE001 - the first call stands, as `parse` read it
+        return [first]
+    if not more:
+        return [first]
+    notes = [w for w in first.warnings if not w.startswith(_ONE_PER_TURN)]
+    actions = [first]
+    for i, (name, args) in enumerate(more, start=2):
+        if len(actions) >= limit:
+            notes.append(f"at most {limit} tool calls run per turn: the calls from number {i} on were not run")
+            break
+        canon = canon_name(name)
+        if canon not in protocol.tools:
+            notes.append(f"call {i} names the unknown tool {short(name, 40)} and was not run")
+            continue
+        act = _checked(Action(canon, args, text, first.think, [], copy.deepcopy(args)), protocol, ctx)
+        if isinstance(act, Rejection):
+            notes.append(f"call {i} ({canon}) was not run: {short(act.observation, 200)}")
+            continue
+        notes += act.warnings
+        actions.append(act)
+    answers = [a for a in actions if protocol.tools[a.name].get("x-kind") == "answer"]
+    if answers and len(actions) > 1:
+        actions = [a for a in actions if a not in answers]
+        notes.append("answer was not run beside other calls: answer in a turn of its own, once you see these results")
+    actions[0].warnings = notes
+    return actions
+
+
+def _later_calls(text: str, tools: dict) -> list[tuple[str, Any]]:
+    """(name, arguments) of every call after the first that `_parse_call` runs: the other <tool_call> blocks (each
+    may hold a JSON list of calls), or in untagged text the later objects naming a tool. Unreadable ones are
+    skipped."""
+    tag = _TC_OPEN.search(text)
+    _, start = _think_and_start(text, tag.start() if tag else text.find("{"))
+    tagged = bool(_TC_OPEN.search(text, start))
+    spans = _tagged_spans(text, start) if tagged else _bare_spans(text, start)
+    if not spans and start > 0:
+        tagged = bool(tag)
+        spans = _tagged_spans(text, 0) if tagged else _bare_spans(text, 0)
+    calls: list[tuple[str, Any]] = []
+    for _, span in spans:
+        try:
+            obj = lenient_json.loads_any(span)
+        except lenient_json.ParseError:
+            continue
+        for entry in obj if isinstance(obj, list) else [obj]:
+            name, args = _unpack(entry, tools)
+            if name is not None:
+                calls.append((name, args))
+    return calls[1:]
 
 
 def _checked(action: Action, proto: Any, ctx: Context | None) -> Action | Rejection:

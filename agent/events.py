@@ -192,6 +192,7 @@ class StepRecord(Record):
     output: str = ""
     reasoning: str = ""  # what the server returned as reasoning apart from the reply; never re-sent
     action: dict[str, Any] | None = None  # {"name", "args"} when the output parsed
+    calls: list[dict[str, Any]] = field(default_factory=list)  # every call, when the reply ran several (react)
     observation: str = ""  # corrective message or tool result summary given back to the model
     node_id: str = ""  # the graph node this step created or closed
     image_pixels: int = 0
@@ -200,6 +201,7 @@ class StepRecord(Record):
     model_s: float = 0.0
     retrieval_s: float = 0.0
     agent_s: float = 0.0
+    tool_spans: list[dict[str, Any]] = field(default_factory=list)  # {"tool", "start", "end"} of each tool call
     gold_hit: bool | None = None  # filled by eval/rl when gold evidence is known
 
 

@@ -147,19 +147,29 @@ class Agent:
                     done.entropies = tokens.entropies
                     done.model_inputs = tokens.model_inputs
                 yield emit(done)
-                action = proto.parse(text, st)
-                if isinstance(action, Rejection):
-                    events = proto.reject(st, action.observation, text)
+                actions = proto.parse_calls(text, st)
+                n_spans = len(tools.spans)
+                if isinstance(actions, Rejection):
+                    events = proto.reject(st, actions.observation, text)
                 else:
-                    action.think = action.think or rec.reasoning
-                    rec.action = {"name": action.name, "args": action.args}
+                    for action in actions:
+                        action.think = action.think or rec.reasoning
+                    rec.action = {"name": actions[0].name, "args": actions[0].args}
+                    if len(actions) > 1:
+                        rec.calls = [{"name": a.name, "args": a.args} for a in actions]
                     st.feedback = ""  # the protocol sets it again if the call fails
-                    yield emit(ToolCall(st.step, name=action.name, args=action.args, think=action.think))
+                    for action in actions:
+                        yield emit(ToolCall(st.step, name=action.name, args=action.args, think=action.think))
                     try:
-                        events = proto.execute(action, st)
+                        events = proto.execute_many(actions, st)
                     except Exception as e:  # noqa: BLE001 - a broken file or tool must not end the session
-                        log.warning("tool %s failed", action.name, exc_info=True)
-                        events = proto.reject(st, f"the {action.name} tool failed: {e}", text)
+                        names = ", ".join(a.name for a in actions)
+                        log.warning("tool %s failed", names, exc_info=True)
+                        events = proto.reject(st, f"the {names} tool failed: {e}", text)
+                rec.tool_spans = [  # when each tool call ran, in seconds from the episode's start: overlaps show
+                    {"tool": name, "start": round(a - t_start, 4), "end": round(b - t_start, 4)}
+                    for name, a, b in tools.spans[n_spans:]
+                ]
                 for ev in events:
                     if isinstance(ev, ErrorEvent):
                         rec.observation = ev.message

@@ -71,6 +71,11 @@ class AgentConfig(Config):
         "fold: fold the history into memory once the context passes this many tokens, text and pictures (0: only "
         "when the model writes <fold_thought>, as DeepAgent)",
     )
+    parallel_calls: bool = setting(
+        True,
+        "react: a reply's several searches run at once (false: one after another); protocols that take one call "
+        "per turn, as published, are not affected",
+    )
     tool_latency: str = setting(
         "",
         "tests and benchmarks: delay search, crop and judge calls, e.g. heavy:0.2 (lognormal, median 0.2 s) or "

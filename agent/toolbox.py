@@ -39,6 +39,8 @@ class Toolbox:
         self.latency = latency  # agent/latency.py ToolLatency: injected delays (tests, benchmarks), or None
         self.retrieval_s = 0.0
         self.tool_s = 0.0  # time inside search and crop calls, injected delays included
+        self.spans: list[tuple[str, float, float]] = []  # (tool, start, end) of each call, perf_counter seconds
+        self._prefetched: dict[str, list[tuple[Any, Exception | None]]] = {}  # query -> results of `prefetch`
 
     def _delay(self, tool: str) -> None:
         if self.latency:
@@ -67,12 +69,15 @@ class Toolbox:
             q = img
         filters = {"docs": cfg.docs} if cfg.docs else None
         t0 = time.perf_counter()
+        ready = self._prefetched.get(query) if query and not image_id and k is None else None
+        prefetched = bool(ready)
         try:
-            self._delay("search")
-            try:
-                hits = self.retriever.search(q, k=k or cfg.top_k, filters=filters, mode=cfg.search_mode)
-            except (ValueError, TypeError, RetrievalError) as e:  # a bad query, or a search server gone away
-                raise ToolError(f"search failed: {e}") from e
+            if ready:  # run already, at the same time as the reply's other searches (`prefetch`)
+                hits, error = ready.pop(0)
+            else:
+                hits, error = self._search(q, k or cfg.top_k, filters, cfg.search_mode)
+            if error is not None:
+                raise ToolError(f"search failed: {error}") from error
             if query and query not in st.searched:
                 st.searched.append(query)
             found = [st.evidence.add_unit(h.unit, node_id, h.score) for h in hits]
@@ -83,9 +88,44 @@ class Toolbox:
                     except Exception:  # noqa: BLE001 - `show` reports an unreadable file to the model
                         pass
         finally:
-            self.retrieval_s += time.perf_counter() - t0
-            self.tool_s += time.perf_counter() - t0
+            if not prefetched:  # a prefetched search's time was counted when it ran
+                self.retrieval_s += time.perf_counter() - t0
+                self.tool_s += time.perf_counter() - t0
         return found
+
+    def forget_prefetched(self) -> None:
+        """Drop what `prefetch` ran and no call took (a call that failed before its search)."""
+        self._prefetched = {}
+
+    def _search(self, q: Any, k: int, filters: dict | None, mode: str) -> tuple[Any, Exception | None]:
+        """(hits, None) or (None, the error) of one retriever call, its span recorded; injected latency first."""
+        t0 = time.perf_counter()
+        try:
+            self._delay("search")
+            return self.retriever.search(q, k=k, filters=filters, mode=mode), None
+        except (ValueError, TypeError, RetrievalError) as e:  # a bad query, or a search server gone away
+            return None, e
+        finally:
+            self.spans.append(("search", t0, time.perf_counter()))
+
+    def prefetch(self, st: EpisodeState, queries: list[str]) -> None:
+        """Run these text searches at once, on one thread each, so that their latency overlaps; `search` then
+        takes their results in the order the calls are executed, so what the model sees is the same as one after
+        another. The wall time counts once."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self.retriever is None or len(queries) < 2:
+            return
+        cfg = st.config
+        filters = {"docs": cfg.docs} if cfg.docs else None
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=len(queries), thread_name_prefix="search") as pool:
+            results = list(pool.map(lambda q: self._search(q, cfg.top_k, filters, cfg.search_mode), queries))
+        self._prefetched = {}
+        for q, r in zip(queries, results):
+            self._prefetched.setdefault(q, []).append(r)
+        self.retrieval_s += time.perf_counter() - t0
+        self.tool_s += time.perf_counter() - t0
 
     # -- crop and scale -----------------------------------------------------------------------------------
     def image_evidence(self, st: EpisodeState, info_id: str) -> Evidence:
@@ -121,6 +161,7 @@ class Toolbox:
             return self._crop(st, info_id, bbox, node_id, mapper)
         finally:
             self.tool_s += time.perf_counter() - t0
+            self.spans.append(("crop", t0, time.perf_counter()))
 
     def _crop(
         self, st: EpisodeState, info_id: str, bbox: list[float], node_id: str, mapper

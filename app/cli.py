@@ -97,7 +97,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_serve_search(args: argparse.Namespace) -> int:
     from retrieval.server import serve
 
-    serve(args.index, host=args.host, port=args.port)
+    serve(args.index, host=args.host, port=args.port, latency=args.tool_latency)
     return 0
 
 
@@ -164,6 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
     pv.add_argument("--index", default=_default_index(), help="index folder")
     pv.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
     pv.add_argument("--port", type=int, default=8002)
+    pv.add_argument(
+        "--tool-latency",
+        default="",
+        metavar="SPEC",
+        help="tests and benchmarks: delay each search request, e.g. fixed:0.5 or heavy:0.2 (agent/latency.py); "
+        "requests wait at the same time, as on a real remote service",
+    )
     pv.set_defaults(func=cmd_serve_search)
 
     from app.ask import add_parser as add_ask

@@ -39,11 +39,12 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def search_server(index: Path, timeout: float = 120.0):
-    """Yields the server's search URL (http://127.0.0.1:PORT/search); stops the process afterwards."""
+def search_server(index: Path, timeout: float = 120.0, extra: tuple[str, ...] = ()):
+    """Yields the server's search URL (http://127.0.0.1:PORT/search); stops the process afterwards. `extra`: more
+    `vimrag serve-search` flags."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve-search", "--index", str(index), "--port", str(port)],
+        [sys.executable, "-m", "app.cli", "serve-search", "--index", str(index), "--port", str(port), *extra],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         stdout=subprocess.PIPE,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from agent.actions import Action, parse
+from agent.actions import Action, parse, parse_many
 from agent.backends.base import DEFAULT_GENERATION
 from agent.call_format import format_call, format_vrag
 from agent.events import AnswerEvent, Citation, Cropped, ErrorEvent, Event, SearchHit
@@ -50,6 +50,7 @@ class Protocol:
     one_shot: ClassVar[bool] = False
     reads_in_chunks: ClassVar[bool] = False  # each call reads one result into a memory it rewrites (memagent)
     folds: ClassVar[bool] = False  # the history folds into text memories (fold)
+    max_calls: ClassVar[int] = 1  # tool calls run from one reply (the published protocols take one per turn)
 
     def __init__(self, tools: Toolbox, native_tools: bool = False) -> None:
         self.toolbox = tools
@@ -105,6 +106,19 @@ class Protocol:
 
     def parse(self, text: str, st: EpisodeState) -> Action | Rejection:
         return parse(text, self, self.parse_context(st))
+
+    def parse_calls(self, text: str, st: EpisodeState) -> list[Action] | Rejection:
+        """The reply's calls to run: one, or up to `max_calls` where the protocol takes several per turn."""
+        if self.max_calls > 1:
+            return parse_many(text, self, self.parse_context(st), self.max_calls)
+        action = self.parse(text, st)  # a protocol may read its replies its own way
+        return action if isinstance(action, Rejection) else [action]
+
+    def execute_many(self, actions: list[Action], st: EpisodeState) -> list[Event]:
+        """Run a reply's calls; a protocol with `max_calls` > 1 overrides this to run several."""
+        if len(actions) != 1:
+            raise ValueError(f"the {self.name} protocol runs one call per turn, got {len(actions)}")
+        return self.execute(actions[0], st)
 
     def parse_context(self, st: EpisodeState) -> Context:
         info = {i: self.box_frame(ev) for i, ev in st.evidence.by_id.items()}

@@ -11,10 +11,12 @@ import json
 from typing import Any
 
 from agent.actions import Action
-from agent.events import Event, Scaled, SearchResults
+from agent.events import ErrorEvent, Event, Scaled, SearchResults
 from agent.protocols import schema as S
 from agent.protocols.base import Protocol, chain, cropped, fresh_id, remember, result_rows
 from agent.state import EpisodeState
+from agent.tools import ToolError
+from memory_graph.graph import GraphError
 
 TOOLS = {
     "search": S.tool(
@@ -56,6 +58,7 @@ class ReactProtocol(Protocol):
     tools = TOOLS
     PROMPTS = {"system": SYSTEM}
     max_steps = 20
+    max_calls = 4  # a reply (or a native tool_calls array) may carry several calls: they all run, searches at once
 
     def default_prompt(self, key: str) -> str:
         tools = (
@@ -82,20 +85,47 @@ class ReactProtocol(Protocol):
         return events
 
     def run(self, kind: str, action: Action, st: EpisodeState) -> list[Event]:
+        if kind == "answer":
+            return self.finish_chain(st, action.args["answer"])
+        events, parts = self._act(kind, action, st)
+        self.observe(st, action.raw, parts)
+        return events
+
+    def execute_many(self, actions: list[Action], st: EpisodeState) -> list[Event]:
+        """Several calls of one reply: their searches run at once (`Toolbox.prefetch`, unless
+        `parallel_calls` is off), then every call is applied in the order written, and one observation shows
+        all their results in that order, so what the model sees does not depend on which search finished first.
+        A call that fails shows its error in its place; the others still run."""
+        if len(actions) == 1:
+            return self.execute(actions[0], st)
+        if st.config.parallel_calls:
+            self.toolbox.prefetch(st, [a.args["query"] for a in actions if self.tools[a.name]["x-kind"] == "search"])
+        events: list[Event] = []
+        parts: list[dict[str, Any]] = [{"type": "text", "text": f"Note: {w}"} for w in actions[0].warnings]
+        try:
+            for i, action in enumerate(actions, start=1):
+                try:
+                    evs, shown = self._act(self.tools[action.name]["x-kind"], action, st)
+                except (GraphError, ToolError) as e:
+                    evs = [ErrorEvent(st.step, message=str(e), raw=action.raw[:2000])]
+                    shown = [{"type": "text", "text": f"Observation (call {i}, {action.name}): {e}"}]
+                events += evs
+                parts += shown
+        finally:
+            self.toolbox.forget_prefetched()
+        self.observe(st, actions[0].raw, parts)
+        return events
+
+    def _act(self, kind: str, action: Action, st: EpisodeState) -> tuple[list[Event], list[dict[str, Any]]]:
+        """Apply one search, crop or scale: (its events, what the observation shows of it)."""
         a = action.args
         if kind == "search":
             node_id = fresh_id(st.graph, "search")
             ids = [e.info_id for e in self.toolbox.search(st, node_id, a["query"])]  # a failed search adds no node
             node = chain(st, "search", a["query"], node_id)
             remember(st, node.id, ids)
-            self.observe(st, action.raw, self.toolbox.show(st, ids, header=f"Results for {a['query']!r}:"))
-            return [SearchResults(st.step, node_id=node.id, query=a["query"], results=result_rows(st, ids))]
-        if kind in ("crop", "scale"):
-            return self._derive(kind, action, st)
-        return self.finish_chain(st, a["answer"])
-
-    def _derive(self, kind: str, action: Action, st: EpisodeState) -> list[Event]:
-        a = action.args
+            shown = self.toolbox.show(st, ids, header=f"Results for {a['query']!r}:")
+            return [SearchResults(st.step, node_id=node.id, query=a["query"], results=result_rows(st, ids))], shown
         node_id = fresh_id(st.graph, kind)
         if kind == "crop":
             ev, box = self.toolbox.crop(st, a["image"], a["bbox"], node_id)
@@ -113,5 +143,4 @@ class ReactProtocol(Protocol):
             )
         chain(st, kind, f"{kind} {a['image']}", node_id)
         remember(st, node_id, [ev.info_id])
-        self.observe(st, action.raw, self.toolbox.show(st, [ev.info_id]))
-        return [event]
+        return [event], self.toolbox.show(st, [ev.info_id])
