@@ -1,8 +1,8 @@
 """Sync against async rollouts under injected tool latency, on the gym (rl/gym.py) with a tiny CPU model.
 
-    python -m rl.bench_async                                   # heavy-tailed search latency, 3 seeds
+    python -m rl.bench_async --model runs/rl_experiment/sft    # from rl.experiment's SFT checkpoint (RESULTS.md)
+    python -m rl.bench_async                                   # makes that warm start first (about 20 min)
     python -m rl.bench_async --latency search=fixed:0.5 --seeds 2 --updates 6
-    python -m rl.bench_async --model runs/rl_experiment/sft    # start from rl.experiment's SFT checkpoint
 
 Modes, each from the same warm start, seeds and budget:
   - sync: today's trainer, each update samples its groups one after another with the weights it starts from;
@@ -13,8 +13,9 @@ Reported per mode: updates per hour (the ratio to sync in the same run), the rew
 final reward (mean of the last 3 updates; mean and 95% interval over seeds), the staleness histogram of what was
 trained on, the groups dropped and the trainer's idle share. Writes OUT/results.md, results.json and two PNGs.
 
-Without `--model`, a warm start is made first (expert traces on a few hundred training environments, a few SFT
-epochs: a couple of minutes), so the policy earns some reward and the curves mean something.
+Without `--model`, rl.experiment's warm start is made first (expert traces on 1,000 training environments, 9 SFT
+epochs), so the policy earns reward and the curves mean something; the runs draw their questions from fresh
+environments after those.
 """
 
 from __future__ import annotations
@@ -49,8 +50,10 @@ class BenchConfig(Config):
     workers: int = setting(8, "rollout threads of the async modes")
     lr: float = setting(1e-5, "learning rate")
     max_steps: int = setting(6, "agent steps per episode")
-    sft_envs: int = setting(300, "training environments of the warm start (without --model)")
-    sft_epochs: int = setting(4, "SFT epochs of the warm start (without --model)")
+    sft_envs: int = setting(
+        1000, "training environments of the warm start (rl.experiment's; the runs draw from fresh ones after them)"
+    )
+    sft_epochs: int = setting(9, "SFT epochs of the warm start (without --model; rl.experiment's)")
     rl_envs: int = setting(200, "fresh training environments the runs draw questions from")
 
 
