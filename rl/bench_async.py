@@ -6,8 +6,8 @@
 
 Modes, each from the same warm start, seeds and budget:
   - sync: today's trainer, each update samples its groups one after another with the weights it starts from;
-  - async0: the rollout threads at max_staleness 0, i.e. each update's groups sampled concurrently, still
-    with the weights it starts from (how much of the gain is concurrency alone);
+  - async0: the rollout threads at max_staleness 0, i.e. each update's trajectories sampled at the same time,
+    still with the weights it starts from (how much of the gain is concurrency alone);
   - async1, async2: the threads run one or two updates ahead of the trainer (rl/pipeline.py).
 Reported per mode: updates per hour (the ratio to sync in the same run), the reward curve (mean over seeds), the
 final reward (mean of the last 3 updates; mean and 95% interval over seeds), the staleness histogram of what was
@@ -47,7 +47,7 @@ class BenchConfig(Config):
     updates: int = setting(8, "updates per run")
     questions: int = setting(2, "questions per update")
     group: int = setting(4, "trajectories per question")
-    workers: int = setting(8, "rollout threads of the async modes")
+    workers: int = setting(8, "groups sampled at once in the async modes (each trajectory on a thread of its own)")
     lr: float = setting(1e-5, "learning rate")
     max_steps: int = setting(6, "agent steps per episode")
     sft_envs: int = setting(

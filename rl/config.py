@@ -118,7 +118,9 @@ class TrainConfig(Config):
     rollout_url: str = setting("", "served: the server's OpenAI-compatible API root, e.g. http://HOST:8000/v1")
     rollout_api_key: str = setting("", "served: the server's --api-key, if it has one", secret=True)
     rollout_workers: int = setting(
-        16, "trajectories sampled at once: served (the server batches), and async (one rollout thread each)"
+        16,
+        "served: trajectories sampled at once (the server batches); async: groups sampled at once, each with its "
+        "trajectories on threads of their own",
     )
     rollout_mode: str = setting(
         "sync",

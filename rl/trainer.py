@@ -383,9 +383,10 @@ class Trainer:
         share of every update's questions, walking the same data order as every other process."""
         import copy
         import threading
+        from concurrent.futures import ThreadPoolExecutor
 
         from rl.pipeline import Pipeline
-        from rl.rollout import group_sampler
+        from rl.rollout import group_sampler, rollout_one
 
         cfg, acc = self.cfg, self.acc
         world, rank = acc.num_processes, acc.process_index
@@ -407,7 +408,7 @@ class Trainer:
             item = jobs["mine"][k]
             return item, self.agent_config(item)
 
-        def sample(model, version, job):
+        def policy_for(model, version: int):
             if not hasattr(local, "proc"):
                 local.proc = copy.deepcopy(self.proc)
             policy = make_policy(model, local.proc, self.is_vl, cfg)
@@ -415,14 +416,28 @@ class Trainer:
                 from rl.served import ServedPolicy, adapter_name
 
                 policy = ServedPolicy(policy, self.client, adapter_name(version))
-            group = group_sampler(cfg, self.get_retriever, vocab, version)(policy, *job)
+            return policy
+
+        def sampled(policy, result):
             if cfg.rollout == "served":
                 with self._gap_lock:
                     self._gaps += policy.gaps
-            return group
+            return result
+
+        def one(model, version: int, job):  # one trajectory, on a trajectory thread
+            policy = policy_for(model, version)
+            return sampled(policy, rollout_one(policy, self.get_retriever(), job[0], job[1], cfg.reward))
+
+        def sample(model, version: int, job):
+            if cfg.branching != "none":  # a branched group grows from its own earlier trajectories: one thread
+                policy = policy_for(model, version)
+                return sampled(policy, group_sampler(cfg, self.get_retriever, vocab, version)(policy, *job))
+            # a group's trajectories are independent: they run at once, each on a thread of its own
+            return list(self._traj_pool.map(lambda _: one(model, version, job), range(cfg.group_size)))
 
         self.get_retriever()  # built (or opened) once, before the threads share it
         self._gap_lock, self._gaps = threading.Lock(), []
+        self._traj_pool = ThreadPoolExecutor(cfg.rollout_workers * cfg.group_size, thread_name_prefix="trajectory")
         pipe = Pipeline(sample, next_job, per_update, cfg.max_staleness, cfg.rollout_workers)
         self.publish(pipe)
         return pipe
@@ -583,7 +598,8 @@ class Trainer:
             bar.set_postfix(reward=f"{log['reward']:.2f}", loss=f"{log['loss']:.3f}")
         bar.close()
         if self.pipe is not None:
-            self.pipe.close()
+            self.pipe.close()  # its threads finish the groups they are sampling, then stop
+            self._traj_pool.shutdown(cancel_futures=True)
             self.pipe = None
         if self.cfg.save_every and self.update % self.cfg.save_every:
             self.save()
