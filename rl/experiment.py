@@ -10,7 +10,7 @@ Steps:
    one cached index for all of them;
 2. a tiny Qwen2 causal LM whose tokenizer is trained on training text only, warm-started by SFT on a scripted
    expert's traces through the real agent loop (`Expert`: search, check the page, hop, copy the code);
-3. its held-out accuracy: the share of held-out questions answered right, one sampled episode each;
+3. its held-out accuracy: the share of held-out questions answered right, one greedy episode each;
 4. from that one checkpoint, RL with each method and seed (same budget, same fresh RL environments), then the
    held-out accuracy again;
 5. the table (held-out 1- and 2-hop accuracy, mean and 95% interval over seeds; the gain over SFT and its
@@ -136,7 +136,8 @@ def warm_start(args, g: Gym, out: Path, retriever) -> Path:
 
 
 def evaluate(model, tok, retriever, envs, args, seed: int = 0) -> dict[str, float]:
-    """One sampled episode per held-out question: accuracy, dead-end searches, generated tokens and steps."""
+    """One episode per held-out question (greedy, or sampled at `eval_temperature`): accuracy, dead-end searches,
+    generated tokens and steps."""
     import torch
 
     from agent.loop import Agent
@@ -145,7 +146,9 @@ def evaluate(model, tok, retriever, envs, args, seed: int = 0) -> dict[str, floa
     from rl.policy import TextPolicy
 
     torch.manual_seed(seed)
-    pol = TextPolicy(model, tok, temperature=args.eval_temperature, max_new_tokens=args.max_new_tokens)
+    greedy = args.eval_temperature == 0
+    temperature = 1.0 if greedy else args.eval_temperature
+    pol = TextPolicy(model, tok, temperature=temperature, max_new_tokens=args.max_new_tokens, greedy=greedy)
     right, dead, tokens, steps, n = 0, 0, 0, 0, 0
     for env in envs:
         for q in env.questions:
@@ -279,7 +282,8 @@ def summarize(runs: dict[str, list[dict]], base: dict, args, out: Path, total_s:
         )
     lines.append("")
     lines.append(
-        f"Mean and 95% t-interval over {args.seeds} seeds; one sampled episode per held-out question "
+        f"Mean and 95% t-interval over {args.seeds} seeds; one {'greedy' if args.eval_temperature == 0 else 'sampled'} "
+        "episode per held-out question "
         f"({args.test_envs * 3} per hop count); per-episode figures are on 2-hop questions. "
         f"Total {total_s / 60:.1f} min."
     )
@@ -346,7 +350,9 @@ class ExperimentConfig(Config):
     questions: int = setting_like(TrainConfig, "questions_per_update", 2)
     lr: float = setting_like(TrainConfig, "lr", 1e-4)
     temperature: float = setting_like(TrainConfig, "temperature", 1.0)
-    eval_temperature: float = setting(1.0, "sampling temperature of the held-out episodes")
+    eval_temperature: float = setting(
+        0.0, "held-out episodes: 0 decodes greedily (the usual evaluation), above 0 samples at that temperature"
+    )
     max_new_tokens: int = setting_like(TrainConfig, "max_new_tokens", 24)
     max_steps: int = setting(6, "agent steps per episode")
     eval_hops: list[int] = setting(

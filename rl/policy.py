@@ -70,11 +70,14 @@ def sequence_logprobs(
 class _Sampler(Policy):
     """Shared sampling; subclasses turn agent messages into model inputs (`encode`)."""
 
-    def __init__(self, model, tokenizer, temperature: float = 1.0, max_new_tokens: int = 256) -> None:
+    def __init__(
+        self, model, tokenizer, temperature: float = 1.0, max_new_tokens: int = 256, greedy: bool = False
+    ) -> None:
         if temperature <= 0:
             raise PolicyError("a trainable policy samples: temperature must be > 0 (1.0 is the usual choice)")
         self.model, self.tokenizer = model, tokenizer
         self.temperature, self.max_new_tokens = float(temperature), int(max_new_tokens)
+        self.greedy = greedy  # evaluation: the most likely token each time (log-probs still at `temperature`)
         eos = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
         self.stop_ids = sorted(i for i in eos if isinstance(i, int) and i >= 0)
         if not self.stop_ids:
@@ -89,16 +92,16 @@ class _Sampler(Policy):
 
     @torch.no_grad()
     def sample(self, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(gen_ids (N,), logp (N,), entropy (N,)) for one prompt, sampled from the tempered distribution."""
+        """(gen_ids (N,), logp (N,), entropy (N,)) for one prompt, sampled from the tempered distribution (or, with
+        `greedy`, its most likely tokens)."""
         device = next(self.model.parameters()).device
         batch = {k: v.to(device) for k, v in inputs.items()}
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.stop_ids[0]
+        sampling = {"temperature": self.temperature, "top_k": 0, "top_p": 1.0}
         out = self.model.generate(
             **batch,
-            do_sample=True,
-            temperature=self.temperature,
-            top_k=0,
-            top_p=1.0,
+            do_sample=not self.greedy,
+            **({} if self.greedy else sampling),
             max_new_tokens=self.max_new_tokens,
             eos_token_id=self.stop_ids,
             pad_token_id=pad,

@@ -115,3 +115,26 @@ def test_a_padded_batch_gives_the_mean_of_the_one_by_one_losses(tmp_path):
     one_by_one = torch.stack([example_loss(pol, model, ex)[0] for ex in exs]).mean()
     together = batch_loss(pol, model, [encode_text(pol, ex) for ex in exs])  # right-padded to the longest
     assert together.item() == pytest.approx(one_by_one.item(), abs=1e-5)
+
+
+def test_greedy_decoding_takes_the_most_likely_token_whatever_the_seed(tmp_path):
+    """The experiment's held-out evaluation decodes greedily: the same reply under any seed, each token the argmax
+    of the model's next-token distribution."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rl.policy import TextPolicy
+    from rl.tiny import build_tiny_causal_lm
+
+    path = build_tiny_causal_lm(tmp_path / "lm", hidden=32, layers=1)
+    model, tok = AutoModelForCausalLM.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
+    pol = TextPolicy(model, tok, max_new_tokens=5, greedy=True)
+    inputs = pol.encode([{"role": "user", "content": "which code?"}])
+    replies = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        replies.append(pol.sample(inputs)[0].tolist())
+    assert replies[0] == replies[1]
+    with torch.no_grad():
+        ids = torch.cat([inputs["input_ids"][0], torch.tensor(replies[0][:-1])])[None]
+        logits = model(input_ids=ids).logits[0, inputs["input_ids"].shape[1] - 1 :]
+    assert logits.argmax(-1).tolist()[: len(replies[0])] == replies[0]
