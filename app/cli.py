@@ -97,7 +97,16 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_serve_search(args: argparse.Namespace) -> int:
     from retrieval.server import serve
 
-    serve(args.index, host=args.host, port=args.port, latency=args.tool_latency)
+    before = None
+    if args.tool_latency:
+        from agent.latency import parse_latency
+
+        delays = parse_latency(args.tool_latency)  # a clear error for a bad SPEC, before the server starts
+
+        def before() -> None:
+            delays.delay("search")
+
+    serve(args.index, host=args.host, port=args.port, before_search=before)
     return 0
 
 

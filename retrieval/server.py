@@ -82,21 +82,20 @@ def _item(hit: Hit, index_dir: Path) -> dict:
     return item
 
 
-def create_app(index_dir: str | Path, retriever=None, latency: str = ""):
-    """A FastAPI app over one index. `retriever` may be injected (tests); else it opens `index_dir`. `latency`
-    (agent/latency.py SPEC) delays each search request before it runs, outside the retriever's lock, so concurrent
-    requests wait at the same time (tests and benchmarks)."""
-    from agent.latency import parse_latency
+def create_app(index_dir: str | Path, retriever=None, before_search=None):
+    """A FastAPI app over one index. `retriever` may be injected (tests); else it opens `index_dir`.
+    `before_search()` runs before each search request, outside the retriever's lock, so that an injected delay
+    (`vimrag serve-search --tool-latency`) lets concurrent requests wait at the same time."""
     from retrieval.retriever import Retriever
 
-    delays = parse_latency(latency)  # ValueError naming a bad part, before the server starts
     r = retriever or Retriever(index_dir)  # it serialises its own searches and reloads
     index_dir = Path(index_dir)
     cache = cache_root(index_dir).resolve()
     app = FastAPI(title="VimRAG search", version="1")
 
     def run(queries: list[str], k: int, filters, mode: str) -> list[list[Hit]]:
-        delays.delay("search")
+        if before_search is not None:
+            before_search()
         out = []
         for q in queries:
             if not q.strip():
@@ -177,10 +176,10 @@ def create_app(index_dir: str | Path, retriever=None, latency: str = ""):
     return app
 
 
-def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8002, latency: str = "") -> None:
+def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8002, before_search=None) -> None:
     import uvicorn
 
-    app = create_app(index_dir, latency=latency)
+    app = create_app(index_dir, before_search=before_search)
     print(
         f"VimRAG search API on http://{host}:{port}/search  (POST: VimRAG's shape, or VRAG's with vrag_ret; "
         f"GET: VRAG's); index {index_dir}"
