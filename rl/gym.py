@@ -58,26 +58,21 @@ TRAP_LAYOUTS = [
     "Meeting note: {name} and {other_name} met in the lobby. No codes were shared.",
     "Visitor log: {name} signed in with {other_name} at the front desk.",
 ]
-# Questions: several training frames per hop count, the name at the end, the start and the middle, so that what is
-# learned is "find the name, search it", not one sentence or one position; held-out frames are new sentences around
-# the same two key phrases (a tiny model trained from scratch cannot learn a synonym it never saw, so "access code"
-# and "partner" stay).
+# Questions: several training frames per hop count, so that what is learned is "find the name, search it", not
+# one sentence; held-out frames are new sentences around the same two key phrases (a tiny model trained from
+# scratch cannot learn a synonym it never saw, so "access code" and "partner" stay).
 TRAIN_QUESTIONS = {
     1: [
         "What is the access code of {a}?",
         "Tell me the access code of {a}.",
         "I need the access code of {a}.",
         "{a}: what is the access code?",
-        "For {a}, what is the access code?",
-        "Look up {a} and tell me the access code.",
     ],
     2: [
         "What is the access code of the partner of {a}?",
         "Tell me the access code of the partner of {a}.",
         "I need the access code of the partner of {a}.",
         "The partner of {a}: what is the access code?",
-        "For the partner of {a}, what is the access code?",
-        "Look up the partner of {a} and tell me the access code.",
     ],
     3: [
         "What is the access code of the partner of the partner of {a}?",
