@@ -59,6 +59,7 @@ def make_row(i: int, **over) -> dict:
             "model_s": 1.5,
             "retrieval_s": 0.3,
             "agent_s": 0.2,
+            "tool_s": 0.4,
         },
         "protocol": "vimrag",
         "backend": "embedded",
@@ -232,6 +233,7 @@ def test_write_report_writes_every_file(tmp_path):
         "| Chart | 2 | 100.0% |",
         "## Retrieval",
         "## Cost per question",
+        "generating 1.50, retrieval 0.30, agent 0.20, waiting on tools 0.40",  # the time split
         "| unanswerable | 2 | 50.0% |",
         "plots/steps_hist.png",
     ):
