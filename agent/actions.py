@@ -291,6 +291,8 @@ def parse_many(text: str, protocol: Any, ctx: Context | None = None, limit: int 
     first = parse(text, protocol, ctx)
     if isinstance(first, Rejection) or limit <= 1 or protocol.syntax != "calls":
         return first if isinstance(first, Rejection) else [first]
+    if not any(w.startswith(_ONE_PER_TURN) for w in first.warnings):  # `parse` saw no other call: no second scan
+        return [first]
     try:
         more = _later_calls(text, protocol.tools)
     except Exception:  # noqa: BLE001 - the first call stands, as `parse` read it

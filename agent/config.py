@@ -408,6 +408,14 @@ def from_args(cls, args: argparse.Namespace, prefix: str = "", base: Mapping | N
     return from_dict(cls, merge(base or {}, args_to_dict(cls, args, prefix)))
 
 
+def script_main(cls, run, description: str, argv: Sequence[str] | None = None) -> int:
+    """`python -m ...` for a script whose settings are the Config `cls`: parse `argv` into one and `run` it."""
+    ap = argparse.ArgumentParser(description=description)
+    add_arguments(ap, cls)
+    run(from_args(cls, ap.parse_args(argv)))
+    return 0
+
+
 def field_help(cls, prefix: str = "") -> dict[str, str]:
     """Every setting of `cls` (dotted) and its help text, nested configs included."""
     out = {}

@@ -20,7 +20,6 @@ environments after those.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
@@ -196,12 +195,9 @@ def run(cfg: BenchConfig) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from agent.config import add_arguments, from_args
+    from agent.config import script_main
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(ap, BenchConfig)
-    run(from_args(BenchConfig, ap.parse_args(argv)))
-    return 0
+    return script_main(BenchConfig, run, __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":

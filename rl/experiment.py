@@ -22,7 +22,6 @@ Left out on purpose: a VLM and pictures (the gym is text; see rl/gym.py), and an
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
@@ -367,12 +366,9 @@ class ExperimentConfig(Config):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from agent.config import add_arguments, from_args
+    from agent.config import script_main
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(ap, ExperimentConfig)
-    run(from_args(ExperimentConfig, ap.parse_args(argv)))
-    return 0
+    return script_main(ExperimentConfig, run, __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":

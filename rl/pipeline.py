@@ -50,7 +50,6 @@ class Ready:
     order: int  # the order its job was handed out in
     job: Any
     group: list
-    done_at: float = 0.0
 
 
 @dataclass
@@ -202,5 +201,5 @@ class Pipeline:
                     seg.version = version
             with self.cond:
                 snap.users -= 1
-                self.ready.append(Ready(version, order, job, group, time.perf_counter()))
+                self.ready.append(Ready(version, order, job, group))
                 self.cond.notify_all()

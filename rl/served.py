@@ -65,7 +65,6 @@ class AdapterSync:
         self.folder = Path(folder)
         self.keep_old = keep_old
         self.loaded: dict[int, Path] = {}  # update -> adapter folder, oldest first
-        self.current: str | None = None
 
     def push(self, model, update: int, state_dict: dict | None = None) -> str:
         """Save and load update `update`'s adapter; `state_dict` is the gathered one under FSDP / ZeRO-3
@@ -80,7 +79,6 @@ class AdapterSync:
         model.save_pretrained(path, state_dict=state_dict)  # a PeftModel writes the adapter only
         self.client.post("/load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
         self.loaded[update] = path
-        self.current = name
         if not self.keep_old:
             self.prune(update)
         return name

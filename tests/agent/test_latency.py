@@ -45,3 +45,24 @@ def test_injected_search_latency_is_waiting_on_tools_in_the_trace(bundled_index)
     assert trace.answer == "x"
     assert 0.6 <= trace.timings["tool_s"] < 1.5 and trace.timings["retrieval_s"] >= 0.6
     assert trace.timings["model_s"] < 0.3
+
+
+def test_a_delayed_judge_waits_before_each_call_and_answers_as_the_judge():
+    import time
+
+    from agent.latency import DelayedJudge
+
+    class Judge:
+        model = "stand-in"
+
+        def complete(self, messages):
+            return "yes"
+
+    judge = DelayedJudge(Judge(), parse_latency("judge=fixed:0.2"))
+    t0 = time.perf_counter()
+    assert judge.complete([{"role": "user", "content": "same?"}]) == "yes"
+    assert time.perf_counter() - t0 >= 0.2 and judge.model == "stand-in"
+    untouched = DelayedJudge(Judge(), parse_latency("search=fixed:5"))  # no judge delay: no wait
+    t0 = time.perf_counter()
+    untouched.complete([])
+    assert time.perf_counter() - t0 < 1.0

@@ -131,7 +131,10 @@ def test_bad_pipeline_settings_are_refused():
 
 # -- the decoupled objective ------------------------------------------------------------------------------
 def test_decoupled_loss_matches_hand_worked_values():
-    """Token level, eps 0.2, A = +1 on both tokens:
+    """AReaL's decoupled objective, as `areal/utils/functional/functional.py` (4aef98d) lines 509-539 compute it:
+    the ratio against the proximal log-probs, the clip, then `pg_loss * behave_imp_weight`, tokens whose weight
+    exceeds the rejection cap (`areal/api/cli_args.py` lines 1299-1300, upper 5.0, mask) left out but counted.
+    Token level, eps 0.2, A = +1 on both tokens:
     token 1: pi_theta 0.55, pi_prox 0.5, pi_behav 0.25 -> r = 1.1 (inside the clip), w = 2: loss -2 * 1.1 = -2.2;
     token 2: pi_theta 0.5, pi_prox 0.5, pi_behav 0.05 -> w = 10 > cap 5: left out, still counted.
     token_mean: (-2.2 + 0) / 2 = -1.1; d loss / d logp_theta = -w r A / 2: -1.1 and 0."""
