@@ -180,10 +180,10 @@ class Workspace:
 
     def files(self) -> list[dict[str, Any]]:
         """What the index holds, one row per file, for the corpus panel."""
-        from retrieval.store import Store
+        from retrieval.store import open_store
 
         rows = []
-        for r in Store(self.index_dir, create=True).files():
+        for r in open_store(self.index_dir, create=True).files():
             p = Path(r.path)
             where = (
                 SCOPE_BUNDLED
@@ -212,10 +212,10 @@ class Workspace:
             raise ValueError(
                 f"this demo searches the server at {self.search_url}, which holds its own corpus; choose '{SCOPE_ALL}'"
             )
-        from retrieval.store import Store
+        from retrieval.store import open_store
 
         root = self.corpus if scope == SCOPE_BUNDLED else self.uploads
-        docs = [r.path for r in Store(self.index_dir, create=True).files(under=str(root)) if r.status == "ok"]
+        docs = [r.path for r in open_store(self.index_dir, create=True).files(under=str(root)) if r.status == "ok"]
         if not docs:
             raise ValueError(f"nothing is indexed in {scope} yet; upload files or choose another scope")
         return docs

@@ -9,6 +9,7 @@ picks up from there. Bad files are recorded with their reason and never stop the
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from contextlib import contextmanager
@@ -22,8 +23,12 @@ from retrieval import loaders
 from retrieval.embed_units import embed_units
 from retrieval.errors import IndexOpenError, IngestError
 from retrieval.ingest_plan import expected_units, sha256_file, unchanged, walk
-from retrieval.store import FileRecord, PendingFile, Store
+from retrieval.store import FileRecord, PendingFile
 from retrieval.units import Unit
+
+# Test hook: seconds to sleep after each committed batch, so a test can SIGKILL an ingest mid-run. Unset in
+# normal use.
+DELAY_ENV = "VIMRAG_TEST_SHARD_DELAY"
 
 
 @dataclass
@@ -62,6 +67,14 @@ class IngestConfig:
     )
     pipeline: bool = field(
         default=True, metadata={"help": "read the next file (text, rendering, OCR) while this batch is embedded"}
+    )
+    store: str | None = field(
+        default=None,
+        metadata={
+            "help": "where the index lives: the index's own store, or local for a new one | local (SQLite + FAISS in "
+            "the index folder) | milvus-lite:PATH (embedded Milvus Lite) | milvus://HOST:PORT[/COLLECTION] (a Milvus "
+            "server or cluster; token from $VIMRAG_MILVUS_TOKEN)"
+        },
     )
     page_images: bool = field(
         default=True,
@@ -151,10 +164,24 @@ class _Clock:
 
 
 class Indexer:
-    def __init__(self, index_dir: str | Path, config: IngestConfig | None = None, embedder=None, ocr=None) -> None:
-        self.config = config or IngestConfig()
-        self.store = Store(index_dir, create=True)
+    """Indexes files into one store. The seams a data-parallel run needs (retrieval/sharded.py) are arguments:
+    `store` (a shard's store, or the shared Milvus collection), `device` (the rank's GPU), and, on `index`,
+    `planned` (files and page images planned over the whole corpus by rank 0)."""
+
+    def __init__(
+        self,
+        index_dir: str | Path,
+        config: IngestConfig | None = None,
+        embedder=None,
+        ocr=None,
+        store=None,
+        device: str | None = None,
+    ) -> None:
         from retrieval.embedder_specs import canonical_spec
+        from retrieval.store import open_store
+
+        self.config = config or IngestConfig()
+        self.store = store if store is not None else open_store(index_dir, create=True, store=self.config.store)
 
         built_with = self.store.get_meta("embedder")
         # Compare canonical specs: "clip:./m" and "clip:/abs/m" are the same model.
@@ -166,6 +193,8 @@ class Indexer:
             )
         self._embedder = embedder
         self._embedder_spec = spec
+        self._device = device
+        self._delay = float(os.environ.get(DELAY_ENV, "0") or 0)
         self._ocr = ocr
         self._ocr_loaded = ocr is not None
 
@@ -175,7 +204,7 @@ class Indexer:
         if self._embedder is None:
             from retrieval.embedders import load_embedder
 
-            self._embedder = load_embedder(self._embedder_spec)
+            self._embedder = load_embedder(self._embedder_spec, device=self._device)
         return self._embedder
 
     @property
@@ -188,11 +217,17 @@ class Indexer:
         return self._ocr
 
     def index(
-        self, paths: list[str | Path], prune: bool = False, progress: bool = True, on_progress=None
+        self,
+        paths: list[str | Path],
+        prune: bool = False,
+        progress: bool = True,
+        on_progress=None,
+        planned: tuple[list[tuple[Path, Path]], dict[Path, tuple[str, int]]] | None = None,
     ) -> IngestSummary:
         """Index what is new or changed under `paths`; one progress bar in pages, with pages/s and an ETA.
         `on_progress(done, total)` is called with the pages committed so far (the demo tells a question asked
-        meanwhile how far its upload is).
+        meanwhile how far its upload is). `planned` = ((file, root) pairs, {page image: (doc, page)}) replaces
+        walking `paths` and the page-image plan: a data-parallel rank indexes its share of rank 0's plan.
 
         Files are checked in order (size and mtime, then content hash) on this thread, which owns the store.
         When `IngestConfig.pipeline` is on, reading them (PDF text, rendering, OCR, video frames) runs up to
@@ -205,7 +240,10 @@ class Indexer:
         summary = IngestSummary()
         clock = _Clock(summary.timings)
         with clock("plan"):
-            files = self._pages_once(walk(paths, summary), summary)
+            if planned is None:
+                files = self._pages_once(walk(paths, summary), summary)
+            else:
+                files, self._page_of = planned
             seen: dict[str, str] = {}  # content hash -> path, so a second copy of a file is skipped
             todo = [job for path, root in files if (job := self._check(path, root, seen, summary)) is not None]
             sizes = [expected_units(job.path, self.config.chunk_chars) for job in todo]
@@ -323,6 +361,8 @@ class Indexer:
         except OSError as e:
             summary.failed.append((key, f"cannot read the file ({e.strerror or e}); check permissions"))
             return None
+        if st.st_size == 0:  # all empty files share one hash: they are empty, not copies of each other
+            return _Job(path, root, FileRecord(key, str(root), sha, 0, st.st_mtime, "ok"), None)
         twin = seen.get(sha) or self.store.path_with_hash(sha)
         if twin and twin != key and Path(twin).exists():
             summary.skipped.append((key, f"duplicate of {twin} (same content)"))
@@ -335,6 +375,9 @@ class Indexer:
     def _read(self, job: _Job, clock: _Clock) -> PendingFile:
         """The file's units (no vectors yet); a file that cannot be read becomes a failed record, never an error."""
         record = job.record
+        if record.size == 0:
+            record.status, record.reason = "failed", "the file is empty (0 bytes); replace it with the real file"
+            return PendingFile(record, [], [])
         try:
             units = self._extract(job.path, job.root, record.sha256 or "", clock)
         except IngestError as e:
@@ -469,6 +512,8 @@ class Indexer:
                 summary.files_indexed += 1
                 summary.units_indexed += len(pf.units)
                 summary.page_images += sum(1 for u in pf.units if u.doc)
+        if self._delay:
+            time.sleep(self._delay)
 
     def _embed(self, pending: list[PendingFile]) -> None:
         units = [u for pf in pending for u in pf.units]

@@ -21,7 +21,7 @@ import numpy as np
 from retrieval.bm25 import Bm25Index
 from retrieval.errors import IndexOpenError, RetrievalError
 from retrieval.fusion import dynamic_top_k, fuse
-from retrieval.store import Store
+from retrieval.store import open_store
 from retrieval.units import Filters, Hit, Unit
 
 MODES = ("hybrid", "bm25", "dense")
@@ -31,6 +31,18 @@ DENSE_META = "dense.json"
 
 
 class Retriever:
+    """Search over one index folder. A folder whose index lives in Milvus (its `store.json` says so) gives a
+    `MilvusRetriever`, which has the same methods and runs the searches in Milvus; callers never choose."""
+
+    def __new__(cls, index_dir: str | Path = DEFAULT_INDEX, *args, **kwargs):
+        if cls is Retriever:
+            from retrieval.milvus_store import recorded_spec
+
+            spec = recorded_spec(index_dir)
+            if spec is not None and spec.kind != "local":
+                cls = MilvusRetriever
+        return super().__new__(cls)
+
     def __init__(
         self,
         index_dir: str | Path = DEFAULT_INDEX,
@@ -40,7 +52,7 @@ class Retriever:
         weights: dict[str, float] | None = None,
     ) -> None:
         self.dir = Path(index_dir)
-        self.store = Store(self.dir)
+        self.store = open_store(self.dir)
         self.spec = self.store.get_meta("embedder")
         if embedder is not None and self.spec and embedder.spec != self.spec:
             raise IndexOpenError(f"{self.dir} was built with embedder {self.spec!r}, not {embedder.spec!r}")
@@ -206,14 +218,17 @@ class Retriever:
         top = np.argsort(-s)[:n]
         return {int(i): float(s[i]) for i in top if s[i] > 0}
 
+    def _embed_query(self, text: str, image):
+        """The query's embedding: by its pixels where the embedder sees images, else by its text."""
+        emb = self.embedder
+        if image is not None and emb.supports_images:
+            return emb.encode_image_queries([image])
+        return emb.encode_queries([text])
+
     def _dense(self, text: str, image, n: int, allowed: np.ndarray | None) -> dict[int, float]:
         if self.dense is None:
             return {}
-        emb = self.embedder
-        if image is not None and emb.supports_images:
-            q = emb.encode_image_queries([image])
-        else:
-            q = emb.encode_queries([text])
+        q = self._embed_query(text, image)
         allowed_vecs = None
         if allowed is not None:
             allowed_vecs = self._vec_ids[np.isin(self._vec_unit, allowed)]
@@ -259,6 +274,75 @@ class Retriever:
 
     def roots(self) -> list[str]:
         return self.store.roots()
+
+
+class MilvusRetriever(Retriever):
+    """A Retriever whose index lives in Milvus (retrieval/milvus_store.py): BM25, dense and late-interaction
+    search, and the filters, run in Milvus; only the k units returned are read back. Nothing of the index is
+    held in this process, so the index may outgrow its memory. Fusion and the dynamic cut are the local
+    index's own (`fuse`, `dynamic_top_k`). A unit's `position` (VRAG's `indice`) is a stable number derived
+    from its uid, not a row number: Milvus has no row order."""
+
+    def refresh(self) -> bool:
+        with self._lock:
+            version = self.store.version
+            changed, self.version = version != self.version, version
+            self.multi = self.store.is_multi() if changed or not hasattr(self, "multi") else self.multi
+            return changed
+
+    def _search(
+        self, query, k: int, filters: Filters | None, mode: str, dynamic: bool, n_candidates: int | None
+    ) -> list[Hit]:
+        from retrieval.milvus_store import filter_expr
+
+        text, image = self._query_parts(query)
+        flt = filter_expr(filters)
+        n_cand = n_candidates or max(50, 5 * k)
+        per: dict[str, dict[str, float]] = {}
+        if mode in ("hybrid", "bm25") and text:
+            per["bm25"] = self.store.bm25(text, n_cand, flt)
+        if mode in ("hybrid", "dense"):
+            q = self._embed_query(text, image)
+            if self.multi:
+                per["dense"] = self.store.late_interaction(np.asarray(q[0], np.float32), n_cand, flt)
+            else:
+                per["dense"] = self.store.dense(np.asarray(q, np.float32).reshape(-1), n_cand, flt)
+        fused = next(iter(per.values())) if len(per) == 1 else fuse(per, self.fusion, self.weights)  # type: ignore[arg-type]
+        ranked = sorted(fused.items(), key=lambda kv: -kv[1])
+        if filters is not None and not filters.is_empty():  # the expression's LIKE is loose; `accepts` is exact
+            units = self.store.units_by_uid([u for u, _ in ranked])
+            ranked = [(u, s) for u, s in ranked if u in units and filters.accepts(units[u])]
+        if dynamic and ranked:
+            k = min(k, dynamic_top_k([s for _, s in ranked], max_k=k))
+        top = ranked[:k]
+        units = self.store.units_by_uid([u for u, _ in top])
+        return [
+            Hit(units[uid], float(score), rank=i + 1, scores={m: float(s[uid]) for m, s in per.items() if uid in s})
+            for i, (uid, score) in enumerate(t for t in top if t[0] in units)
+        ]
+
+    def position(self, uid: str) -> int:
+        from retrieval.milvus_store import position
+
+        return position(uid)
+
+    def unit(self, uid: str) -> Unit | None:
+        return self.store.units_by_uid([uid]).get(uid)
+
+    def stats(self) -> dict:
+        counts = {m: self.store.count_units(f'modality == "{m}"') for m in ("page", "image", "video", "text")}
+        by_mod = {m: n for m, n in counts.items() if n}
+        return {
+            "index": str(self.dir),
+            "store": str(self.store.spec),
+            "embedder": self.spec,
+            "units": sum(by_mod.values()),
+            "by_modality": by_mod,
+            "files": sum(1 for r in self.store.files() if r.status == "ok" and r.n_units),
+            "vectors": self.store.count_vectors(),
+            "dense_kind": "milvus-multi" if self.multi else "milvus",
+            "version": self.version,
+        }
 
 
 _RETRIEVERS: dict[str, Retriever] = {}

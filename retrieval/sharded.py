@@ -1,5 +1,6 @@
-"""Data-parallel ingest: N processes (one per GPU, or CPU processes) each embed a shard of the files, and rank 0
-merges the shards into one index.
+"""Data-parallel ingest: N processes (one per GPU, or CPU processes) each embed a share of the files. On the local
+store each writes a shard that rank 0 merges into one index; on a Milvus server each writes straight into the one
+shared collection, and there is nothing to merge.
 
     accelerate launch --multi_gpu --num_processes 8 -m app.cli index corpus/ --index idx --embedder colqwen2:...
     vimrag index corpus/ --index idx --num-processes 2     # spawns the processes itself (accelerate launch)
@@ -21,6 +22,11 @@ and a rerun (same plan, same shard) skips it; the merge only starts when every s
 finished, a killed merge leaves DIR with whole files only, and a rerun leaves merged files out of the plan.
 Derived FAISS / BM25 files key on the store's version and rebuild on the next search, as after any ingest.
 
+On a Milvus server (`--store milvus://HOST:PORT/C`, retrieval/milvus_store.py) step 2 writes into the shared
+collection with upserts keyed by content hash, and step 3 only gathers the summaries: a killed rank loses at most
+its uncommitted batch, and a rerun rewrites what it had half written, never doubling a unit. Rank 0's plan also
+leaves out same-content copies across ranks, which a merge would otherwise resolve.
+
 Left out on purpose: work stealing between ranks (rank i % N balances well enough when files are many),
 and multi-node runs without a filesystem that every node sees at DIR.
 """
@@ -38,15 +44,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from retrieval.errors import IndexOpenError, RetrievalError
-from retrieval.ingest import Indexer, IngestConfig, IngestSummary
+from retrieval.ingest import DELAY_ENV, Indexer, IngestConfig, IngestSummary
 from retrieval.ingest_plan import unchanged, walk
-from retrieval.store import DB_NAME, PendingFile, Store
+from retrieval.store import DB_NAME, PendingFile, Store, open_store
 
 SHARDS = ".shards"  # under the index folder; one store per rank while a data-parallel ingest runs
 DONE = "done.json"
-# Test hook: seconds to sleep after each committed batch (shard commits and merge commits), so a test can
-# SIGKILL a process mid-run. Unset in normal use.
-DELAY_ENV = "VIMRAG_TEST_SHARD_DELAY"
 _WORLD_ENV = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")  # as accelerate reads them
 
 
@@ -108,6 +111,14 @@ def plan(
     index_dir = Path(index_dir)
     shutil.rmtree(index_dir / (SHARDS + ".done"), ignore_errors=True)  # a merge killed while cleaning up
     main = Indexer(index_dir, config)  # checks the embedder against the index, as a 1-process run does
+    store = getattr(main.store, "spec", None)
+    if store is not None and store.kind == "milvus-lite" and world > 1:
+        main.store.close()
+        raise IndexOpenError(
+            f"{world} processes cannot share the embedded {store.where}: it serves one process. Serve it with "
+            f"`milvus-lite server --data-dir DIR --host 127.0.0.1 --port 19530` and index into a new folder with "
+            f"--store milvus://127.0.0.1:19530/{store.collection}, or index with one process"
+        )
     spec = canonical_spec(config.embedder) if config.embedder else (main.store.get_meta("embedder") or "minilm")
     _check_leftover_shards(index_dir, spec)
     summary = IngestSummary()
@@ -118,10 +129,40 @@ def plan(
     todo = [
         (str(f), str(root), i % world) for i, (f, root) in enumerate(files) if not _unchanged(main.store, f, summary)
     ]
+    if main.store.kind != "local":
+        todo = _drop_twins(main.store, todo, summary)
+        main.store._ensure(None)  # the collections every rank writes to exist before any rank starts
     keep = {f for f, _, _ in todo}
     page_of = {str(p): (doc, page) for p, (doc, page) in main._page_of.items() if str(p) in keep}
     main.store.close()
     return ShardPlan(uuid.uuid4().hex, world, spec, todo, page_of), summary
+
+
+def _drop_twins(store, todo: list[tuple[str, str, int]], summary: IngestSummary) -> list[tuple[str, str, int]]:
+    """Leave out files whose content another planned file (or the index) already has, as a 1-process run does.
+
+    Needed where ranks write into one shared collection: units are keyed by content hash, so two ranks indexing
+    the same content under two paths would write one set of units that both paths' records claim. Local shards
+    resolve this in the merge instead."""
+    from retrieval.ingest_plan import sha256_file
+
+    seen: dict[str, str] = {}
+    out = []
+    for f, root, r in todo:
+        try:
+            size = Path(f).stat().st_size
+            sha = sha256_file(f) if size else None  # empty files are reported as empty by their rank
+        except OSError:
+            out.append((f, root, r))  # its rank records why it cannot be read
+            continue
+        twin = (seen.get(sha) or store.path_with_hash(sha)) if sha else None
+        if twin and twin != f and Path(twin).exists():
+            summary.skipped.append((f, f"duplicate of {twin} (same content)"))
+            continue
+        if sha:
+            seen[sha] = f
+        out.append((f, root, r))
+    return out
 
 
 def _unchanged(store: Store, path: Path, summary: IngestSummary) -> bool:
@@ -163,47 +204,6 @@ class _ShardStore(Store):
         return super().path_with_hash(sha256) or self.main.path_with_hash(sha256)
 
 
-class _ShardIndexer(Indexer):
-    """An ordinary Indexer on one shard: the files come from the plan, the model loads on this rank's device.
-
-    Overrides Indexer._pages_once (the page-image plan was made over the whole corpus by rank 0).
-    """
-
-    def __init__(
-        self,
-        index_dir: Path,
-        config: IngestConfig,
-        files: list[tuple[str, str]],
-        page_of: dict[str, tuple[str, int]],
-        device: str | None,
-        main: Store,
-    ) -> None:
-        super().__init__(index_dir, config)
-        self.store.close()
-        self.store = _ShardStore(index_dir, main)
-        self._files = [(Path(f), Path(r)) for f, r in files]
-        self._shard_page_of = {Path(p): v for p, v in page_of.items()}
-        self._device = device
-        self._delay = float(os.environ.get(DELAY_ENV, "0") or 0)
-
-    @property
-    def embedder(self):
-        if self._embedder is None:
-            from retrieval.embedders import load_embedder
-
-            self._embedder = load_embedder(self.config.embedder, device=self._device)
-        return self._embedder
-
-    def _pages_once(self, files, summary):
-        self._page_of = self._shard_page_of
-        return self._files
-
-    def _flush(self, pending, summary, *args, **kwargs) -> None:
-        super()._flush(pending, summary, *args, **kwargs)
-        if pending and self._delay:
-            time.sleep(self._delay)
-
-
 def run_shard(
     index_dir: str | Path,
     plan: ShardPlan,
@@ -212,28 +212,40 @@ def run_shard(
     device: str | None = None,
     progress: bool = False,
 ) -> IngestSummary:
-    """Index rank `rank`'s files into its shard store, then write its done.json (or the error that stopped it)."""
+    """Index rank `rank`'s files (into its shard store, or straight into the shared Milvus collection), then write
+    its done.json (or the error that stopped it)."""
     d = shard_dir(index_dir, rank)
     try:
         mine = plan.shard(rank)
-        main = Store(index_dir)  # rank 0 created it while planning
-        ix = _ShardIndexer(d, replace(config, embedder=plan.embedder), mine, plan.page_of, device, main)
+        main = open_store(index_dir)  # rank 0 created it while planning
+        planned = ([(Path(f), Path(r)) for f, r in mine], {Path(p): v for p, v in plan.page_of.items()})
+        cfg = replace(config, embedder=plan.embedder, store=None)
         try:
-            # Files of earlier plans that are not this rank's now (merged since, or moved to another rank)
-            # go, so they can never pass for an earlier copy of a file with the same content.
-            keep = {f for f, _ in mine}
-            ix.store.remove_files([r.path for r in ix.store.files() if r.path not in keep])
-            summary = ix.index([], progress=progress)
+            if main.kind != "local":  # every rank writes into the one collection: no shard, no merge
+                ix = Indexer(index_dir, cfg, store=main, device=device)
+                summary = ix.index([], progress=progress, planned=planned)
+            else:
+                store = _ShardStore(d, main)
+                try:
+                    # Files of earlier plans that are not this rank's now (merged since, or moved to another rank)
+                    # go, so they can never pass for an earlier copy of a file with the same content.
+                    keep = {f for f, _ in mine}
+                    store.remove_files([r.path for r in store.files() if r.path not in keep])
+                    ix = Indexer(d, cfg, store=store, device=device)
+                    summary = ix.index([], progress=progress, planned=planned)
+                finally:
+                    store.close()
         finally:
-            ix.store.close()
             main.close()
     except BaseException as e:
         if not isinstance(e, KeyboardInterrupt):
             try:
+                d.mkdir(parents=True, exist_ok=True)
                 _write_json(d / DONE, {"run": plan.run, "rank": rank, "ok": False, "error": f"{type(e).__name__}: {e}"})
             except OSError:
                 pass  # the shard folder itself is the problem: rank 0 waits until the launcher ends it
         raise
+    d.mkdir(parents=True, exist_ok=True)
     _write_json(d / DONE, {"run": plan.run, "rank": rank, "ok": True, "summary": summary.to_dict()})
     return summary
 
@@ -343,6 +355,42 @@ def merge(
     return summary
 
 
+def _shared_store(index_dir: str | Path) -> bool:
+    """Whether the index lives in a store every rank writes to (Milvus), so there are no shards to merge."""
+    from retrieval.milvus_store import recorded_spec
+
+    spec = recorded_spec(index_dir)
+    return spec is not None and spec.kind != "local"
+
+
+def _gather(
+    index_dir: str | Path,
+    config: IngestConfig,
+    planned: IngestSummary,
+    done: list[dict],
+    prune: list[str | Path] | None = None,
+) -> IngestSummary:
+    """Rank 0's summary of a run whose ranks wrote straight into the shared collection: the plan's findings plus
+    every rank's, then --prune, then the done.json files go."""
+    summary = planned
+    for s in done:
+        for key in ("files_indexed", "units_indexed", "page_images"):
+            setattr(summary, key, getattr(summary, key) + s[key])
+        summary.skipped += [tuple(x) for x in s["skipped"]]
+        summary.failed += [tuple(x) for x in s["failed"]]
+        for stage, sec in s["timings"].items():
+            summary.timings[stage] = summary.timings.get(stage, 0.0) + sec
+    ix = Indexer(index_dir, replace(config, store=None))
+    try:
+        if prune:
+            summary.pruned = ix.prune(prune)
+        summary.total_units = ix.store.count_units()
+    finally:
+        ix.store.close()
+    shutil.rmtree(Path(index_dir) / SHARDS, ignore_errors=True)
+    return summary
+
+
 def _commit(main: Store, shards: list[Store], batch: list[PendingFile], summary: IngestSummary, delay: float) -> None:
     if not batch:
         return
@@ -400,10 +448,13 @@ def index_distributed(
         run_shard(index_dir, p, rank, config, device=str(state.device), progress=progress and rank == 0)
         if rank != 0:
             return None
-        wait_for_shards(index_dir, p)
-        if progress:
-            print(f"merging {world} shards into {index_dir}", file=sys.stderr, flush=True)
-        summary = merge(index_dir, p, config, planned, prune=list(paths) if prune else None)
+        done = wait_for_shards(index_dir, p)
+        if _shared_store(index_dir):
+            summary = _gather(index_dir, config, planned, done, prune=list(paths) if prune else None)
+        else:
+            if progress:
+                print(f"merging {world} shards into {index_dir}", file=sys.stderr, flush=True)
+            summary = merge(index_dir, p, config, planned, prune=list(paths) if prune else None)
         summary.seconds = time.perf_counter() - t0
         return summary
     finally:

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Set up (scripts/setup.sh test,train), lint with ruff, and run the test suite on CPU, offline. Extra arguments
+# Set up (scripts/setup.sh test,train,milvus), lint with ruff, and run the test suite on CPU, offline. Extra arguments
 # go to pytest: `scripts/test.sh -m "not slow"` is `make test-fast`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh test,train
+bash scripts/setup.sh test,train,milvus
 # Debian packages the tests use: chromium for the real-browser UI test (playwright drives it; it cannot
 # download its own browser here), tesseract-ocr for the optional OCR engine (RapidOCR is the fallback).
 want_apt=()

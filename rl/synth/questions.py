@@ -129,7 +129,7 @@ class Corpus:
 
 
 def open_corpus(cfg: SynthConfig, progress: bool) -> Corpus:
-    from retrieval.store import Store
+    from retrieval.store import open_store
 
     index = Path(cfg.index or (Path(cfg.out) / "index"))
     if cfg.corpus:
@@ -144,7 +144,7 @@ def open_corpus(cfg: SynthConfig, progress: bool) -> Corpus:
         raise SynthError(
             f"no index at {index}; build one with `vimrag index DOCS --index {index}` or pass --corpus DOCS"
         )
-    _, units = Store(index).units()
+    _, units = open_store(index).units()
     if not units:
         raise SynthError(f"the index {index} holds no pages, images or clips; index a corpus into it first")
     if not any((u.text or "").strip() for u in units):

@@ -45,13 +45,13 @@ def questions_file(path: str) -> Path:
 
 def _index_and_corpus(qdir: Path, index: str | None) -> tuple[str, str]:
     """The index the questions were made from (their config.json) and its corpus folder."""
-    from retrieval.store import Store
+    from retrieval.store import open_store
 
     cfg = qdir / "config.json"
     idx = index or (json.loads(cfg.read_text()).get("index") if cfg.exists() else None)
     if not idx:
         raise FileNotFoundError(f"{qdir} has no config.json naming its index; pass --index")
-    roots = Store(idx).roots()
+    roots = open_store(idx).roots()
     if not roots:
         raise FileNotFoundError(f"the index {idx} lists no corpus folder")
     return idx, roots[0]
