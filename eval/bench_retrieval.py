@@ -48,9 +48,9 @@ def load_questions(data: Path, docs: set[str] | None = None) -> list[dict]:
     return qs
 
 
-def quality(retriever, questions: list[dict], scoped: bool) -> dict[str, dict[str, float]]:
+def quality(retriever, questions: list[dict], scoped: bool, modes=MODES) -> dict[str, dict[str, float]]:
     out = {}
-    for mode in MODES:
+    for mode in modes:
         rows = {"R@1": [], "R@5": [], "R@10": [], "NDCG@5": [], "MRR@10": []}
         for q in tqdm(questions, desc=f"{mode:>6} {'doc' if scoped else 'corpus'}", leave=False):
             filters = {"docs": [Path(q["doc"]).name]} if scoped else None
