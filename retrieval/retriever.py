@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import os
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +30,20 @@ MODES = ("hybrid", "bm25", "dense")
 DEFAULT_INDEX = os.environ.get("VIMRAG_INDEX", "vimrag-index")
 DENSE_FILE = "dense.faiss"
 DENSE_META = "dense.json"
+
+
+@dataclass
+class _State:
+    """What one store version gives a search: units, BM25, the dense index and the vector-to-unit map."""
+
+    version: int = -1
+    units: list[Unit] = field(default_factory=list)
+    by_uid: dict[str, int] = field(default_factory=dict)  # uid -> position in `units`
+    bm25: Bm25Index | None = None
+    dense: Any = None  # VectorIndex or MultiVectorIndex
+    vec_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # (n_vec,) sorted vector row ids
+    vec_unit: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # (n_vec,) their units' positions
+    multi: bool = False
 
 
 class Retriever:
@@ -61,11 +77,21 @@ class Retriever:
         self._ocr = None
         self.fusion = fusion
         self.weights = weights or {}
-        # Searches and reloads take turns: a reload swaps units, BM25 and FAISS together, and a search must
-        # never see half of one version and half of the next. (The models use every core anyway.)
+        # A reload builds a new `_State` (units, BM25, FAISS of one store version) and swaps it in whole; a search
+        # reads the state it started with, so searches run side by side and never see half of two versions.
+        # The lock only keeps two reloads from building at once, and the embedding lock keeps the query
+        # encoder (its tokenizer is not safe to share between threads) to one query at a time.
         self._lock = threading.RLock()
-        self.version = -1
+        self._embed_lock = threading.Lock()
+        self._state = _State()
         self.refresh()
+
+    # The current state's parts, for callers that read them (benchmarks, tests).
+    version = property(lambda self: self._state.version)
+    units = property(lambda self: self._state.units)
+    bm25 = property(lambda self: self._state.bm25)
+    dense = property(lambda self: self._state.dense)
+    multi = property(lambda self: self._state.multi)
 
     # -------------------------------------------------------------------------------- loading
     @property
@@ -86,35 +112,37 @@ class Retriever:
 
     def refresh(self) -> bool:
         """Reload derived structures if the store changed since they were built. True when it reloaded."""
+        if self.store.version == self._state.version:  # the common case: one read, no lock
+            return False
         with self._lock, self.store.snapshot():  # units, vectors and version all from one commit
             version = self.store.version
-            if version == self.version:
+            if version == self._state.version:  # another thread reloaded meanwhile
                 return False
-            rows, self.units = self.store.units()
-            self._pos = {int(r): i for i, r in enumerate(rows)}  # unit row id -> position in self.units
-            self._by_uid = {u.uid: i for i, u in enumerate(self.units)}
-            self.bm25 = Bm25Index([u.text for u in self.units])
-            self._load_dense(version)
-            self.version = version
+            st = _State(version)
+            rows, st.units = self.store.units()
+            pos = {int(r): i for i, r in enumerate(rows)}  # unit row id -> position in st.units
+            st.by_uid = {u.uid: i for i, u in enumerate(st.units)}
+            st.bm25 = Bm25Index([u.text for u in st.units])
+            self._load_dense(st, pos)
+            self._state = st
             return True
 
-    def _load_dense(self, version: int) -> None:
+    def _load_dense(self, st: _State, pos: dict[int, int]) -> None:
         from retrieval.index import VectorIndex
         from retrieval.index_file import atomic_write
         from retrieval.late_interaction import MultiVectorIndex
 
-        self.dense = None
         # Ids and owners only: the vector blobs are read just when the FAISS file must be rebuilt.
-        self._vec_ids, owners, self.multi = self.store.vector_owners()  # (n_vec,) sorted vector row ids
-        self._vec_unit = np.array([self._pos[int(u)] for u in owners], dtype=np.int64)  # (n_vec,) unit positions
-        if not len(self._vec_ids):
+        st.vec_ids, owners, st.multi = self.store.vector_owners()  # (n_vec,) sorted vector row ids
+        st.vec_unit = np.array([pos[int(u)] for u in owners], dtype=np.int64)  # (n_vec,) unit positions
+        if not len(st.vec_ids):
             return
         meta_path, index_path = self.dir / DENSE_META, self.dir / DENSE_FILE
-        cls = MultiVectorIndex if self.multi else VectorIndex
+        cls = MultiVectorIndex if st.multi else VectorIndex
         try:
             meta = json.loads(meta_path.read_text())
-            if meta.get("version") == version and index_path.exists():
-                self.dense = cls.load(index_path)
+            if meta.get("version") == st.version and index_path.exists():
+                st.dense = cls.load(index_path)
                 return
         except Exception:  # noqa: BLE001 - a missing or damaged derived file is simply rebuilt below
             pass
@@ -123,15 +151,15 @@ class Retriever:
             vids.append(ids)
             vecs.extend(arrs)
         ids = np.concatenate(vids)
-        if self.multi:
-            self.dense = MultiVectorIndex(dim=vecs[0].shape[1])
-            self.dense.build(ids, vecs)
+        if st.multi:
+            st.dense = MultiVectorIndex(dim=vecs[0].shape[1])
+            st.dense.build(ids, vecs)
         else:
             mat = np.stack(vecs).astype(np.float32)  # (n_vec, dim)
-            self.dense = VectorIndex(dim=mat.shape[1])
-            self.dense.build(ids, mat)
-        self.dense.save(index_path)
-        meta = {"version": version, "kind": getattr(self.dense, "kind", "multi"), "n_vectors": int(len(ids))}
+            st.dense = VectorIndex(dim=mat.shape[1])
+            st.dense.build(ids, mat)
+        st.dense.save(index_path)
+        meta = {"version": st.version, "kind": getattr(st.dense, "kind", "multi"), "n_vectors": int(len(ids))}
         atomic_write(meta_path, lambda f: f.write(json.dumps(meta).encode()))
 
     # -------------------------------------------------------------------------------- search
@@ -155,25 +183,25 @@ class Retriever:
             raise ValueError(f"k must be >= 1, got {k}")
         if isinstance(filters, dict):
             filters = Filters.from_dict(filters)
-        with self._lock:
-            self.refresh()
-            return self._search(query, k, filters, mode, dynamic, n_candidates)
+        self.refresh()
+        return self._search(query, k, filters, mode, dynamic, n_candidates)
 
     def _search(
         self, query, k: int, filters: Filters | None, mode: str, dynamic: bool, n_candidates: int | None
     ) -> list[Hit]:
+        st = self._state  # one version throughout, whatever a reload swaps in meanwhile
         text, image = self._query_parts(query)
-        if not self.units:
+        if not st.units:
             return []
-        allowed = self._allowed(filters)
+        allowed = self._allowed(st, filters)
         if allowed is not None and not len(allowed):
             return []
         n_cand = n_candidates or max(50, 5 * k)
         per: dict[str, dict[int, float]] = {}
         if mode in ("hybrid", "bm25") and text:
-            per["bm25"] = self._bm25(text, n_cand, allowed)
+            per["bm25"] = self._bm25(st, text, n_cand, allowed)
         if mode in ("hybrid", "dense"):
-            per["dense"] = self._dense(text, image, n_cand, allowed)
+            per["dense"] = self._dense(st, text, image, n_cand, allowed)
         if len(per) == 1:
             fused = next(iter(per.values()))
         else:
@@ -182,9 +210,7 @@ class Retriever:
         if dynamic and ranked:
             k = min(k, dynamic_top_k([s for _, s in ranked], max_k=k))
         return [
-            Hit(
-                self.units[pos], float(score), rank=i + 1, scores={m: float(s[pos]) for m, s in per.items() if pos in s}
-            )
+            Hit(st.units[pos], float(score), rank=i + 1, scores={m: float(s[pos]) for m, s in per.items() if pos in s})
             for i, (pos, score) in enumerate(ranked[:k])
         ]
 
@@ -204,13 +230,13 @@ class Retriever:
             return text, query.convert("RGB")
         raise TypeError(f"query must be a str or a PIL.Image, got {type(query).__name__}")
 
-    def _allowed(self, filters: Filters | None) -> np.ndarray | None:
+    def _allowed(self, st: _State, filters: Filters | None) -> np.ndarray | None:
         if filters is None or filters.is_empty():
             return None
-        return np.array([i for i, u in enumerate(self.units) if filters.accepts(u)], dtype=np.int64)
+        return np.array([i for i, u in enumerate(st.units) if filters.accepts(u)], dtype=np.int64)
 
-    def _bm25(self, text: str, n: int, allowed: np.ndarray | None) -> dict[int, float]:
-        s = self.bm25.scores(text)  # (n_units,)
+    def _bm25(self, st: _State, text: str, n: int, allowed: np.ndarray | None) -> dict[int, float]:
+        s = st.bm25.scores(text)  # (n_units,)
         if allowed is not None:
             masked = np.full_like(s, -np.inf)
             masked[allowed] = s[allowed]
@@ -221,28 +247,29 @@ class Retriever:
     def _embed_query(self, text: str, image):
         """The query's embedding: by its pixels where the embedder sees images, else by its text."""
         emb = self.embedder
-        if image is not None and emb.supports_images:
-            return emb.encode_image_queries([image])
-        return emb.encode_queries([text])
+        with self._embed_lock:
+            if image is not None and emb.supports_images:
+                return emb.encode_image_queries([image])
+            return emb.encode_queries([text])
 
-    def _dense(self, text: str, image, n: int, allowed: np.ndarray | None) -> dict[int, float]:
-        if self.dense is None:
+    def _dense(self, st: _State, text: str, image, n: int, allowed: np.ndarray | None) -> dict[int, float]:
+        if st.dense is None:
             return {}
         q = self._embed_query(text, image)
         allowed_vecs = None
         if allowed is not None:
-            allowed_vecs = self._vec_ids[np.isin(self._vec_unit, allowed)]
-        if self.multi:
+            allowed_vecs = st.vec_ids[np.isin(st.vec_unit, allowed)]
+        if st.multi:
             qm = q[0]  # (n_q_tokens, dim)
-            pairs = self.dense.search(qm, 4 * n, allowed_ids=allowed_vecs)
+            pairs = st.dense.search(qm, 4 * n, allowed_ids=allowed_vecs)
             vids = np.array([p[0] for p in pairs], dtype=np.int64)
             scores = np.array([p[1] for p in pairs], dtype=np.float32)
         else:
             qv = np.asarray(q, dtype=np.float32).reshape(1, -1)  # (1, dim)
-            sc, ids = self.dense.search(qv, 4 * n, allowed_ids=allowed_vecs)
+            sc, ids = st.dense.search(qv, 4 * n, allowed_ids=allowed_vecs)
             keep = ids[0] >= 0
             vids, scores = ids[0][keep], sc[0][keep]
-        units = self._vec_unit[np.searchsorted(self._vec_ids, vids)]
+        units = st.vec_unit[np.searchsorted(st.vec_ids, vids)]
         best: dict[int, float] = {}
         for u, s in zip(units.tolist(), scores.tolist()):
             if u not in best or s > best[u]:
@@ -251,25 +278,27 @@ class Retriever:
 
     def position(self, uid: str) -> int:
         """The unit's position in this index version (VRAG's `indice`), or -1."""
-        return self._by_uid.get(uid, -1)
+        return self._state.by_uid.get(uid, -1)
 
     def unit(self, uid: str) -> Unit | None:
-        i = self._by_uid.get(uid)
-        return None if i is None else self.units[i]
+        st = self._state
+        i = st.by_uid.get(uid)
+        return None if i is None else st.units[i]
 
     def stats(self) -> dict:
+        st = self._state
         by_mod: dict[str, int] = {}
-        for u in self.units:
+        for u in st.units:
             by_mod[u.modality] = by_mod.get(u.modality, 0) + 1
         return {
             "index": str(self.dir),
             "embedder": self.spec,
-            "units": len(self.units),
+            "units": len(st.units),
             "by_modality": by_mod,
-            "files": len({u.source for u in self.units}),
-            "vectors": int(len(self._vec_ids)),
-            "dense_kind": getattr(self.dense, "kind", None),
-            "version": self.version,
+            "files": len({u.source for u in st.units}),
+            "vectors": int(len(st.vec_ids)),
+            "dense_kind": getattr(st.dense, "kind", None),
+            "version": st.version,
         }
 
     def roots(self) -> list[str]:
@@ -283,11 +312,15 @@ class MilvusRetriever(Retriever):
     index's own (`fuse`, `dynamic_top_k`). A unit's `position` (VRAG's `indice`) is a stable number derived
     from its uid, not a row number: Milvus has no row order."""
 
+    version = -1  # plain attributes here, where the local retriever reads its `_State`
+    multi = False
+
     def refresh(self) -> bool:
         with self._lock:
             version = self.store.version
             changed, self.version = version != self.version, version
-            self.multi = self.store.is_multi() if changed or not hasattr(self, "multi") else self.multi
+            if changed:
+                self.multi = self.store.is_multi()
             return changed
 
     def _search(
