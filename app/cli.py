@@ -106,7 +106,7 @@ def cmd_serve_search(args: argparse.Namespace) -> int:
         def before() -> None:
             delays.delay("search")
 
-    serve(args.index, host=args.host, port=args.port, before_search=before)
+    serve(args.index, host=args.host, port=args.port, before_search=before, workers=args.workers)
     return 0
 
 
@@ -173,6 +173,14 @@ def build_parser() -> argparse.ArgumentParser:
     pv.add_argument("--index", default=_default_index(), help="index folder")
     pv.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
     pv.add_argument("--port", type=int, default=8002)
+    pv.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="N processes serving the one index (gunicorn, preloaded: the index and the model load once and "
+        "the workers share their memory); about one per core",
+    )
     pv.add_argument(
         "--tool-latency",
         default="",

@@ -2,10 +2,14 @@
 
     python -m eval.bench_server                        # 20 clients x 20 s on the bundled corpus
     python -m eval.bench_server --index bench_out/mmlb_idx --clients 20 --seconds 30
+    python -m eval.bench_server --index bench_out/mmlb_idx --workers 1,2   # serve-search --workers, side by side
 
 It starts `vimrag serve-search` in a subprocess on 127.0.0.1 (a free port), then measures, in the same
 run, one client alone (the baseline) and `--clients` clients at once, each sending POST /search with
 queries drawn from a fixed list. Prints requests/s, latency p50/p95, and the error count (target: 0).
+With `--workers 1,2` it does so for each worker count in turn, one server after the other, and adds the
+server's memory once loaded: the sum over its processes of RSS (which counts the pages workers share once per
+worker) and of PSS (which splits each shared page between its sharers: what the machine really spends).
 Traffic goes only to 127.0.0.1; every loop is bounded by count and time (at most 60 s per phase).
 """
 
@@ -106,7 +110,9 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=20.0, help=f"per phase, at most {MAX_SECONDS:.0f}")
     ap.add_argument("--top-k", type=int, default=5)
+    ap.add_argument("--workers", default="1", help="server worker counts to compare, e.g. 1,2")
     args = ap.parse_args()
+    counts = [int(w) for w in args.workers.split(",")]
 
     tmp = tempfile.TemporaryDirectory()
     idx = args.index
@@ -118,29 +124,66 @@ def main() -> None:
         make_corpus(corpus)
         idx = str(Path(tmp.name) / "idx")
         print(Indexer(idx).index([corpus], progress=False).format().splitlines()[0])
+    runs = []
+    try:
+        for w in counts:
+            runs.append(serve_and_load(idx, w, args))
+    finally:
+        tmp.cleanup()
+    print(f"\n### search server load test on 127.0.0.1 ({args.seconds:.0f} s per phase, top_k={args.top_k})")
+    print("| workers | clients | requests | errors | req/s | p50 ms | p95 ms | req/s vs 1 client |")
+    print("|---|---|---|---|---|---|---|---|")
+    for w, base, load, _ in runs:
+        for r in (base, load):
+            print(
+                f"| {w} | {r['clients']} | {r['requests']} | {r['errors']} | {r['rps']:.1f} | {r['p50_ms']:.1f} | "
+                f"{r['p95_ms']:.1f} | {r['rps'] / base['rps']:.2f} |"
+            )
+    if len(runs) > 1:
+        w0, _, load0, mem0 = runs[0]
+        print(f"\n| workers | req/s at {args.clients} clients | ratio | RSS MiB | PSS MiB | PSS ratio |")
+        print("|---|---|---|---|---|---|")
+        for w, _, load, mem in runs:
+            print(
+                f"| {w} | {load['rps']:.1f} | {load['rps'] / load0['rps']:.2f} | {mem['rss']:.0f} | {mem['pss']:.0f} | "
+                f"{mem['pss'] / mem0['pss']:.2f} |"
+            )
+    if any(b["errors"] or x["errors"] for _, b, x, _ in runs):
+        print("errors:", [r["first_errors"] for _, b, x, _ in runs for r in (b, x) if r["errors"]])
+        raise SystemExit(1)
+
+
+def serve_and_load(idx: str, workers: int, args) -> tuple[int, dict, dict, dict]:
+    """Start a server with `workers` processes, load it, measure it, stop it."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve-search", "--index", idx, "--port", str(port)])
+    cmd = [sys.executable, "-m", "app.cli", "serve-search", "--index", idx, "--port", str(port)]
+    proc = subprocess.Popen([*cmd, "--workers", str(workers)])
     try:
         wait_ready(url, proc)
         run_clients(url, 1, 2.0, args.top_k)  # warm-up
         base = run_clients(url, 1, args.seconds, args.top_k)
         load = run_clients(url, args.clients, args.seconds, args.top_k)
+        mem = memory(proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-        tmp.cleanup()
-    print(f"\n### search server load test on 127.0.0.1 ({args.seconds:.0f} s per phase, top_k={args.top_k})")
-    print("| clients | requests | errors | req/s | p50 ms | p95 ms | req/s vs 1 client |")
-    print("|---|---|---|---|---|---|---|")
-    for r in (base, load):
-        print(
-            f"| {r['clients']} | {r['requests']} | {r['errors']} | {r['rps']:.1f} | {r['p50_ms']:.1f} | "
-            f"{r['p95_ms']:.1f} | {r['rps'] / base['rps']:.2f} |"
-        )
-    if load["errors"] or base["errors"]:
-        print("errors:", load["first_errors"] or base["first_errors"])
-        raise SystemExit(1)
+    return workers, base, load, mem
+
+
+def memory(pid: int) -> dict[str, float]:
+    """RSS and PSS in MiB, summed over the process and its children."""
+    import psutil
+
+    root = psutil.Process(pid)
+    rss = pss = 0
+    for p in [root, *root.children(recursive=True)]:
+        try:
+            info = p.memory_full_info()
+        except psutil.Error:
+            continue
+        rss, pss = rss + info.rss, pss + info.pss
+    return {"rss": rss / 2**20, "pss": pss / 2**20}
 
 
 if __name__ == "__main__":

@@ -93,6 +93,11 @@ class Retriever:
     dense = property(lambda self: self._state.dense)
     multi = property(lambda self: self._state.multi)
 
+    def reopen(self) -> None:
+        """Open the store again: in a process forked from the one that opened it (a search-server worker), where
+        an SQLite connection or a gRPC channel of the parent must not be used. The loaded index stays."""
+        self.store = open_store(self.dir)
+
     # -------------------------------------------------------------------------------- loading
     @property
     def embedder(self):

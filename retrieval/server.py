@@ -10,7 +10,7 @@
       which VRAG-RL's rollout (vrag_agent/generation.py:599) and VRAG's demo (demo/vrag_agent.py:62) call
     GET  /files?path=ABS_PATH     an indexed source file or a cached page image; nothing else is served
     GET  /units/{uid}/image       a unit's picture as PNG (a rendered PDF page, an image, a keyframe)
-    GET  /health                  index statistics
+    GET  /health                  index statistics, and the pid of the worker process that answered
 
 One result entry per query, in order. A PDF page is `"type": "image"` with `file_path` a real JPEG, rendered
 on first use into the index's page-image cache (retrieval/page_images.py: VRAG's `{stem}_{N}.jpg`, 200 dpi),
@@ -24,6 +24,7 @@ Binds to 127.0.0.1 unless told otherwise.
 from __future__ import annotations
 
 import io
+import os
 import socket
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 
+from retrieval.errors import RetrievalError, missing_dependency
 from retrieval.page_images import cache_root, image_file
 from retrieval.units import Filters, Hit, page_id
 
@@ -146,7 +148,7 @@ def create_app(index_dir: str | Path, retriever=None, before_search=None):
 
     @app.get("/health")
     def health() -> dict:
-        return {"status": "ok", **r.stats()}
+        return {"status": "ok", "pid": os.getpid(), **r.stats()}  # pid: which worker answered
 
     @app.get("/files")
     def files(path: str = Query(..., description="absolute path of an indexed file or a cached page image")):
@@ -176,15 +178,68 @@ def create_app(index_dir: str | Path, retriever=None, before_search=None):
     return app
 
 
-def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8002, before_search=None) -> None:
-    import uvicorn
-
+def serve(
+    index_dir: str | Path, host: str = "127.0.0.1", port: int = 8002, before_search=None, workers: int = 1
+) -> None:
+    """Serve the index on host:port; `workers` > 1 runs that many processes on the one socket (`prefork`)."""
+    if int(workers) != workers or workers < 1:
+        raise ValueError(f"workers={workers!r}: give a number of processes, 1 or more")
     app = create_app(index_dir, before_search=before_search)
     print(
         f"VimRAG search API on http://{host}:{port}/search  (POST: VimRAG's shape, or VRAG's with vrag_ret; "
-        f"GET: VRAG's); index {index_dir}"
+        f"GET: VRAG's); index {index_dir}" + (f"; {workers} worker processes" if workers > 1 else ""),
+        flush=True,
     )
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    if workers == 1:
+        import uvicorn
+
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    else:
+        prefork(app, host, port, workers)
+
+
+def prefork(app, host: str, port: int, workers: int) -> None:
+    """Serve `app` from `workers` processes through gunicorn (uvicorn workers), with the app preloaded.
+
+    The index (units, BM25, FAISS) and the embedding model load once, in this process, before gunicorn forks
+    the workers; they never write those pages, so the workers share them (copy-on-write) instead of each
+    holding a copy. No model runs before the fork, so no thread pool is copied half-alive: each worker starts
+    its own on first use. What must not cross a fork is reopened in each worker: the SQLite connection (SQLite
+    forbids using one across fork) or the Milvus client (gRPC channels do not survive a fork).
+    """
+    try:
+        from gunicorn.app.base import BaseApplication
+    except ImportError as e:
+        raise missing_dependency("gunicorn", purpose="serve-search --workers") from e
+    r = app.state.retriever
+    spec = getattr(r.store, "spec", None)
+    if spec is not None and spec.kind == "milvus-lite":
+        raise RetrievalError(
+            f"{workers} workers cannot share the embedded {spec.where}: it serves one process. Serve it with "
+            "`milvus-lite server --data-dir DIR --host 127.0.0.1 --port 19530` and index into a folder with "
+            "--store milvus://127.0.0.1:19530/COLLECTION, or run one worker"
+        )
+    r.embedder  # noqa: B018 - load the model here, before the fork, so the workers share its pages
+    options = {
+        "bind": f"{host}:{port}",
+        "workers": workers,
+        "worker_class": "uvicorn_worker.UvicornWorker",
+        "preload_app": True,
+        "loglevel": "warning",
+        "timeout": 300,  # a worker busy this long on one request is restarted
+        "graceful_timeout": 10,
+        "post_fork": lambda server, worker: r.reopen(),
+    }
+
+    class _Gunicorn(BaseApplication):
+        def load_config(self) -> None:
+            for key, value in options.items():
+                self.cfg.set(key, value)
+
+        def load(self):
+            return app
+
+    _Gunicorn().run()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
