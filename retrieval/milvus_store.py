@@ -257,7 +257,12 @@ class MilvusStore:
         else:  # Milvus wants a vector field in every collection: a 2-d placeholder, never searched
             s.add_field("_v", DataType.FLOAT_VECTOR, dim=2)
             ip.add_index("_v", index_type="FLAT", metric_type="L2")
-        cl.create_collection(full, schema=s, index_params=ip, consistency_level="Strong")
+        try:
+            cl.create_collection(full, schema=s, index_params=ip, consistency_level="Strong")
+        except Exception:
+            if full not in cl.list_collections():  # not another worker creating it at the same moment
+                raise
+            cl.load_collection(full)
         self._have.add(full)
 
     def _ensure(self, dim: int | None) -> None:

@@ -266,9 +266,8 @@ def wait_for_shards(
                 missing.append(r)
             elif not m["ok"]:
                 raise RetrievalError(
-                    f"rank {r} of the data-parallel ingest into {index_dir} failed ({m['error']}); nothing was merged. "
-                    f"Each shard keeps what it committed under {Path(index_dir) / SHARDS}: fix the cause and rerun "
-                    "the same command to finish"
+                    f"rank {r} of the data-parallel ingest into {index_dir} failed ({m['error']}); {_kept(index_dir)}: "
+                    "fix the cause and rerun the same command to finish"
                 )
             else:
                 done.append(m["summary"])
@@ -353,6 +352,13 @@ def merge(
     os.replace(index_dir / SHARDS, done)
     shutil.rmtree(done, ignore_errors=True)
     return summary
+
+
+def _kept(index_dir: str | Path) -> str:
+    """What a failed run leaves, for its error message."""
+    if _shared_store(index_dir):
+        return "every batch a rank committed is in the shared collection, and the rerun skips those files"
+    return f"nothing was merged; each shard keeps what it committed under {Path(index_dir) / SHARDS}"
 
 
 def _shared_store(index_dir: str | Path) -> bool:
@@ -490,8 +496,7 @@ def launch(argv: list[str], num_processes: int, index_dir: str | Path) -> int:
     rc = subprocess.call(launch_command(num_processes, ["-m", "app.cli", *argv]))
     if rc != 0:
         print(
-            f"vimrag index: a worker process failed (exit {rc}); each shard keeps what it committed under "
-            f"{Path(index_dir) / SHARDS}, and nothing is merged until all finish: rerun the same command to finish",
+            f"vimrag index: a worker process failed (exit {rc}); {_kept(index_dir)}: rerun the same command to finish",
             file=sys.stderr,
         )
     return rc
