@@ -277,6 +277,9 @@ class Indexer:
             bar.close()
         if prune:
             summary.pruned = self.prune(paths)
+        if summary.files_indexed or summary.pruned or summary.failed:
+            with clock("commit"):
+                self.store.flush()
         summary.total_units = self.store.count_units()
         summary.seconds = time.perf_counter() - t0
         return summary

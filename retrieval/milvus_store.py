@@ -392,6 +392,14 @@ class MilvusStore:
         if changed:
             self._bump()
 
+    def flush(self) -> None:
+        """Seal what this run wrote into indexed segments. Until then Milvus holds new rows in growing segments that
+        every search scans without an index: after the dev corpus, 0.7 s a hybrid search on Milvus Lite, against
+        tens of milliseconds once sealed."""
+        for name in self.names.values():
+            if name in self._have:
+                self.client.flush(name)
+
     def remove_files(self, paths: Iterable[str]) -> int:
         n = 0
         for p in paths:

@@ -179,6 +179,9 @@ class Store:
             if changed:
                 self._bump()
 
+    def flush(self) -> None:
+        """Nothing to do: every SQLite commit is final (Milvus seals its segments here)."""
+
     def remove_files(self, paths: Iterable[str]) -> int:
         n = 0
         with self.conn:
