@@ -277,9 +277,8 @@ class Indexer:
             bar.close()
         if prune:
             summary.pruned = self.prune(paths)
-        if summary.files_indexed or summary.pruned or summary.failed:
-            with clock("commit"):
-                self.store.flush()
+        with clock("commit"):
+            self.store.flush()  # also what a killed earlier run left unsealed
         summary.total_units = self.store.count_units()
         summary.seconds = time.perf_counter() - t0
         return summary
