@@ -56,6 +56,9 @@ DEFAULT_COLLECTION = "vimrag"
 LITE_FILE = "milvus.db"
 _MAX_TEXT = 60_000  # bytes of a unit's text kept in Milvus (a VARCHAR holds at most 65,535)
 _PAGE = 1000  # rows per query-iterator page
+# Filtered dense searches over at most this many vectors are scored exactly here (they are read back: 4,096 x 384
+# floats are 6 MB); larger ones go to Milvus's index with the filter.
+EXACT_FILTER_MAX = 4096
 _NAME_OK = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
 _NOT_FOUND = ("not found", "not exist", "can't find", "cannot find")
 _AUTH = ("auth", "credential", "token", "unauthenticated", "permission denied")
@@ -462,9 +465,22 @@ class MilvusStore:
         return {h["entity"]["uid"]: abs(float(h["distance"])) for h in res[0] if abs(float(h["distance"])) > 0}
 
     def dense(self, q: np.ndarray, n: int, flt: str) -> dict[str, float]:
-        """{uid: best inner product of its vectors} for the best `n` units, for one (dim,) query vector."""
+        """{uid: best inner product of its vectors} for the best `n` units, for one (dim,) query vector.
+
+        A filter that leaves few vectors (one document's pages) is scored exactly over them, as the local index
+        does: an approximate graph search that may visit only allowed rows loses the few it is asked for (on the
+        dev set, doc-scoped dense R@5 fell from 0.656 to 0.642 through Milvus Lite's HNSW)."""
         if not self._live("vectors"):
             return {}
+        if flt and self._count("vectors", flt) <= EXACT_FILTER_MAX:
+            rows = self._query("vectors", flt, ["uid", "vec"])
+            if not rows:
+                return {}
+            scores = np.asarray([r["vec"] for r in rows], np.float32) @ np.asarray(q, np.float32).reshape(-1)
+            best: dict[str, float] = {}
+            for r, sc in zip(rows, scores.tolist()):
+                best[r["uid"]] = max(sc, best.get(r["uid"], -np.inf))
+            return dict(sorted(best.items(), key=lambda kv: -kv[1])[:n])
         res = self.client.search(
             self.names["vectors"],
             data=[np.asarray(q, np.float32).reshape(-1).tolist()],

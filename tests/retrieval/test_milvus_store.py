@@ -124,7 +124,11 @@ def test_milvus_lite_searches_like_the_local_store(local, lite, mode):
     assert rm.position(uid) == rm.position(uid) >= 0 and rm.unit(uid).to_dict() == rl.unit(uid).to_dict()
 
 
-def test_filters_and_dynamic_cut_match(local, lite):
+@pytest.mark.parametrize("exact_max", [4096, 0], ids=["exact-over-few", "milvus-index"])
+def test_filters_and_dynamic_cut_match(local, lite, exact_max, monkeypatch):
+    import retrieval.milvus_store
+
+    monkeypatch.setattr(retrieval.milvus_store, "EXACT_FILTER_MAX", exact_max)
     rl, rm = Retriever(local), Retriever(lite)
     cases = [
         {"docs": ["aurora_annual_report_2025.pdf"]},
