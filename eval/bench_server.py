@@ -141,12 +141,15 @@ def main() -> None:
             )
     if len(runs) > 1:
         w0, _, load0, mem0 = runs[0]
-        print(f"\n| workers | req/s at {args.clients} clients | ratio | RSS MiB | PSS MiB | PSS ratio |")
-        print("|---|---|---|---|---|---|")
+        print(
+            f"\n| workers | req/s at {args.clients} clients | ratio | RSS MiB (sum) | PSS MiB (sum) | PSS ratio "
+            "| MemAvailable drop MiB |"
+        )
+        print("|---|---|---|---|---|---|---|")
         for w, _, load, mem in runs:
             print(
                 f"| {w} | {load['rps']:.1f} | {load['rps'] / load0['rps']:.2f} | {mem['rss']:.0f} | {mem['pss']:.0f} | "
-                f"{mem['pss'] / mem0['pss']:.2f} |"
+                f"{mem['pss'] / mem0['pss']:.2f} | {mem['used']:.0f} |"
             )
     if any(b["errors"] or x["errors"] for _, b, x, _ in runs):
         print("errors:", [r["first_errors"] for _, b, x, _ in runs for r in (b, x) if r["errors"]])
@@ -158,6 +161,7 @@ def serve_and_load(idx: str, workers: int, args) -> tuple[int, dict, dict, dict]
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "app.cli", "serve-search", "--index", idx, "--port", str(port)]
+    before = available_mib()
     proc = subprocess.Popen([*cmd, "--workers", str(workers)])
     try:
         wait_ready(url, proc)
@@ -165,10 +169,20 @@ def serve_and_load(idx: str, workers: int, args) -> tuple[int, dict, dict, dict]
         base = run_clients(url, 1, args.seconds, args.top_k)
         load = run_clients(url, args.clients, args.seconds, args.top_k)
         mem = memory(proc.pid)
+        mem["used"] = before - available_mib()
     finally:
         proc.terminate()
         proc.wait(timeout=30)
     return workers, base, load, mem
+
+
+def available_mib() -> float:
+    """The machine's MemAvailable (/proc/meminfo) in MiB: its drop while a server runs is what the server costs,
+    shared pages counted once (noisy where other jobs run)."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def memory(pid: int) -> dict[str, float]:

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 
 BACKEND_ENV = "VIMRAG_TEXT_BACKEND"
+THREADS_ENV = "VIMRAG_TEXT_THREADS"  # ONNX Runtime's intra-op threads (default: all cores); the search server's
+# workers set it to their share of the cores
 CACHE_ENV = "VIMRAG_CACHE"
 _EXPORT_LOCK = threading.Lock()
 
@@ -67,7 +69,10 @@ class OnnxTextEncoder:
         self._model = model  # kept for its tokenizer (`preprocess`), so tokens match torch's exactly
         path = _exported(model, weights)
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads or os.cpu_count() or 1
+        env = os.environ.get(THREADS_ENV, "").strip()
+        if env and not env.isdigit():
+            raise ValueError(f"${THREADS_ENV}={env!r} is not a thread count; set it to a number like 1")
+        opts.intra_op_num_threads = threads or int(env or 0) or os.cpu_count() or 1
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # Idle workers sleep instead of spinning: reading (and OCR) runs beside the encoder in this process;
         # on the quiet box spinning gained nothing (11.2 s against 11.4 s for 300 passages).

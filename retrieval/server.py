@@ -219,7 +219,28 @@ def prefork(app, host: str, port: int, workers: int) -> None:
             "`milvus-lite server --data-dir DIR --host 127.0.0.1 --port 19530` and index into a folder with "
             "--store milvus://127.0.0.1:19530/COLLECTION, or run one worker"
         )
+    # The cores are shared out: a worker's query encoder and FAISS get cores / workers threads each, so that
+    # the workers' thread pools do not fight over the same cores.
+    share = str(max(1, (os.cpu_count() or 1) // workers))
+    os.environ.setdefault("VIMRAG_TEXT_THREADS", share)
+    os.environ.setdefault("VIMRAG_FAISS_THREADS", share)
     r.embedder  # noqa: B018 - load the model here, before the fork, so the workers share its pages
+
+    def post_fork(server, worker) -> None:
+        r.reopen()
+        try:
+            import torch
+
+            torch.set_num_threads(int(os.environ["VIMRAG_TEXT_THREADS"]))
+        except ImportError:
+            pass
+        try:
+            import faiss
+
+            faiss.omp_set_num_threads(int(os.environ["VIMRAG_FAISS_THREADS"]))
+        except ImportError:
+            pass
+
     options = {
         "bind": f"{host}:{port}",
         "workers": workers,
@@ -228,7 +249,7 @@ def prefork(app, host: str, port: int, workers: int) -> None:
         "loglevel": "warning",
         "timeout": 300,  # a worker busy this long on one request is restarted
         "graceful_timeout": 10,
-        "post_fork": lambda server, worker: r.reopen(),
+        "post_fork": post_fork,
     }
 
     class _Gunicorn(BaseApplication):
