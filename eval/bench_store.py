@@ -150,7 +150,7 @@ def vectors_worker(store: str, n: int, nq: int, dim: int, tmp: str) -> dict:
 
 def bench_vectors(args) -> dict:
     rows = []
-    for store in ("local", "milvus-lite"):
+    for store in args.stores.split(","):
         with tempfile.TemporaryDirectory() as tmp:
             cmd = [sys.executable, "-m", "eval.bench_store", "_vectors-worker", store, str(args.n), str(args.queries)]
             run = subprocess.run([*cmd, str(args.dim), tmp], capture_output=True, text=True, check=False)
@@ -158,7 +158,7 @@ def bench_vectors(args) -> dict:
                 raise SystemExit(f"{store} worker failed:\n{run.stderr[-3000:]}")
             rows.append(json.loads(run.stdout.strip().splitlines()[-1]))
             print(json.dumps(rows[-1]), flush=True)
-    base = rows[0]
+    base = rows[0]  # the first store given (local by default) is the baseline
     print(f"\n### {args.n:,} vectors of dim {args.dim}, {args.queries} single queries, k=10\n")
     print("| store | index | build s | p50 ms | p95 ms | recall@10 | peak RSS MiB | p50 / local |")
     print("|---|---|---|---|---|---|---|---|")
@@ -187,6 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     v.add_argument("--n", type=int, default=1_000_000)
     v.add_argument("--queries", type=int, default=200)
     v.add_argument("--dim", type=int, default=384)
+    v.add_argument("--stores", default="local,milvus-lite", help="which stores to build, in order")
     for p in (d, v):
         p.add_argument("--json", help="also write the figures to this JSON file")
     args = ap.parse_args(argv)
