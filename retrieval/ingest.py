@@ -4,7 +4,9 @@
 content hash), extracts units (PDF pages with their text layer, images, ~60 s video clips with their
 keyframes, text chunks), runs OCR where there is no text layer, embeds, and commits in batches. Each
 batch is one SQLite transaction, so `kill -9` at any moment loses at most the batch in flight, and a rerun
-picks up from there. Bad files are recorded with their reason and never stop the run.
+picks up from there. Bad files are recorded with their reason and never stop the run. An index on Milvus
+(`IngestConfig.store`, retrieval/milvus_store.py) goes through the same code; its batches are upserts keyed by
+content hash, with the file records written last, which keeps the same guarantee.
 """
 
 from __future__ import annotations

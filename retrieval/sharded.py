@@ -23,7 +23,8 @@ finished, a killed merge leaves DIR with whole files only, and a rerun leaves me
 Derived FAISS / BM25 files key on the store's version and rebuild on the next search, as after any ingest.
 
 On a Milvus server (`--store milvus://HOST:PORT/C`, retrieval/milvus_store.py) step 2 writes into the shared
-collection with upserts keyed by content hash, and step 3 only gathers the summaries: a killed rank loses at most
+collection with upserts keyed by content hash, and step 3 only gathers the summaries, through the process group
+(`gather_object`), so ranks on other machines need no filesystem in common: a killed rank loses at most
 its uncommitted batch, and a rerun rewrites what it had half written, never doubling a unit. Rank 0's plan also
 leaves out same-content copies across ranks, which a merge would otherwise resolve.
 
@@ -63,6 +64,7 @@ class ShardPlan:
     files: list[tuple[str, str, int]] = field(default_factory=list)  # (file, root, rank) in walk order, to index
     page_of: dict[str, tuple[str, int]] = field(default_factory=dict)  # page images without their PDF
     error: str = ""  # rank 0 could not plan: every rank stops with this
+    store: str = ""  # a shared store every rank writes to (milvus://...), or "" for local shards
 
     def shard(self, rank: int) -> list[tuple[str, str]]:
         return [(f, root) for f, root, r in self.files if r == rank]
@@ -75,6 +77,7 @@ class ShardPlan:
             "files": self.files,
             "page_of": self.page_of,
             "error": self.error,
+            "store": self.store,
         }
 
     @classmethod
@@ -86,6 +89,7 @@ class ShardPlan:
             [tuple(f) for f in d["files"]],
             {k: tuple(v) for k, v in d["page_of"].items()},
             d.get("error", ""),
+            d.get("store", ""),
         )
 
 
@@ -134,8 +138,9 @@ def plan(
         main.store._ensure(None)  # the collections every rank writes to exist before any rank starts
     keep = {f for f, _, _ in todo}
     page_of = {str(p): (doc, page) for p, (doc, page) in main._page_of.items() if str(p) in keep}
+    shared = str(main.store.spec) if main.store.kind != "local" else ""
     main.store.close()
-    return ShardPlan(uuid.uuid4().hex, world, spec, todo, page_of), summary
+    return ShardPlan(uuid.uuid4().hex, world, spec, todo, page_of, store=shared), summary
 
 
 def _drop_twins(store, todo: list[tuple[str, str, int]], summary: IngestSummary) -> list[tuple[str, str, int]]:
@@ -212,29 +217,22 @@ def run_shard(
     device: str | None = None,
     progress: bool = False,
 ) -> IngestSummary:
-    """Index rank `rank`'s files (into its shard store, or straight into the shared Milvus collection), then write
-    its done.json (or the error that stopped it)."""
+    """Index rank `rank`'s files into its shard store, then write its done.json (or the error that stopped it)."""
     d = shard_dir(index_dir, rank)
     try:
         mine = plan.shard(rank)
-        main = open_store(index_dir)  # rank 0 created it while planning
-        planned = ([(Path(f), Path(r)) for f, r in mine], {Path(p): v for p, v in plan.page_of.items()})
-        cfg = replace(config, embedder=plan.embedder, store=None)
+        main = Store(index_dir)  # rank 0 created it while planning
         try:
-            if main.kind != "local":  # every rank writes into the one collection: no shard, no merge
-                ix = Indexer(index_dir, cfg, store=main, device=device)
-                summary = ix.index([], progress=progress, planned=planned)
-            else:
-                store = _ShardStore(d, main)
-                try:
-                    # Files of earlier plans that are not this rank's now (merged since, or moved to another rank)
-                    # go, so they can never pass for an earlier copy of a file with the same content.
-                    keep = {f for f, _ in mine}
-                    store.remove_files([r.path for r in store.files() if r.path not in keep])
-                    ix = Indexer(d, cfg, store=store, device=device)
-                    summary = ix.index([], progress=progress, planned=planned)
-                finally:
-                    store.close()
+            store = _ShardStore(d, main)
+            try:
+                # Files of earlier plans that are not this rank's now (merged since, or moved to another rank)
+                # go, so they can never pass for an earlier copy of a file with the same content.
+                keep = {f for f, _ in mine}
+                store.remove_files([r.path for r in store.files() if r.path not in keep])
+                ix = Indexer(d, replace(config, embedder=plan.embedder, store=None), store=store, device=device)
+                summary = ix.index([], progress=progress, planned=_planned(plan, rank))
+            finally:
+                store.close()
         finally:
             main.close()
     except BaseException as e:
@@ -245,9 +243,30 @@ def run_shard(
             except OSError:
                 pass  # the shard folder itself is the problem: rank 0 waits until the launcher ends it
         raise
-    d.mkdir(parents=True, exist_ok=True)
     _write_json(d / DONE, {"run": plan.run, "rank": rank, "ok": True, "summary": summary.to_dict()})
     return summary
+
+
+def run_share(
+    index_dir: str | Path, plan: ShardPlan, rank: int, config: IngestConfig, device: str | None, progress: bool
+) -> dict:
+    """Index rank `rank`'s files straight into the shared collection the plan names: {"ok", "summary" | "error"}.
+
+    Nothing of this run goes through the index folder, so ranks on other machines need no shared filesystem:
+    rank 0 gathers these results through the process group."""
+    try:
+        store = open_store(index_dir, create=True, store=plan.store)
+        try:
+            ix = Indexer(index_dir, replace(config, embedder=plan.embedder, store=None), store=store, device=device)
+            return {"ok": True, "summary": ix.index([], progress=progress, planned=_planned(plan, rank)).to_dict()}
+        finally:
+            store.close()
+    except Exception as e:  # noqa: BLE001 - every rank must reach the gather, or rank 0 waits for it forever
+        return {"ok": False, "error": f"{type(e).__name__}: {e}"}
+
+
+def _planned(plan: ShardPlan, rank: int) -> tuple[list[tuple[Path, Path]], dict[Path, tuple[str, int]]]:
+    return [(Path(f), Path(r)) for f, r in plan.shard(rank)], {Path(p): v for p, v in plan.page_of.items()}
 
 
 def wait_for_shards(
@@ -377,7 +396,7 @@ def _gather(
     prune: list[str | Path] | None = None,
 ) -> IngestSummary:
     """Rank 0's summary of a run whose ranks wrote straight into the shared collection: the plan's findings plus
-    every rank's, then --prune, then the done.json files go."""
+    every rank's, then --prune."""
     summary = planned
     for s in done:
         for key in ("files_indexed", "units_indexed", "page_images"):
@@ -393,7 +412,6 @@ def _gather(
         summary.total_units = ix.store.count_units()
     finally:
         ix.store.close()
-    shutil.rmtree(Path(index_dir) / SHARDS, ignore_errors=True)
     return summary
 
 
@@ -451,13 +469,26 @@ def index_distributed(
         p = ShardPlan.from_dict(box[0])
         if p.error:
             raise RetrievalError(p.error)
-        run_shard(index_dir, p, rank, config, device=str(state.device), progress=progress and rank == 0)
-        if rank != 0:
-            return None
-        done = wait_for_shards(index_dir, p)
-        if _shared_store(index_dir):
+        if p.store:  # one shared collection: no shards, no merge
+            from accelerate.utils import gather_object
+
+            mine = run_share(index_dir, p, rank, config, device=str(state.device), progress=progress and rank == 0)
+            results = gather_object([mine]) if world > 1 else [mine]
+            if rank != 0:
+                return None
+            for r, res in enumerate(results):
+                if not res["ok"]:
+                    raise RetrievalError(
+                        f"rank {r} of the data-parallel ingest into {p.store} failed ({res['error']}); "
+                        f"{_kept(index_dir)}: fix the cause and rerun the same command to finish"
+                    )
+            done = [res["summary"] for res in results]
             summary = _gather(index_dir, config, planned, done, prune=list(paths) if prune else None)
         else:
+            run_shard(index_dir, p, rank, config, device=str(state.device), progress=progress and rank == 0)
+            if rank != 0:
+                return None
+            wait_for_shards(index_dir, p)
             if progress:
                 print(f"merging {world} shards into {index_dir}", file=sys.stderr, flush=True)
             summary = merge(index_dir, p, config, planned, prune=list(paths) if prune else None)

@@ -31,6 +31,7 @@ def bad_run(mixed_corpus, tmp_path_factory):
     (corpus / "not_an_image.png").write_text("I am text pretending to be a PNG")
     Image.new("1", (13000, 12000)).save(corpus / "bomb.png")  # 156 Mpx, a few KB on disk
     (corpus / "zero.mp4").write_bytes(b"")
+    (corpus / "zero.pdf").write_bytes(b"")  # two empty files of different types share one content hash
     (corpus / "garbage.mp4").write_bytes(os.urandom(4096))
     (corpus / "dangling.txt").symlink_to(corpus / "missing-target.txt")
     outside = root / "outside.txt"
@@ -60,7 +61,8 @@ def _reason(rows, name):
         ("empty.pdf", "zero pages"),
         ("not_an_image.png", "not an image"),
         ("bomb.png", "decompression bomb"),
-        ("zero.mp4", "empty"),
+        ("zero.mp4", "empty (0 bytes)"),
+        ("zero.pdf", "empty (0 bytes)"),
         ("garbage.mp4", "cannot decode the video"),
         ("dangling.txt", "cannot read"),
     ],
@@ -72,6 +74,7 @@ def test_bad_file_fails_with_a_reason(bad_run, name, words):
 
 def test_escaping_symlinks_and_duplicates_are_skipped(bad_run):
     _, _, summary = bad_run
+    assert not [p for p, _ in summary.skipped if Path(p).name.startswith("zero.")]  # empty, not duplicates
     assert "leaves the corpus root" in _reason(summary.skipped, "escape.txt")
     assert "leaves the corpus root" in _reason(summary.skipped, "escape_dir")
     assert "duplicate of" in _reason(summary.skipped, "zz_duplicate.pdf")
