@@ -185,20 +185,24 @@ def serve(
     if int(workers) != workers or workers < 1:
         raise ValueError(f"workers={workers!r}: give a number of processes, 1 or more")
     app = create_app(index_dir, before_search=before_search)
+    if workers == 1:
+        import uvicorn
+
+        _banner(host, port, index_dir, workers)
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    else:
+        prefork(app, host, port, workers, index_dir)
+
+
+def _banner(host: str, port: int, index_dir, workers: int) -> None:
     print(
         f"VimRAG search API on http://{host}:{port}/search  (POST: VimRAG's shape, or VRAG's with vrag_ret; "
         f"GET: VRAG's); index {index_dir}" + (f"; {workers} worker processes" if workers > 1 else ""),
         flush=True,
     )
-    if workers == 1:
-        import uvicorn
-
-        uvicorn.run(app, host=host, port=port, log_level="warning")
-    else:
-        prefork(app, host, port, workers)
 
 
-def prefork(app, host: str, port: int, workers: int) -> None:
+def prefork(app, host: str, port: int, workers: int, index_dir="") -> None:
     """Serve `app` from `workers` processes through gunicorn (uvicorn workers), with the app preloaded.
 
     The index (units, BM25, FAISS) and the embedding model load once, in this process, before gunicorn forks
@@ -260,6 +264,7 @@ def prefork(app, host: str, port: int, workers: int) -> None:
         def load(self):
             return app
 
+    _banner(host, port, index_dir, workers)
     _Gunicorn().run()
 
 

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 
@@ -113,6 +114,26 @@ def test_two_processes_write_one_collection(corpus, reference, milvus, tmp_path)
     assert summary["files_indexed"] == 23 and summary["page_images"] == 2
     assert [p for p, why in summary["skipped"] if "duplicate of" in why] == [str(corpus / "doc_03_copy.txt")]
     _assert_like_reference(idx, reference)
+    # Two search-server workers on the Milvus index: each opens its own client after the fork.
+    port = free_port()
+    cmd = [sys.executable, "-m", "app.cli", "serve-search", "--index", str(idx), "--port", str(port), "--workers", "2"]
+    server = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        want = [h.unit.uid for h in Retriever(reference).search(QUERIES[0], k=3, mode="dense")]
+        body = {"queries": [QUERIES[0]], "top_k": 3, "mode": "dense"}
+        deadline, pids = time.time() + 180, set()
+        while len(pids) < 2:
+            assert server.poll() is None, server.stdout.read().decode()[-3000:]
+            assert time.time() < deadline, f"workers that answered: {pids}"
+            try:
+                r = httpx.post(f"http://127.0.0.1:{port}/search", json=body, timeout=30)
+                assert [d["uid"] for d in r.json()["results"][0]["data"]] == want
+                pids.add(httpx.get(f"http://127.0.0.1:{port}/health", timeout=30).json()["pid"])
+            except httpx.HTTPError:
+                time.sleep(0.3)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def _count(milvus: str, collection: str) -> int:
