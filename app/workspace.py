@@ -180,7 +180,7 @@ class Workspace:
 
     def files(self) -> list[dict[str, Any]]:
         """What the index holds, one row per file, for the corpus panel."""
-        from retrieval.store import open_store
+        from retrieval.stores import open_store
 
         rows = []
         for r in open_store(self.index_dir, create=True).files():
@@ -212,7 +212,7 @@ class Workspace:
             raise ValueError(
                 f"this demo searches the server at {self.search_url}, which holds its own corpus; choose '{SCOPE_ALL}'"
             )
-        from retrieval.store import open_store
+        from retrieval.stores import open_store
 
         root = self.corpus if scope == SCOPE_BUNDLED else self.uploads
         docs = [r.path for r in open_store(self.index_dir, create=True).files(under=str(root)) if r.status == "ok"]

@@ -51,7 +51,7 @@ def page_texts(index: Path | None) -> dict[tuple[str, int], str]:
     """(file name, page) -> text, from the index's units when it has them, else {} (read from the PDFs)."""
     if index is None or not (index / "store.sqlite").exists():
         return {}
-    from retrieval.store import open_store
+    from retrieval.stores import open_store
     from retrieval.units import page_id
 
     _, units = open_store(index).units()

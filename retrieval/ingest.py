@@ -180,7 +180,7 @@ class Indexer:
         device: str | None = None,
     ) -> None:
         from retrieval.embedder_specs import canonical_spec
-        from retrieval.store import open_store
+        from retrieval.stores import open_store
 
         self.config = config or IngestConfig()
         self.store = store if store is not None else open_store(index_dir, create=True, store=self.config.store)

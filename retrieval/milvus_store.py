@@ -145,10 +145,37 @@ def _client(spec: StoreSpec, token: str | None):
     try:
         if spec.kind == "milvus-lite":
             Path(spec.uri).parent.mkdir(parents=True, exist_ok=True)
-            return MilvusClient(spec.uri)
-        return MilvusClient(uri=spec.uri, token=token, timeout=10)
+            return _Client(MilvusClient(spec.uri), spec)
+        return _Client(MilvusClient(uri=spec.uri, token=token, timeout=10), spec)
     except Exception as e:  # noqa: BLE001 - pymilvus raises several types for one cause; say the cause and fix
         raise _open_error(spec, e) from e
+
+
+class _Client:
+    """pymilvus's MilvusClient, whose errors come out as `IndexOpenError`s that say which store failed, on what,
+    and what to do, so that a server going away mid-session fails one search (which the agent reports to the
+    model) instead of ending the session."""
+
+    def __init__(self, client, spec: StoreSpec) -> None:
+        self._client, self._spec = client, spec
+
+    def __getattr__(self, name: str):
+        fn = getattr(self._client, name)
+        if not callable(fn):
+            return fn
+
+        def call(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as e:  # noqa: BLE001 - pymilvus and grpc raise many types; each gets a message with a fix
+                low = str(e).lower()
+                if any(w in low for w in ("unavailable", "connect", "deadline", "timeout", "closed")) or any(
+                    w in low for w in _AUTH
+                ):
+                    raise _open_error(self._spec, e) from e
+                raise IndexOpenError(f"{self._spec.where} refused {name} ({e})") from e
+
+        return call
 
 
 def _open_error(spec: StoreSpec, e: Exception) -> IndexOpenError:

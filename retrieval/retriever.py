@@ -23,7 +23,7 @@ import numpy as np
 from retrieval.bm25 import Bm25Index
 from retrieval.errors import IndexOpenError, RetrievalError
 from retrieval.fusion import dynamic_top_k, fuse
-from retrieval.store import open_store
+from retrieval.stores import open_store
 from retrieval.units import Filters, Hit, Unit
 
 MODES = ("hybrid", "bm25", "dense")

@@ -47,7 +47,8 @@ from pathlib import Path
 from retrieval.errors import IndexOpenError, RetrievalError
 from retrieval.ingest import DELAY_ENV, Indexer, IngestConfig, IngestSummary
 from retrieval.ingest_plan import unchanged, walk
-from retrieval.store import DB_NAME, PendingFile, Store, open_store
+from retrieval.store import DB_NAME, PendingFile, Store
+from retrieval.stores import open_store
 
 SHARDS = ".shards"  # under the index folder; one store per rank while a data-parallel ingest runs
 DONE = "done.json"

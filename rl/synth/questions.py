@@ -129,7 +129,7 @@ class Corpus:
 
 
 def open_corpus(cfg: SynthConfig, progress: bool) -> Corpus:
-    from retrieval.store import open_store
+    from retrieval.stores import open_store
 
     index = Path(cfg.index or (Path(cfg.out) / "index"))
     if cfg.corpus:

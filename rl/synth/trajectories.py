@@ -45,7 +45,7 @@ def questions_file(path: str) -> Path:
 
 def _index_and_corpus(qdir: Path, index: str | None) -> tuple[str, str]:
     """The index the questions were made from (their config.json) and its corpus folder."""
-    from retrieval.store import open_store
+    from retrieval.stores import open_store
 
     cfg = qdir / "config.json"
     idx = index or (json.loads(cfg.read_text()).get("index") if cfg.exists() else None)

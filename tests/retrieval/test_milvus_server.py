@@ -17,7 +17,7 @@ import pytest
 from retrieval import sharded
 from retrieval.retriever import Retriever
 from retrieval.server import free_port
-from retrieval.store import open_store
+from retrieval.stores import open_store
 from tests.retrieval.test_sharded_ingest import QUERIES, _kill_when, corpus, reference  # noqa: F401 - fixtures
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,30 +25,36 @@ pytest.importorskip("pymilvus", reason="the Milvus store needs pymilvus: pip ins
 pytest.importorskip("milvus_lite", reason="the Milvus Lite server needs milvus-lite: pip install 'vimrag[milvus]'")
 
 
-@pytest.fixture(scope="module")
-def milvus(tmp_path_factory):
-    """A `milvus-lite server` on 127.0.0.1 and a free port, for the module; yields its address."""
+def _start_server(data: Path) -> tuple[subprocess.Popen, str]:
+    """`milvus-lite server` on 127.0.0.1 and a free port, once it answers: (process, HOST:PORT)."""
+    from pymilvus import MilvusClient
+
     port = free_port()
-    data = tmp_path_factory.mktemp("milvus_data")
     exe = Path(sys.executable).with_name("milvus-lite")
     proc = subprocess.Popen(
         [str(exe), "server", "--data-dir", str(data), "--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
-    try:
-        from pymilvus import MilvusClient
+    deadline = time.time() + 60
+    while True:
+        assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
+        try:
+            MilvusClient(uri=f"http://127.0.0.1:{port}", timeout=2).list_collections()
+            return proc, f"127.0.0.1:{port}"
+        except Exception:  # noqa: BLE001 - not up yet
+            if time.time() > deadline:
+                proc.kill()
+                raise AssertionError("milvus-lite server did not start") from None
+            time.sleep(0.3)
 
-        deadline = time.time() + 60
-        while True:
-            assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
-            try:
-                MilvusClient(uri=f"http://127.0.0.1:{port}", timeout=2).list_collections()
-                break
-            except Exception:  # noqa: BLE001 - not up yet
-                assert time.time() < deadline, "milvus-lite server did not start"
-                time.sleep(0.3)
-        yield f"127.0.0.1:{port}"
+
+@pytest.fixture(scope="module")
+def milvus(tmp_path_factory):
+    """A Milvus Lite server for the module; yields its address."""
+    proc, address = _start_server(tmp_path_factory.mktemp("milvus_data"))
+    try:
+        yield address
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -172,3 +178,25 @@ def test_sigkill_a_worker_then_rerun(corpus, reference, milvus, tmp_path):  # no
     assert summary["unchanged"] >= kept - 1  # what was committed before the kill is not embedded again
     _assert_like_reference(idx, reference)
     assert np.isfinite(Retriever(idx).search("aurora", k=1)[0].score)
+
+
+@pytest.mark.slow
+def test_a_server_gone_mid_session_fails_the_search_with_the_fix(tmp_path):
+    from retrieval.errors import RetrievalError
+    from retrieval.ingest import Indexer, IngestConfig
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.txt").write_text("The cobalt crate holds 21 bolts.")
+    proc, address = _start_server(tmp_path / "data")
+    try:
+        Indexer(tmp_path / "idx", IngestConfig(ocr="none", store=f"milvus://{address}/gone")).index(
+            [tmp_path / "c"], progress=False
+        )
+        r = Retriever(tmp_path / "idx")
+        assert r.search("cobalt crate", k=1)[0].unit.text.startswith("The cobalt crate")
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    # A RetrievalError, which the agent's search tool reports to the model, not an exception that ends a session.
+    with pytest.raises(RetrievalError, match=f"cannot reach Milvus at http://{address}.*milvus-lite server"):
+        r.search("cobalt crate", k=1)

@@ -16,7 +16,7 @@ from retrieval.ingest import Indexer, IngestConfig
 from retrieval.milvus_store import STORE_FILE, StoreSpec, _open_error, filter_expr, recorded_spec
 from retrieval.retriever import MilvusRetriever, Retriever
 from retrieval.server import free_port
-from retrieval.store import open_store
+from retrieval.stores import open_store
 from retrieval.units import Filters
 
 REPO = Path(__file__).resolve().parents[2]
