@@ -46,6 +46,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from retrieval.ingest import Indexer, IngestConfig
 
     cfg = from_args(IngestConfig, args)
+    _milvus_token(args)
     if sharded.world_size() > 1:  # one of N processes under accelerate launch / torchrun (or --num-processes)
         summary = sharded.index_distributed(args.paths, args.index, cfg, prune=args.prune, progress=not args.quiet)
         if summary is None:  # not rank 0: rank 0 merges the shards and prints the summary
@@ -94,9 +95,28 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def _milvus_token(args: argparse.Namespace) -> None:
+    """--milvus-token reaches every Milvus client of this process (and of the workers it starts) as the variable
+    readers use; it is never written to the index folder."""
+    if getattr(args, "milvus_token", None):
+        from retrieval.milvus_store import TOKEN_ENV
+
+        os.environ[TOKEN_ENV] = args.milvus_token
+
+
+def _add_token_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--milvus-token",
+        metavar="TOKEN",
+        help="token (USER:PASSWORD or API key) for a Milvus server with authentication; else $VIMRAG_MILVUS_TOKEN, "
+        "which keeps it out of the process list",
+    )
+
+
 def cmd_serve_search(args: argparse.Namespace) -> int:
     from retrieval.server import serve
 
+    _milvus_token(args)
     before = None
     if args.tool_latency:
         from agent.latency import parse_latency
@@ -140,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         "index; the same as running under `accelerate launch --multi_gpu --num_processes N -m app.cli`",
     )
     add_arguments(pi.add_argument_group("indexing (IngestConfig)"), IngestConfig)
+    _add_token_option(pi)
     pi.set_defaults(func=cmd_index)
 
     ps = sub.add_parser(
@@ -188,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="tests and benchmarks: delay each search request, e.g. fixed:0.5 or heavy:0.2 (agent/latency.py); "
         "requests wait at the same time, as on a real remote service",
     )
+    _add_token_option(pv)
     pv.set_defaults(func=cmd_serve_search)
 
     from app.ask import add_parser as add_ask

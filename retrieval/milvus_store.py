@@ -181,11 +181,11 @@ class _Client:
 def _open_error(spec: StoreSpec, e: Exception) -> IndexOpenError:
     msg = str(e)
     low = msg.lower()
-    if spec.kind == "milvus-lite" and ("lock" in low or "already" in low or "in use" in low):
+    if spec.kind == "milvus-lite":  # pymilvus says only "Open local milvus failed" when another process holds it
         return IndexOpenError(
-            f"{spec.where} is open in another process ({msg}); an embedded Milvus Lite file serves one process. "
-            f"Stop the other one, or serve the data with `milvus-lite server --data-dir DIR --host 127.0.0.1 "
-            f"--port 19530` and use --store milvus://127.0.0.1:19530/{spec.collection}"
+            f"{spec.where} could not be opened ({msg}); an embedded Milvus Lite file serves one process: stop the "
+            f"other one, or serve the data with `milvus-lite server --data-dir DIR --host 127.0.0.1 --port 19530` "
+            f"and use --store milvus://127.0.0.1:19530/{spec.collection}"
         )
     if any(w in low for w in _AUTH):
         return IndexOpenError(

@@ -188,6 +188,19 @@ def test_bad_stores_fail_before_anything_is_written(local, lite, tmp_path):
         open_store(tmp_path / "x", store=f"milvus-lite:{tmp_path / 'x.db'}")
 
 
+def test_milvus_token_option_reaches_the_clients(monkeypatch):
+    import os
+
+    from app.cli import _milvus_token, build_parser
+    from retrieval.milvus_store import TOKEN_ENV
+
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    for argv in (["index", "c/", "--milvus-token", "u:p"], ["serve-search", "--milvus-token", "u:p"]):
+        monkeypatch.delenv(TOKEN_ENV, raising=False)
+        _milvus_token(build_parser().parse_args(argv))
+        assert os.environ[TOKEN_ENV] == "u:p"
+
+
 class _TokenEmbedder:
     """A multi-vector text embedder: one unit vector per word, from the word's hash (deterministic, offline)."""
 
