@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,8 +54,6 @@ def bench_dev(args) -> dict:
     for store in ("local", "milvus-lite"):
         idx = root / store
         if idx.exists() and not args.reuse:
-            import shutil
-
             shutil.rmtree(idx)
         t = time.perf_counter()
         s = Indexer(idx, IngestConfig(store=store), embedder=emb, ocr=ocr).index(pdfs, progress=True)

@@ -24,7 +24,7 @@ import numpy as np
 from retrieval import loaders
 from retrieval.embed_units import embed_units
 from retrieval.errors import IndexOpenError, IngestError
-from retrieval.ingest_plan import expected_units, sha256_file, unchanged, walk
+from retrieval.ingest_plan import expected_units, same_content, sha256_file, unchanged, walk
 from retrieval.store import FileRecord, PendingFile
 from retrieval.units import Unit
 
@@ -365,16 +365,12 @@ class Indexer:
         except OSError as e:
             summary.failed.append((key, f"cannot read the file ({e.strerror or e}); check permissions"))
             return None
-        if st.st_size == 0:  # all empty files share one hash: they are empty, not copies of each other
-            return _Job(path, root, FileRecord(key, str(root), sha, 0, st.st_mtime, "ok"), None)
-        twin = seen.get(sha) or self.store.path_with_hash(sha)
-        if twin and twin != key and Path(twin).exists():
-            summary.skipped.append((key, f"duplicate of {twin} (same content)"))
+        skip, moved_from = same_content(key, sha, st.st_size, seen, self.store, summary)
+        if skip:
             return None
-        seen[sha] = key
         record = FileRecord(key, str(root), sha, st.st_size, st.st_mtime, "ok")
         # The same content under a path that is gone: a move, so the old record goes in the same commit.
-        return _Job(path, root, record, twin if twin and twin != key else None)
+        return _Job(path, root, record, moved_from)
 
     def _read(self, job: _Job, clock: _Clock) -> PendingFile:
         """The file's units (no vectors yet); a file that cannot be read becomes a failed record, never an error."""

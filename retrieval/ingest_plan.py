@@ -99,6 +99,27 @@ def unchanged(store: Store, path: Path, st: os.stat_result, summary: IngestSumma
     return False, sha
 
 
+def same_content(
+    path: str, sha: str | None, size: int | None, seen: dict[str, str], store: Store, summary: IngestSummary
+) -> tuple[bool, str | None]:
+    """A run's rule for content it (`seen`: hash -> path) or the index already holds under another path:
+    (skip this file, the path it replaces).
+
+    Another path with this content that still exists makes this file a duplicate, skipped with the reason in the
+    summary; one that is gone makes it a move, whose old record this file replaces. Empty files are never copies
+    of each other (they all share one hash), and neither is a file whose hash is unknown. The one-process
+    `Indexer`, the local merge and the shared-collection plan (retrieval/sharded.py) all decide by this rule.
+    """
+    if not sha or not size:
+        return False, None
+    twin = seen.get(sha) or store.path_with_hash(sha)
+    if twin and twin != path and Path(twin).exists():
+        summary.skipped.append((path, f"duplicate of {twin} (same content)"))
+        return True, None
+    seen[sha] = path
+    return False, twin if twin and twin != path else None
+
+
 def expected_units(path: Path, chunk_chars: int) -> int:
     """How many units a file will likely give, for the progress bar: pages of a PDF, else a size estimate."""
     kind = loaders.kind_of(path)

@@ -223,6 +223,17 @@ class MilvusStore:
         for name in self.names.values():  # a reopened collection starts released; searches need it loaded
             if name in have:
                 self.client.load_collection(name)
+        self._dim: int | None = None  # the vector size once checked against the index's
+        self._tokenize = None
+
+    @property
+    def tokenize(self):
+        """VimRAG's BM25 tokenizer (retrieval/bm25.py), made once: the units' terms and every query go through it."""
+        if self._tokenize is None:
+            from retrieval.bm25 import Tokenizer
+
+            self._tokenize = Tokenizer()
+        return self._tokenize
 
     def close(self) -> None:
         try:
@@ -295,10 +306,14 @@ class MilvusStore:
             cl.load_collection(full)
         self._have.add(full)
 
-    def _ensure(self, dim: int | None) -> None:
+    def create_collections(self, dim: int | None = None) -> None:
+        """Create the collections that do not exist yet (the vectors one once `dim` is known, checked against the
+        index's), and record the store in the index folder's `store.json`."""
+        from retrieval.index_file import atomic_write
+
         for name in ("meta", "files", "units"):
             self._create(name)
-        if dim is not None:
+        if dim is not None and dim != self._dim:
             built = self.get_meta("dim")
             if built is not None and int(built) != dim:
                 raise IndexOpenError(
@@ -308,13 +323,20 @@ class MilvusStore:
             self._create("vectors", dim)
             if built is None:
                 self.set_meta("dim", str(dim))
+            self._dim = dim  # checked once per store, not on every batch
         p = self.dir / STORE_FILE
         if not p.exists():
-            self.dir.mkdir(parents=True, exist_ok=True)
             rec = {"kind": self.spec.kind, "uri": self.spec.uri, "collection": self.spec.collection}
-            tmp = p.with_suffix(".tmp")
-            tmp.write_text(json.dumps(rec, indent=1))
-            os.replace(tmp, p)
+            atomic_write(p, lambda f: f.write(json.dumps(rec, indent=1).encode()))
+
+    def sync_collections(self) -> None:
+        """See collections that another process created since this one opened (a reader of an index that an
+        ingest elsewhere is writing for the first time)."""
+        have = set(self.client.list_collections())
+        for name in self.names.values():
+            if name in have and name not in self._have:
+                self.client.load_collection(name)
+        self._have = have
 
     def _live(self, name: str) -> bool:
         return self.names[name] in self._have
@@ -393,19 +415,14 @@ class MilvusStore:
         dims = {v.shape[-1] for pf in batch for vecs in pf.vectors for v in vecs}
         if len(dims) > 1:
             raise ValueError(f"one batch holds vectors of sizes {sorted(dims)}; an index holds one embedder's vectors")
-        self._ensure(dims.pop() if dims else None)
-        tok = None
+        self.create_collections(dims.pop() if dims else None)
         changed = False
         for pf in batch:
             for gone in filter(None, (pf.replaces, pf.record.path)):
                 changed |= self._delete_path(gone, keep_file=gone == pf.record.path)
             if not pf.units:
                 continue
-            if tok is None:
-                from retrieval.bm25 import Tokenizer
-
-                tok = Tokenizer()
-            self.client.upsert(self.names["units"], [_unit_row(u, pf.record.path, tok) for u in pf.units])
+            self.client.upsert(self.names["units"], [_unit_row(u, pf.record.path, self.tokenize) for u in pf.units])
             vrows = [
                 dict(_filter_fields(u, pf.record.path), vid=vid, uid=u.uid, part=i, vec=row)
                 for u, vecs in zip(pf.units, pf.vectors)
@@ -424,8 +441,7 @@ class MilvusStore:
 
     def flush(self) -> None:
         """Seal what this run wrote into indexed segments. Until then Milvus holds new rows in growing segments that
-        every search scans without an index: after the dev corpus, 0.7 s a hybrid search on Milvus Lite, against
-        tens of milliseconds once sealed."""
+        every search scans without an index; on the dev corpus, Milvus Lite searched about ten times slower so."""
         for name in self.names.values():
             if name in self._have:
                 self.client.flush(name)
@@ -479,9 +495,7 @@ class MilvusStore:
     # -- search ---------------------------------------------------------------------------------------
     def bm25(self, text: str, n: int, flt: str) -> dict[str, float]:
         """{uid: BM25 score} of the best `n` units for `text`, analysed as the units' text was."""
-        from retrieval.bm25 import Tokenizer
-
-        terms = " ".join(_term(t) for t in Tokenizer()(text))
+        terms = " ".join(_term(t) for t in self.tokenize(text))
         if not terms or not self._live("units"):
             return {}
         res = self.client.search(

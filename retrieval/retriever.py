@@ -24,7 +24,7 @@ from retrieval.bm25 import Bm25Index
 from retrieval.errors import IndexOpenError, RetrievalError
 from retrieval.fusion import dynamic_top_k, fuse
 from retrieval.stores import open_store
-from retrieval.units import Filters, Hit, Unit
+from retrieval.units import MODALITIES, Filters, Hit, Unit
 
 MODES = ("hybrid", "bm25", "dense")
 DEFAULT_INDEX = os.environ.get("VIMRAG_INDEX", "vimrag-index")
@@ -325,6 +325,7 @@ class MilvusRetriever(Retriever):
             version = self.store.version
             changed, self.version = version != self.version, version
             if changed:
+                self.store.sync_collections()
                 self.multi = self.store.is_multi()
             return changed
 
@@ -347,13 +348,15 @@ class MilvusRetriever(Retriever):
                 per["dense"] = self.store.dense(np.asarray(q, np.float32).reshape(-1), n_cand, flt)
         fused = next(iter(per.values())) if len(per) == 1 else fuse(per, self.fusion, self.weights)  # type: ignore[arg-type]
         ranked = sorted(fused.items(), key=lambda kv: -kv[1])
+        units: dict[str, Unit] = {}
         if filters is not None and not filters.is_empty():  # the expression's LIKE is loose; `accepts` is exact
             units = self.store.units_by_uid([u for u, _ in ranked])
             ranked = [(u, s) for u, s in ranked if u in units and filters.accepts(units[u])]
         if dynamic and ranked:
             k = min(k, dynamic_top_k([s for _, s in ranked], max_k=k))
         top = ranked[:k]
-        units = self.store.units_by_uid([u for u, _ in top])
+        if not units:  # without a filter only the k returned are read back
+            units = self.store.units_by_uid([u for u, _ in top])
         return [
             Hit(units[uid], float(score), rank=i + 1, scores={m: float(s[uid]) for m, s in per.items() if uid in s})
             for i, (uid, score) in enumerate(t for t in top if t[0] in units)
@@ -368,7 +371,7 @@ class MilvusRetriever(Retriever):
         return self.store.units_by_uid([uid]).get(uid)
 
     def stats(self) -> dict:
-        counts = {m: self.store.count_units(f'modality == "{m}"') for m in ("page", "image", "video", "text")}
+        counts = {m: self.store.count_units(f'modality == "{m}"') for m in MODALITIES}
         by_mod = {m: n for m, n in counts.items() if n}
         return {
             "index": str(self.dir),

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from retrieval.errors import IndexOpenError, RetrievalError
 from retrieval.ingest import DELAY_ENV, Indexer, IngestConfig, IngestSummary
-from retrieval.ingest_plan import unchanged, walk
+from retrieval.ingest_plan import same_content, unchanged, walk
 from retrieval.store import DB_NAME, PendingFile, Store
 from retrieval.stores import open_store
 
@@ -136,7 +136,7 @@ def plan(
     ]
     if main.store.kind != "local":
         todo = _drop_twins(main.store, todo, summary)
-        main.store._ensure(None)  # the collections every rank writes to exist before any rank starts
+        main.store.create_collections()  # the collections every rank writes to exist before any rank starts
     keep = {f for f, _, _ in todo}
     page_of = {str(p): (doc, page) for p, (doc, page) in main._page_of.items() if str(p) in keep}
     shared = str(main.store.spec) if main.store.kind != "local" else ""
@@ -161,13 +161,8 @@ def _drop_twins(store, todo: list[tuple[str, str, int]], summary: IngestSummary)
         except OSError:
             out.append((f, root, r))  # its rank records why it cannot be read
             continue
-        twin = (seen.get(sha) or store.path_with_hash(sha)) if sha else None
-        if twin and twin != f and Path(twin).exists():
-            summary.skipped.append((f, f"duplicate of {twin} (same content)"))
-            continue
-        if sha:
-            seen[sha] = f
-        out.append((f, root, r))
+        if not same_content(f, sha, size, seen, store, summary)[0]:
+            out.append((f, root, r))
     return out
 
 
@@ -342,15 +337,10 @@ def merge(
                 if path not in reported[r]:
                     summary.failed.append((path, f"rank {r} did not index it; rerun to index it"))
                 continue
-            sha = pf.record.sha256
             # Same content under two paths, decided as a 1-process run does, across shards and the index.
-            twin = (seen.get(sha) or main.store.path_with_hash(sha)) if sha else None
-            if twin and twin != path and Path(twin).exists():
-                summary.skipped.append((path, f"duplicate of {twin} (same content)"))
+            skip, pf.replaces = same_content(path, pf.record.sha256, pf.record.size, seen, main.store, summary)
+            if skip:
                 continue
-            if sha:
-                seen[sha] = path
-            pf.replaces = twin if twin and twin != path else None
             if pf.record.status != "ok":
                 summary.failed.append((path, pf.record.reason))
             batch.append(pf)

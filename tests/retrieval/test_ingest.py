@@ -155,3 +155,27 @@ def _vectors(store) -> dict[str, np.ndarray]:
         for owner, row in zip(owners.tolist(), rows):
             out.setdefault(uid_of[owner], []).append(row)
     return {k: np.stack(v) for k, v in out.items()}
+
+
+def test_same_content_rule(tmp_path):
+    """One rule for copies (retrieval/ingest_plan.same_content): a copy whose twin exists is skipped, a twin that
+    is gone makes a move, and empty files are never copies of each other."""
+    from retrieval.ingest import IngestSummary
+    from retrieval.ingest_plan import same_content
+
+    class _Index:  # the store's one method the rule reads
+        def path_with_hash(self, sha):
+            return {"h-old": str(tmp_path / "gone.txt"), "h-kept": str(tmp_path / "kept.txt")}.get(sha)
+
+    for name in ("kept.txt", "a.txt"):
+        (tmp_path / name).write_text("x")
+    a = str(tmp_path / "a.txt")
+    s, seen, store = IngestSummary(), {}, _Index()
+    assert same_content(a, "h1", 5, seen, store, s) == (False, None)
+    assert same_content("b.txt", "h1", 5, seen, store, s) == (True, None)
+    assert s.skipped == [("b.txt", f"duplicate of {a} (same content)")]
+    assert same_content("c.txt", "h-old", 5, seen, store, s) == (False, str(tmp_path / "gone.txt"))
+    assert same_content("d.txt", "h-kept", 5, seen, store, s)[0]
+    empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    assert same_content("e.pdf", empty, 0, seen, store, s) == same_content("e.mp4", empty, 0, seen, store, s)
+    assert same_content("e.mp4", empty, 0, seen, store, s) == (False, None) and len(s.skipped) == 2
