@@ -60,6 +60,13 @@ class AgentConfig(Config):
         "system, nudge, invalid); on the command line YAML, e.g. '{system: ...}', or see --prompt-file",
     )
     demo_jpeg: bool = setting(True, "vimrag: send pictures as the VimRAG demo does, JPEG quality 75 under 38,000 bytes")
+    read_pictures: str = setting(
+        "",
+        "a text-only policy is also given the text this OCR engine (tesseract, rapidocr or auto) reads in each picture "
+        "at the size it is shown, so small print is read only where a crop makes it legible; empty: off. Every "
+        "protocol but vimrag; the RL gym's picture environments use it",
+        choices=("", "auto", "rapidocr", "tesseract"),
+    )
     vrag_pad: int = setting(
         28,
         "vrag: pixels a <bbox> grows by on each side, in the model's coordinates, before it is mapped to the "
@@ -96,6 +103,11 @@ class AgentConfig(Config):
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
         if self.top_k < 1 or self.vanilla_k < 1:
             raise ValueError("top_k and vanilla_k must be >= 1")
+        if self.read_pictures and self.protocol == "vimrag":
+            raise ValueError(
+                "read_pictures is for text-only policies, and vimrag's memory re-encodes its pictures every step; "
+                "use it with vrag, react or another protocol, or leave it empty"
+            )
 
     def memory_budget(self) -> dict[str, int | float]:
         """The visual memory's knobs as `memory_graph.energy.allocate` (and `memory_plan`) take them."""

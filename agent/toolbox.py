@@ -7,7 +7,10 @@ into model, retrieval and agent time.
 
 from __future__ import annotations
 
+import hashlib
+import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 from agent.coords import to_seen
@@ -26,6 +29,9 @@ from memory_graph.render import visual_tokens
 from retrieval.errors import RetrievalError
 
 TEXT_EXCERPT = 1200  # characters of a text result shown to the model
+READ_KEEP = 4096  # pictures whose OCR text `read_view` keeps per process (an RL run meets the same views again)
+_READ: OrderedDict[tuple, str] = OrderedDict()
+_READ_LOCK = threading.Lock()
 
 
 class Toolbox:
@@ -194,6 +200,33 @@ class Toolbox:
         finally:
             self.retrieval_s += time.perf_counter() - t0
 
+    def read_view(self, st: EpisodeState, image) -> list[dict[str, Any]]:
+        """With `read_pictures` set, a text part holding what its OCR engine reads in `image`, the picture exactly
+        as it is shown (so print too small at that size stays unread until a crop enlarges it); else nothing.
+        Readings are kept per process by the picture's pixels."""
+        name = st.config.read_pictures
+        if not name:
+            return []
+        rgb = image if image.mode == "RGB" else image.convert("RGB")
+        key = (name, rgb.size, hashlib.blake2b(rgb.tobytes(), digest_size=16).digest())
+        with _READ_LOCK:
+            text = _READ.get(key)
+        if text is None:
+            from retrieval.ocr import get_ocr
+
+            t0 = time.perf_counter()
+            try:
+                text = " ".join(get_ocr(name).read(rgb).text.split())
+            except (RetrievalError, ImportError, OSError) as e:  # a missing engine: say so, keep the episode
+                return [{"type": "text", "text": f"\n(its text could not be read: {e})"}]
+            finally:
+                self.tool_s += time.perf_counter() - t0
+            with _READ_LOCK:
+                _READ[key] = text
+                while len(_READ) > READ_KEEP:
+                    _READ.popitem(last=False)
+        return [{"type": "text", "text": f"\n{text}" if text else "\n(no text can be read in it)"}]
+
     # -- showing evidence -----------------------------------------------------------------------------
     def budget(self, st: EpisodeState, ev: Evidence, share: int | None = None) -> tuple[int, int]:
         """(max, min) pixels for showing `ev` as a fresh observation."""
@@ -243,7 +276,11 @@ class Toolbox:
         want = target_size(*st.evidence.raw_size(ev), top, low, self.patch) if ev.crop_box else None
         view = resize_for_model(st.evidence.raw_image(ev, at_least=want), top, low, self.patch, st.resize_cache)
         ev.seen_size = view.size
-        return [{"type": "text", "text": label + ":"}, {"type": "image", "image": view, "ref": ev.info_id}]
+        return [
+            {"type": "text", "text": label + ":"},
+            {"type": "image", "image": view, "ref": ev.info_id},
+            *self.read_view(st, view),
+        ]
 
 
 def count_context(messages: list[dict[str, Any]], patch: int = 28) -> tuple[int, int, int]:

@@ -21,8 +21,17 @@ tokenizer is trained on training text only (rl/experiment.py), so a held-out nam
 
 Each environment is one text document, its pages its paragraphs, indexed with `chunk_chars` set so that every
 page is one unit; an environment's questions search only its own document (`doc`, as MMLongBench-Doc's do),
-and a pool of environments shares one cached index. Left out on purpose: pictures and small print. A text-only
-model reads text units; facts legible only through a crop need OCR of what the model is shown, not built yet.
+and a pool of environments shares one cached index.
+
+Picture environments (`make_env(fine_print=p)`) hold the same registry as page images, `env_..._N.png` (VRAG's
+page-image convention, so they are indexed, with OCR, as the pages of one document), and print each person's
+access code, with probability p, in fine print at the foot of their page instead of in its text: 12 px type on a
+1600x600 page, about 8 px at the size VRAG shows a page (1034x387), and 16-20 px once the foot is cropped (VRAG-RL
+enlarges a crop to at least 256*28*28 pixels). Of 300 such codes tesseract read none as shown and all 300 from
+the crop the expert makes (11 px type: 298; 14 px: about half are read as shown). A text-only model is given
+what OCR reads in each picture as it is shown (AgentConfig.read_pictures), so the page says the code is "in the
+fine print", and only a `<bbox>` on the page's foot makes it legible. The expert crops exactly there, and only
+when it needs the code.
 """
 
 from __future__ import annotations
@@ -87,6 +96,15 @@ HELD_QUESTIONS = {
 MIN_PAGE, MAX_PAGE = 90, 170  # chars of a page; CHUNK_CHARS keeps every page its own unit (two never fit)
 CHUNK_CHARS = 2 * MIN_PAGE - 1
 
+# Picture environments: the page, its type sizes, and where the fine print sits (pixels of the page image).
+PAGE_SIZE = (1600, 600)
+TEXT_PX, FINE_PX, LINE_PX = 40, 12, 60
+LINE_CHARS = 60  # characters per printed line at TEXT_PX
+FINE_NOTE = "in the fine print"  # stands where the code would be, on a page whose code is in fine print
+FINE_AT = (60, 552)  # top-left of the fine print line
+FINE_BOX = (0, 510, 800, 600)  # the page's foot, where the expert crops
+GYM_OCR = "tesseract"  # reads the names' spaces exactly at the shown size; rapidocr drops some (Rise Rove -> RiseRove)
+
 
 @dataclass
 class Person:
@@ -112,10 +130,21 @@ class Env:
     people: list[Person]
     pages: list[str]
     questions: list[Question] = field(default_factory=list)
+    fine: list[str] = field(default_factory=list)  # picture environments: each page's fine print ("" for none)
+
+    @property
+    def pictures(self) -> bool:
+        return bool(self.fine)
 
     @property
     def doc(self) -> str:
-        return f"env_{self.split}_{self.seed:05d}.md"
+        """The document its questions search: a text file, or the PDF name its page images stand for."""
+        return f"env_{self.split}_{self.seed:05d}.{'pdf' if self.pictures else 'md'}"
+
+    def page_files(self) -> list[str]:
+        """File names of a picture environment's pages, 1-based as VRAG names page images."""
+        stem = self.doc.rsplit(".", 1)[0]
+        return [f"{stem}_{i}.png" for i in range(1, len(self.pages) + 1)] if self.pictures else []
 
 
 def _name(rng: random.Random, held: bool) -> str:
@@ -134,13 +163,42 @@ def _look_alike(name: str, rng: random.Random, held: bool) -> str | None:
     return f"{given} {rng.choice(options).capitalize()}" if options else None
 
 
-def _page(template: str, rng: random.Random, **kw: str) -> str:
+def _page(template: str, rng: random.Random, limit: int = MAX_PAGE, **kw: str) -> str:
     text = template.format(other=str(rng.randint(100, 999)), year=str(rng.randint(1990, 2024)), **kw)
     while len(text) < MIN_PAGE:  # pad short pages so that two never share a unit
         text += f" Filed under {rng.randint(10, 99)}."
-    if len(text) > MAX_PAGE:
-        raise ValueError(f"a gym page is {len(text)} characters, over {MAX_PAGE}: shorten its names or template")
+    if len(text) > limit:
+        raise ValueError(f"a gym page is {len(text)} characters, over {limit}: shorten its names or template")
     return text
+
+
+def render_page(text: str, fine: str = ""):
+    """A page image: `text` wrapped in TEXT_PX type, and `fine` (if any) in FINE_PX type at the foot."""
+    import textwrap
+
+    from PIL import Image, ImageDraw, ImageFont
+
+    image = Image.new("RGB", PAGE_SIZE, "white")
+    draw = ImageDraw.Draw(image)
+    font = ImageFont.load_default(size=TEXT_PX)
+    lines = textwrap.wrap(text, LINE_CHARS)
+    if 60 + LINE_PX * len(lines) > FINE_BOX[1]:
+        raise ValueError(f"a gym page of {len(text)} characters does not fit above the fine print; shorten it")
+    for i, line in enumerate(lines):
+        draw.text((60, 60 + LINE_PX * i), line, font=font, fill="black")
+    if fine:
+        draw.text(FINE_AT, fine, font=ImageFont.load_default(size=FINE_PX), fill="black")
+    return image
+
+
+def fine_box_seen() -> list[int]:
+    """FINE_BOX in the pixels of the page as VRAG shows it (agent/media.py vrag_size): what a <bbox> names."""
+    from agent.media import vrag_size
+
+    w, h = vrag_size(*PAGE_SIZE)
+    fx, fy = w / PAGE_SIZE[0], h / PAGE_SIZE[1]
+    x1, y1, x2, y2 = FINE_BOX
+    return [round(x1 * fx), round(y1 * fy), round(x2 * fx), round(y2 * fy)]
 
 
 def make_env(
@@ -151,9 +209,11 @@ def make_env(
     look_alikes: int = 2,
     traps: int = 1,
     questions: int = 3,
+    fine_print: float = 0.0,
 ) -> Env:
     """One environment from `seed`: `people` in a partner cycle, `look_alikes` near-duplicates of some of them,
-    `traps` dead-end pages, and `questions` questions whose hop counts are drawn from `hops`.
+    `traps` dead-end pages, and `questions` questions whose hop counts are drawn from `hops`. With `fine_print`
+    above 0 it is a picture environment, and each person's code is in fine print with that probability (1: all).
 
     >>> e = make_env(0, "train", hops=(2,))
     >>> q = e.questions[0]
@@ -169,7 +229,10 @@ def make_env(
         raise ValueError(f"hops must be a non-empty choice of 1, 2 and 3; got {hops}")
     if people < max(hops) + 1:
         raise ValueError(f"{max(hops)} hops need at least {max(hops) + 1} people in a partner cycle; got {people}")
+    if not 0.0 <= fine_print <= 1.0:
+        raise ValueError(f"fine_print is a probability from 0 to 1; got {fine_print}")
     rng = random.Random(f"{split}:{seed}")
+    fine_rng = random.Random(f"{split}:{seed}:fine")  # its own stream: a text environment stays as it was
     layouts = TRAIN_LAYOUTS if split == "train" else HELD_LAYOUTS
     wording = TRAIN_QUESTIONS if split == "train" else HELD_QUESTIONS
     names: list[str] = []
@@ -182,7 +245,20 @@ def make_env(
     order = rng.sample(range(people), people)  # a random cycle: everyone has a partner, no one is their own
     for i, j in zip(order, order[1:] + order[:1]):
         cast[i].partner = cast[j].name
-    pages = {p.name: _page(rng.choice(layouts), rng, name=p.name, code=p.code, partner=p.partner) for p in cast}
+    small = {p.name for p in cast if fine_print and fine_rng.random() < fine_print}
+    limit = MAX_PAGE if not fine_print else LINE_CHARS * 7  # a picture page is one unit whatever its length
+    pages = {
+        p.name: _page(
+            rng.choice(layouts),
+            rng,
+            limit,
+            name=p.name,
+            code=FINE_NOTE if p.name in small else p.code,
+            partner=p.partner,
+        )
+        for p in cast
+    }
+    fine = {pages[p.name]: f"access code {p.code}" for p in cast if p.name in small}
     extra = []
     for k in range(look_alikes):
         twin = cast[k % people]
@@ -190,13 +266,13 @@ def make_env(
         if alike is None or alike in pages:
             continue
         decoy = cast[rng.randrange(people)].name
-        extra.append(_page(rng.choice(layouts), rng, name=alike, code=str(codes[people + k]), partner=decoy))
+        extra.append(_page(rng.choice(layouts), rng, limit, name=alike, code=str(codes[people + k]), partner=decoy))
     for _ in range(traps):
         a, b = rng.sample(names, 2)
-        extra.append(_page(rng.choice(TRAP_LAYOUTS), rng, name=a, other_name=b))
+        extra.append(_page(rng.choice(TRAP_LAYOUTS), rng, limit, name=a, other_name=b))
     all_pages = list(pages.values()) + extra
     rng.shuffle(all_pages)
-    env = Env(seed, split, cast, all_pages)
+    env = Env(seed, split, cast, all_pages, fine=[fine.get(p, "") for p in all_pages] if fine_print else [])
     by_name = {p.name: p for p in cast}
     for q in range(questions):
         h = rng.choice(hops)
@@ -219,10 +295,20 @@ def make_env(
 
 
 def write_corpus(envs: list[Env], corpus: Path) -> Path:
-    """One document per environment under `corpus`. A file that already holds the same text is left alone, so a
-    cached index of the folder stays valid."""
+    """One document per environment under `corpus`: a text file, or a picture environment's page images. A file
+    that already holds the same content is left alone, so a cached index of the folder stays valid."""
+    import io
+
     corpus.mkdir(parents=True, exist_ok=True)
     for env in envs:
+        if env.pictures:
+            for name, text, fine in zip(env.page_files(), env.pages, env.fine):
+                buf = io.BytesIO()
+                render_page(text, fine).save(buf, format="PNG")
+                path = corpus / name
+                if not path.is_file() or path.read_bytes() != buf.getvalue():
+                    path.write_bytes(buf.getvalue())
+            continue
         text = "\n\n".join(env.pages) + "\n"
         path = corpus / env.doc
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
@@ -251,29 +337,42 @@ def write_questions(envs: list[Env], path: Path) -> Path:
     return path
 
 
-def build_index(corpus: Path, index: Path, progress: bool = False) -> Path:
-    """The pool's index, with one unit per page (`CHUNK_CHARS`); an existing one is brought up to date."""
+def build_index(corpus: Path, index: Path, progress: bool = False, pictures: bool = False) -> Path:
+    """The pool's index, with one unit per page (`CHUNK_CHARS`); an existing one is brought up to date. With
+    `pictures`, page images are read with GYM_OCR (tesseract: `apt-get install tesseract-ocr`)."""
     from retrieval.ingest import Indexer, IngestConfig
 
-    Indexer(index, IngestConfig(chunk_chars=CHUNK_CHARS, ocr="none")).index([str(corpus)], progress=progress)
+    ocr = GYM_OCR if pictures else "none"
+    Indexer(index, IngestConfig(chunk_chars=CHUNK_CHARS, ocr=ocr)).index([str(corpus)], progress=progress)
     return index
 
 
 SYSTEM = "Search with <search>name</search>, then answer with <answer>code</answer>."  # short: a tiny model reads it
 
 
-def agent_config(max_steps: int = 6, **kw):
-    """The agent every gym episode runs through: VRAG's chain of tag actions, one page per search."""
+SYSTEM_PICTURES = (
+    "Search with <search>name</search>, crop fine print with <bbox>[x1, y1, x2, y2]</bbox>, then answer with "
+    "<answer>code</answer>."
+)
+
+
+def agent_config(max_steps: int = 6, pictures: bool = False, **kw):
+    """The agent every gym episode runs through: VRAG's chain of tag actions, one page per search; with
+    `pictures`, the text GYM_OCR reads in each picture as shown is given beside it (`read_pictures`)."""
     from agent.settings import AgentConfig
 
-    return AgentConfig(protocol="vrag", max_steps=max_steps, top_k=3, prompts={"system": SYSTEM}, **kw)
+    extra = {"read_pictures": GYM_OCR, "prompts": {"system": SYSTEM_PICTURES}} if pictures else {}
+    return AgentConfig(
+        **{"protocol": "vrag", "max_steps": max_steps, "top_k": 3, "prompts": {"system": SYSTEM}, **extra, **kw}
+    )
 
 
 class Expert(Policy):
     """The scripted expert of one question: it searches each name of the chain, searches again while the page
     shown is not that person's own (a look-alike, a dead end, or the page of someone who names them as partner),
-    reads the partner off each page, and answers the code from the last one. It knows the answers; it never
-    guesses, so its traces are what SFT imitates: search, check, hop, copy."""
+    reads the partner off each page, and answers the code from the last one; when that code is in fine print, it
+    crops the page's foot first and reads it there. It knows the answers; it never guesses, so its traces are
+    what SFT imitates: search, check, hop, crop, copy."""
 
     is_vlm = False
     name = "gym-expert"
@@ -281,17 +380,26 @@ class Expert(Policy):
     def __init__(self, env: Env, question: Question) -> None:
         self.people = {p.name: p for p in env.people}
         self.chain, self.pos, self.asked = list(question.chain), 0, False
+        codes = {p.code: p.name for p in env.people}
+        # a person's own page in fine-print form: its text, as OCR gives it (words joined by single spaces)
+        self.fine_pages = {codes[f.split()[-1]]: " ".join(text.split()) for text, f in zip(env.pages, env.fine) if f}
 
     def stream(self, messages: list[dict], view=None):
         seen = messages[-1]["content"] if messages and messages[-1]["role"] == "user" and self.asked else ""
         seen = seen if isinstance(seen, str) else " ".join(p.get("text", "") for p in seen)
+        seen = " ".join(seen.split())
         who = self.people[self.chain[self.pos]]
-        if self.asked and who.code in seen:  # on the person's own page
-            if self.pos == len(self.chain) - 1:
+        fine_page = self.fine_pages.get(who.name)
+        if self.asked and (who.code in seen or (fine_page and fine_page in seen)):  # on the person's own page
+            if self.pos < len(self.chain) - 1:
+                self.pos += 1
+                who = self.people[self.chain[self.pos]]
+            elif who.code in seen:
                 yield f"<answer>{who.code}</answer>"
                 return
-            self.pos += 1
-            who = self.people[self.chain[self.pos]]
+            else:  # the code is in the fine print at the foot
+                yield f"<bbox>{fine_box_seen()}</bbox>"
+                return
         self.asked = True
         yield f"<search>{who.name}</search>"
 
@@ -304,7 +412,7 @@ def expert_traces(env_questions: list[tuple[Env, Question]], retriever, out: Pat
     out.mkdir(parents=True, exist_ok=True)
     saved = 0
     for env, q in env_questions:
-        cfg = agent_config(max_steps, docs=[env.doc])
+        cfg = agent_config(max_steps, env.pictures, docs=[env.doc])
         trace = Agent(retriever, Expert(env, q), cfg).ask(q.question)
         if (trace.answer or "").strip() == q.answer:
             (out / f"{q.id}.json").write_text(json.dumps(trace.to_dict()))

@@ -146,7 +146,7 @@ class VragProtocol(Protocol):
         ev.seen_size = img.size  # VRAG-RL maps boxes against this size (generation.py, `latest_image.size`)
         if ev.kind == "image":
             st.last_image = ev.info_id
-        return [{"type": "image", "image": img, "ref": ev.info_id}]
+        return [{"type": "image", "image": img, "ref": ev.info_id}, *self.toolbox.read_view(st, img)]
 
     def box_frame(self, ev) -> tuple[int, int] | None:
         frame = super().box_frame(ev)

@@ -92,3 +92,59 @@ def test_the_expert_solves_its_questions_through_the_agent_and_the_dataset_loads
     assert searches and re.fullmatch(r"<answer>\d{4}</answer>", trace["steps"][-1]["output"])
     ds = load_dataset(f"jsonl:{write_questions(envs, root / 'q.jsonl')}", corpus=corpus)
     assert ds.per_doc and len(ds.items) == len(pairs) and ds.items[0].doc.startswith("env_")
+
+
+needs_tesseract = pytest.mark.skipif(
+    not __import__("shutil").which("tesseract"),
+    reason="picture environments are read with tesseract (apt-get install tesseract-ocr; scripts/test.sh installs it)",
+)
+
+
+def test_picture_environments_print_codes_in_fine_print_and_text_ones_stay_as_they_were():
+    text, pic = make_env(5, hops=(1, 2)), make_env(5, hops=(1, 2), fine_print=1.0)
+    assert not text.pictures and text.doc.endswith(".md") and make_env(5, hops=(1, 2)).pages == text.pages
+    assert pic.pictures and pic.doc == "env_train_00005.pdf" and pic.page_files()[0] == "env_train_00005_1.png"
+    assert [(p.name, p.code) for p in pic.people] == [(p.name, p.code) for p in text.people]  # the same registry
+    for p in pic.people:  # every code left the page text for the fine print
+        assert not any(p.code in page for page in pic.pages) and f"access code {p.code}" in pic.fine
+    some = make_env(5, fine_print=0.5)
+    assert 0 < sum(bool(f) for f in some.fine) < len(some.people)
+    with pytest.raises(ValueError, match="probability"):
+        make_env(5, fine_print=2.0)
+
+
+@needs_tesseract
+def test_fine_print_is_unread_as_shown_and_read_once_cropped():
+    from agent.media import vrag_image
+    from retrieval.ocr import get_ocr
+    from rl.gym import FINE_BOX, GYM_OCR, render_page
+
+    env = make_env(2, "test", fine_print=1.0)
+    page, fine = next((t, f) for t, f in zip(env.pages, env.fine) if f)
+    image, ocr = render_page(page, fine), get_ocr(GYM_OCR)
+    shown = " ".join(ocr.read(vrag_image(image)).text.split())
+    assert shown == " ".join(page.split())  # the page's words exactly, names' spaces included; not its code
+    assert fine.split()[-1] not in shown
+    assert fine.split()[-1] in ocr.read(vrag_image(image.crop(FINE_BOX))).text
+
+
+@needs_tesseract
+def test_the_expert_crops_fine_print_through_the_agent_and_a_text_policy_sees_what_ocr_reads(tmp_path):
+    from retrieval.retriever import Retriever
+    from rl.gym import fine_box_seen
+
+    envs = [make_env(s, "train", hops=(1, 2), fine_print=1.0) for s in range(2)] + [make_env(9, "train")]
+    corpus = write_corpus(envs, tmp_path / "corpus")
+    assert len(list(corpus.glob("*.png"))) == sum(len(e.pages) for e in envs[:2])
+    index = build_index(corpus, tmp_path / "index", pictures=True)
+    pairs = [(e, q) for e in envs for q in e.questions]
+    assert expert_traces(pairs, Retriever(index), tmp_path / "traces") == len(pairs)
+    for _, q in pairs[:6]:  # fine print: the last hop's code is read from a crop of the page's foot
+        steps = json.loads((tmp_path / "traces" / f"{q.id}.json").read_text())["steps"]
+        outputs = [s["output"] for s in steps]
+        assert outputs[-2:] == [f"<bbox>{fine_box_seen()}</bbox>", f"<answer>{q.answer}</answer>"]
+        crop_seen = steps[-1]["messages"][-1]["content"]
+        texts = " ".join(p.get("text", "") for p in crop_seen if p.get("type") == "text")
+        assert f"access code {q.answer}" in texts and any(p.get("type") == "image" for p in crop_seen)
+    text_steps = json.loads((tmp_path / "traces" / f"{pairs[-1][1].id}.json").read_text())["steps"]
+    assert not any(s["output"].startswith("<bbox>") for s in text_steps)  # a text environment needs no crop
