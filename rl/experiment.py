@@ -76,18 +76,29 @@ class Gym:
         return self.root / "index"
 
 
+FINE_SHARE = 0.5  # in a training picture environment, the chance that a person's code is in fine print
+
+
 def make_gym(args, root: Path) -> Gym:
+    import random
+
     from rl.gym import build_index, make_env, write_corpus, write_questions
 
+    def train_env(s: int):  # a share `fine_print` of the training environments are pictures
+        fine = FINE_SHARE if args.fine_print and random.Random(f"pictures:{s}").random() < args.fine_print else 0.0
+        return make_env(s, "train", hops=(1, 2), fine_print=fine)
+
     g = Gym(root)
-    g.sft = [make_env(s, "train", hops=(1, 2)) for s in range(args.sft_envs)]
-    g.rl = [make_env(s, "train", hops=(1, 2)) for s in range(args.sft_envs, args.sft_envs + args.rl_envs)]
+    g.sft = [train_env(s) for s in range(args.sft_envs)]
+    g.rl = [train_env(s) for s in range(args.sft_envs, args.sft_envs + args.rl_envs)]
     g.held = {h: [make_env(10_000 * h + s, "test", hops=(h,)) for s in range(args.test_envs)] for h in (1, 2)}
-    every = g.sft + g.rl + g.held[1] + g.held[2]
+    if args.fine_print:  # held-out 1-hop questions whose every code is in fine print: the crop skill alone
+        g.held["fine"] = [make_env(30_000 + s, "test", hops=(1,), fine_print=1.0) for s in range(args.test_envs)]
+    every = g.sft + g.rl + [e for envs in g.held.values() for e in envs]
     write_corpus(every, root / "corpus")
     write_questions(g.rl, root / "rl.jsonl")
     t0 = time.perf_counter()
-    build_index(root / "corpus", g.index)
+    build_index(root / "corpus", g.index, progress=bool(args.fine_print), pictures=bool(args.fine_print))
     print(f"gym: {len(every)} environments, index ready in {time.perf_counter() - t0:.0f} s ({g.index})")
     return g
 
@@ -104,7 +115,8 @@ def warm_start(args, g: Gym, out: Path, retriever) -> Path:
         print(f"SFT warm start: reusing {sft_dir} (--reuse-sft)")
         return sft_dir
     traces = out / "expert"
-    n = expert_traces([(e, q) for e in g.sft for q in e.questions], retriever, traces, args.max_steps)
+    pairs = [(e, q) for e in g.sft for q in e.questions]
+    n = expert_traces(pairs, retriever, traces, args.max_steps, pictures=bool(args.fine_print))
     texts = ["\n\n".join(e.pages) for e in g.sft]  # training text only: no held-out name or wording
     for f in sorted(traces.glob("*.json"))[:100]:
         for s in json.loads(f.read_text())["steps"]:
@@ -151,7 +163,8 @@ def evaluate(model, tok, retriever, envs, args, seed: int = 0) -> dict[str, floa
     right, dead, tokens, steps, n = 0, 0, 0, 0, 0
     for env in envs:
         for q in env.questions:
-            trace = Agent(retriever, pol, agent_config(args.max_steps, docs=[env.doc])).ask(q.question)
+            cfg = agent_config(args.max_steps, bool(args.fine_print), docs=[env.doc])
+            trace = Agent(retriever, pol, cfg).ask(q.question)
             right += (trace.answer or "").strip() == q.answer
             dead += dead_end_searches(trace.graph)
             tokens += sum(len(tok(s.output, add_special_tokens=False)["input_ids"]) for s in trace.steps)
@@ -173,7 +186,7 @@ def train_one(args, g: Gym, sft: Path, out: Path, method: str, seed: int) -> tup
         dataset=f"jsonl:{g.root / 'rl.jsonl'}",
         corpus=str(g.root / "corpus"),
         index=str(g.index),
-        agent=agent_config(args.max_steps),
+        agent=agent_config(args.max_steps, bool(args.fine_print)),
         method=method,
         level="token" if method == "ggpo" else None,
         temperature=args.temperature,
@@ -216,18 +229,20 @@ def run(args) -> dict:
     retriever = Retriever(g.index)
     sft = warm_start(args, g, out, retriever)
     model, tok = AutoModelForCausalLM.from_pretrained(sft).eval(), AutoTokenizer.from_pretrained(sft)
-    base = {h: evaluate(model, tok, retriever, g.held[h], args) for h in (1, 2)}
-    print(f"SFT held-out accuracy: 1-hop {base[1]['accuracy']:.3f}, 2-hop {base[2]['accuracy']:.3f}")
+    base = {h: evaluate(model, tok, retriever, envs, args) for h, envs in g.held.items()}
+    fine = f", fine print (1-hop) {base['fine']['accuracy']:.3f}" if "fine" in base else ""
+    print(f"SFT held-out accuracy: 1-hop {base[1]['accuracy']:.3f}, 2-hop {base[2]['accuracy']:.3f}{fine}")
     runs: dict[str, list[dict]] = {m: [] for m in methods}
     for seed in range(args.seeds):
         for method in methods:
             t0 = time.perf_counter()
             logs, trainer = train_one(args, g, sft, out, method, seed)
             trained = trainer.acc.unwrap_model(trainer.model).eval()
-            held = {h: evaluate(trained, tok, retriever, g.held[h], args) for h in args.eval_hops}
+            measured = [*args.eval_hops, *(["fine"] if "fine" in g.held else [])]
+            held = {h: evaluate(trained, tok, retriever, g.held[h], args) for h in measured}
             wall = time.perf_counter() - t0
             runs[method].append({"seed": seed, "curve": [lg["reward"] for lg in logs], "held": held, "wall_s": wall})
-            shown = ", ".join(f"{h}-hop {held[h]['accuracy']:.3f}" for h in args.eval_hops)
+            shown = ", ".join(f"{h}{'-hop' if h != 'fine' else ' print'} {held[h]['accuracy']:.3f}" for h in measured)
             print(
                 f"{method} seed {seed}: reward {logs[0]['reward']:.2f} -> {logs[-1]['reward']:.2f}, held-out {shown} "
                 f"({wall:.0f} s)",
@@ -246,7 +261,7 @@ def summarize(runs: dict[str, list[dict]], base: dict, args, out: Path, total_s:
 
     rows = []
     for method, rs in runs.items():
-        acc = {h: [r["held"][h]["accuracy"] for r in rs] if h in rs[0]["held"] else None for h in (1, 2)}
+        acc = {h: [r["held"][h]["accuracy"] for r in rs] if h in rs[0]["held"] else None for h in (1, 2, "fine")}
         held2 = [r["held"][2] for r in rs]
         rows.append(
             {
@@ -255,6 +270,7 @@ def summarize(runs: dict[str, list[dict]], base: dict, args, out: Path, total_s:
                 "held_1hop": interval(acc[1]) if acc[1] else None,
                 "held_2hop": interval(acc[2]),
                 "gain_2hop": interval([a - base[2]["accuracy"] for a in acc[2]]),
+                "held_fine": interval(acc["fine"]) if acc["fine"] else None,
                 "dead_ends": statistics.fmean(h["dead_ends"] for h in held2),
                 "tokens": statistics.fmean(h["tokens"] for h in held2),
                 "steps": statistics.fmean(h["steps"] for h in held2),
@@ -263,19 +279,23 @@ def summarize(runs: dict[str, list[dict]], base: dict, args, out: Path, total_s:
             }
         )
     fmt = lambda t: f"{t[0]:.3f} [{t[1]:.3f}, {t[2]:.3f}]" if t else "not measured"  # noqa: E731
+    fine = "fine" in base
     lines = [
-        f"SFT start: held-out 1-hop {base[1]['accuracy']:.3f}, 2-hop {base[2]['accuracy']:.3f} "
-        f"(dead-end searches {base[2]['dead_ends']:.2f}, tokens {base[2]['tokens']:.1f}, steps {base[2]['steps']:.2f} "
-        "per 2-hop episode)",
+        f"SFT start: held-out 1-hop {base[1]['accuracy']:.3f}, 2-hop {base[2]['accuracy']:.3f}"
+        + (f", fine print (1-hop) {base['fine']['accuracy']:.3f}" if fine else "")
+        + f" (dead-end searches {base[2]['dead_ends']:.2f}, tokens {base[2]['tokens']:.1f}, steps "
+        f"{base[2]['steps']:.2f} per 2-hop episode)",
         "",
-        "| method | held-out 1-hop | held-out 2-hop | 2-hop gain over SFT | dead-end searches | tokens | steps | "
-        f"updates to reward {args.threshold} (per seed) | wall s per run |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| method | held-out 1-hop | held-out 2-hop | 2-hop gain over SFT | "
+        + ("held-out fine print (1-hop) | " if fine else "")
+        + f"dead-end searches | tokens | steps | updates to reward {args.threshold} (per seed) | wall s per run |",
+        "|---|---|---|---|---|---|---|---|---|" + ("---|" if fine else ""),
     ]
     for r in rows:
         lines.append(
             f"| {r['method']} | {fmt(r['held_1hop'])} | {fmt(r['held_2hop'])} | {fmt(r['gain_2hop'])} | "
-            f"{r['dead_ends']:.2f} | {r['tokens']:.1f} | {r['steps']:.2f} | "
+            + (f"{fmt(r['held_fine'])} | " if fine else "")
+            + f"{r['dead_ends']:.2f} | {r['tokens']:.1f} | {r['steps']:.2f} | "
             + ", ".join(str(x) if x is not None else "-" for x in r["reach"])
             + f" | {r['wall_s']:.0f} |"
         )
@@ -304,7 +324,8 @@ def summarize(runs: dict[str, list[dict]], base: dict, args, out: Path, total_s:
     fig.savefig(out / "reward_curves.png", dpi=130)
     fig, ax = plt.subplots(figsize=(8, 4))
     names = [r["method"] for r in rows]
-    series = [(key, label) for key, label in (("held_1hop", "1-hop"), ("held_2hop", "2-hop")) if rows[0][key]]
+    shown = (("held_1hop", "1-hop"), ("held_2hop", "2-hop"), ("held_fine", "fine print, 1-hop"))
+    series = [(key, label) for key, label in shown if rows[0][key]]
     width = 0.8 / len(series)
     for k, (key, label) in enumerate(series):
         mids = [r[key][0] for r in rows]
@@ -363,6 +384,12 @@ class ExperimentConfig(Config):
         0.5, "the table reports the updates until the training reward (3-update mean) reaches this"
     )
     reuse_sft: bool = setting(False, "keep OUT/sft from an earlier run with the same gym settings")
+    fine_print: float = setting(
+        0.0,
+        "share of the training environments that are page images, each code in fine print with probability 0.5 "
+        "(legible only in a crop; needs tesseract); above 0 the held-out set gains 1-hop picture environments "
+        "whose every code is in fine print, reported as their own column",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -404,15 +404,18 @@ class Expert(Policy):
         yield f"<search>{who.name}</search>"
 
 
-def expert_traces(env_questions: list[tuple[Env, Question]], retriever, out: Path, max_steps: int = 6) -> int:
+def expert_traces(
+    env_questions: list[tuple[Env, Question]], retriever, out: Path, max_steps: int = 6, pictures: bool | None = None
+) -> int:
     """Run the expert on each (environment, question) through the real agent loop, scoped to the environment's
-    document; save the traces that answered right under `out`. Returns how many were saved."""
+    document; save the traces that answered right under `out`. Returns how many were saved. `pictures`: the
+    agent of a pool with picture environments (`agent_config`) for every question; None: each environment's own."""
     from agent.loop import Agent
 
     out.mkdir(parents=True, exist_ok=True)
     saved = 0
     for env, q in env_questions:
-        cfg = agent_config(max_steps, env.pictures, docs=[env.doc])
+        cfg = agent_config(max_steps, env.pictures if pictures is None else pictures, docs=[env.doc])
         trace = Agent(retriever, Expert(env, q), cfg).ask(q.question)
         if (trace.answer or "").strip() == q.answer:
             (out / f"{q.id}.json").write_text(json.dumps(trace.to_dict()))
