@@ -76,3 +76,21 @@ def test_react_results_carry_their_reading_too(sign):
     list(Agent(Fixed([sign]), policy, cfg).stream("When does the gate open?"))
     shown = [m for m in policy.calls[1] if m["role"] != "assistant" and not isinstance(m["content"], str)][-1]
     assert "Harbour gate opens at dawn" in texts(shown)
+
+
+def test_a_missing_engine_is_said_in_the_observation_and_the_episode_goes_on(sign, monkeypatch):
+    from collections import OrderedDict
+
+    import agent.toolbox
+    import retrieval.ocr
+    from retrieval.errors import RetrievalError
+
+    def missing(name):
+        raise RetrievalError("tesseract is not installed; install it with: apt-get install tesseract-ocr")
+
+    monkeypatch.setattr(retrieval.ocr, "get_ocr", missing)
+    monkeypatch.setattr(agent.toolbox, "_READ", OrderedDict())  # nothing read before this test
+    policy = ScriptedPolicy(script=["<search>gate</search>", "<answer>x</answer>"], is_vlm=False)
+    cfg = AgentConfig(protocol="vrag", read_pictures="tesseract")
+    trace = list(Agent(Fixed([sign]), policy, cfg).stream("What is the gate code?"))[-1].trace
+    assert "apt-get install tesseract-ocr" in texts(policy.calls[1][-1]) and trace.answer == "x"
