@@ -3,6 +3,7 @@
     python -m rl.experiment --methods grpo,gspo,ggpo,gppo,aepo,adora --seeds 5      # the comparison in RESULTS.md
     python -m rl.experiment --methods grpo --seeds 5 --curriculum scalinginter       # with the horizon schedule
     python -m rl.experiment --methods grpo --seeds 1 --updates 3 --out /tmp/rlx      # a quick look
+    python -m rl.experiment --methods grpo --seeds 1 --fine-print 0.2 --out runs/rl_fine   # pictures, fine print
 
 Steps:
 1. environments: an SFT pool and a disjoint RL pool of training environments (1- and 2-hop questions), and
@@ -17,7 +18,9 @@ Steps:
    interval; dead-end searches, tokens and agent steps per episode; updates until the training reward reaches a
    threshold; wall time), the reward curves and the accuracy chart, in OUT/results.md, results.json and PNGs.
 
-Left out on purpose: a VLM and pictures (the gym is text; see rl/gym.py), and any GPU.
+With `--fine-print F`, a share F of the training environments are page images whose codes may be in fine print,
+legible only in a crop, read by OCR for the text-only model (rl/gym.py), and held-out fine-print 1-hop
+environments get their own column. Left out on purpose: a VLM, and any GPU.
 """
 
 from __future__ import annotations
