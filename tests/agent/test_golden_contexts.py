@@ -23,7 +23,8 @@ from agent.backends.scripted import ScriptedPolicy
 from agent.call_format import format_call, format_vrag
 from agent.loop import Agent
 from agent.settings import AgentConfig
-from retrieval.units import Hit, Unit
+from retrieval.units import Unit
+from tests.agent.fakes import Fixed
 
 GOLDEN = Path(__file__).parent / "golden"
 QUESTION = "Which region earned the most in 2025?"
@@ -176,16 +177,6 @@ def page(folder: Path, name: str, size, title: str) -> Unit:
         width=size[0],
         height=size[1],
     )
-
-
-class Fixed:
-    ocr = None
-
-    def __init__(self, units):
-        self.units = units
-
-    def search(self, query, k=3, filters=None, mode="hybrid"):
-        return [Hit(u, 1.0 - 0.1 * i, rank=i + 1) for i, u in enumerate(self.units[:k])]
 
 
 @pytest.fixture(scope="module")

@@ -11,21 +11,12 @@ from PIL import Image, ImageDraw, ImageFont
 from agent.backends.scripted import ScriptedPolicy
 from agent.loop import Agent
 from agent.settings import AgentConfig
-from retrieval.units import Hit, Unit
+from retrieval.units import Unit
+from tests.agent.fakes import Fixed
 
 needs_tesseract = pytest.mark.skipif(
     not shutil.which("tesseract"), reason="reads with tesseract (apt-get install tesseract-ocr; scripts/test.sh does)"
 )
-
-
-class Fixed:
-    ocr = None
-
-    def __init__(self, units):
-        self.units = units
-
-    def search(self, query, k=3, filters=None, mode="hybrid"):
-        return [Hit(u, 1.0, rank=i + 1) for i, u in enumerate(self.units[:k])]
 
 
 @pytest.fixture(scope="module")

@@ -17,17 +17,8 @@ from agent.evidence import Evidence, EvidenceStore
 from agent.loop import Agent
 from agent.media import vrag_size
 from agent.settings import AgentConfig
-from retrieval.units import Hit, Unit
-
-
-class Fixed:
-    ocr = None
-
-    def __init__(self, units):
-        self.units = units
-
-    def search(self, query, k=3, filters=None, mode="hybrid"):
-        return [Hit(u, 1.0, rank=i + 1) for i, u in enumerate(self.units[:k])]
+from retrieval.units import Unit
+from tests.agent.fakes import Fixed
 
 
 @pytest.fixture(scope="module")
