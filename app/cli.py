@@ -50,7 +50,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if sharded.world_size() > 1:  # one of N processes under accelerate launch / torchrun (or --num-processes)
         summary = sharded.index_distributed(args.paths, args.index, cfg, prune=args.prune, progress=not args.quiet)
         if summary is None:  # not rank 0: rank 0 merges the shards and prints the summary
-            return 0
+            sharded.leave_worker(0)
     elif args.num_processes > 1:
         return sharded.launch(args.argv, args.num_processes, args.index)
     else:

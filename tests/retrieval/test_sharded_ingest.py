@@ -239,3 +239,20 @@ def test_world_size_reads_the_launcher_env(monkeypatch):
     assert sharded.world_size() == 1
     monkeypatch.setenv("WORLD_SIZE", "4")
     assert sharded.world_size() == 4
+
+
+def test_leave_worker_runs_exit_handlers_flushes_and_keeps_the_code(tmp_path):
+    """A worker rank leaves through `leave_worker`: its atexit work and unflushed output survive the skipped
+    teardown, and the exit code is the one asked for."""
+    script = (
+        "import atexit, sys\n"
+        "from retrieval import sharded\n"
+        f"atexit.register(lambda: open({str(tmp_path / 'ran')!r}, 'w').write('yes'))\n"
+        "sys.stdout.write('no newline yet')\n"
+        "sharded.leave_worker(3)\n"
+        "print('not reached')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert run.returncode == 3, run.stderr
+    assert run.stdout == "no newline yet"
+    assert (tmp_path / "ran").read_text() == "yes"
