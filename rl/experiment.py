@@ -4,6 +4,7 @@
     python -m rl.experiment --methods grpo --seeds 5 --curriculum scalinginter       # with the horizon schedule
     python -m rl.experiment --methods grpo --seeds 1 --updates 3 --out /tmp/rlx      # a quick look
     python -m rl.experiment --methods grpo --seeds 1 --fine-print 0.2 --out runs/rl_fine   # pictures, fine print
+    python -m rl.experiment --methods grpo --seeds 5 --fresh-rl-names --out runs/rl_fresh  # RL on unseen names
 
 Steps:
 1. environments: an SFT pool and a disjoint RL pool of training environments (1- and 2-hop questions), and
@@ -20,7 +21,8 @@ Steps:
 
 With `--fine-print F`, a share F of the training environments are page images whose codes may be in fine print,
 legible only in a crop, read by OCR for the text-only model (rl/gym.py), and held-out fine-print 1-hop
-environments get their own column. Left out on purpose: a VLM, and any GPU.
+environments get their own column. With `--fresh-rl-names`, the RL pool's people are named with training words
+the SFT pool never uses, so RL rewards copying unseen names. Left out on purpose: a VLM, and any GPU.
 """
 
 from __future__ import annotations
@@ -87,13 +89,13 @@ def make_gym(args, root: Path) -> Gym:
 
     from rl.gym import build_index, make_env, write_corpus, write_questions
 
-    def train_env(s: int):  # a share `fine_print` of the training environments are pictures
+    def train_env(s: int, names: str):  # a share `fine_print` of the training environments are pictures
         fine = FINE_SHARE if args.fine_print and random.Random(f"pictures:{s}").random() < args.fine_print else 0.0
-        return make_env(s, "train", hops=(1, 2), fine_print=fine)
+        return make_env(s, "train", hops=(1, 2), fine_print=fine, names=names if args.fresh_rl_names else "all")
 
     g = Gym(root)
-    g.sft = [train_env(s) for s in range(args.sft_envs)]
-    g.rl = [train_env(s) for s in range(args.sft_envs, args.sft_envs + args.rl_envs)]
+    g.sft = [train_env(s, "sft") for s in range(args.sft_envs)]
+    g.rl = [train_env(s, "rl") for s in range(args.sft_envs, args.sft_envs + args.rl_envs)]
     g.held = {h: [make_env(10_000 * h + s, "test", hops=(h,)) for s in range(args.test_envs)] for h in (1, 2)}
     if args.fine_print:  # held-out 1-hop questions whose every code is in fine print: the crop skill alone
         g.held["fine"] = [make_env(30_000 + s, "test", hops=(1,), fine_print=1.0) for s in range(args.test_envs)]
@@ -392,6 +394,12 @@ class ExperimentConfig(Config):
         "share of the training environments that are page images, each code in fine print with probability 0.5 "
         "(legible only in a crop; needs tesseract); above 0 the held-out set gains 1-hop picture environments "
         "whose every code is in fine print, reported as their own column",
+    )
+    fresh_rl_names: bool = setting(
+        False,
+        "name the SFT environments' people with four fifths of the training words and the RL environments' with "
+        "the other fifth (rl/gym.py RL_WORDS), so RL rewards copying names the warm start never saw, as held-out "
+        "questions need (a new gym and warm start: do not --reuse-sft one made without it)",
     )
 
 

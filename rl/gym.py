@@ -50,6 +50,13 @@ from agent.backends.base import Policy
 SYLLABLES = "ka lo mi re su ta ve no ri da pe zu bo li ne ga fo tu ma se ro di vu ke".split()
 WORDS = [a + b for a in SYLLABLES for b in SYLLABLES]
 HELD_WORDS = set(random.Random("held-out words").sample(WORDS, len(WORDS) // 5))  # a fifth of them, fixed
+# A fifth of the training words, kept for RL environments with `names="rl"` while SFT environments take
+# `names="sft"` (the rest): then RL rewards copying names the warm start never saw, the skill held-out
+# environments measure, instead of the training names it already knows (rl/RESULTS.md, "Three times the held-out
+# questions"). The default, "all", draws from every training word, as environments were made before.
+_TRAIN_WORDS = [w for w in WORDS if w not in HELD_WORDS]  # in WORDS order: the order rng.choice sees
+RL_WORDS = set(random.Random("rl-only words").sample(_TRAIN_WORDS, len(_TRAIN_WORDS) // 5))
+NAME_POOLS = ("all", "sft", "rl")
 
 # Page layouts and wordings: {name}, {code}, {partner}, {other}. Held-out ones share no template with training.
 TRAIN_LAYOUTS = [
@@ -147,16 +154,24 @@ class Env:
         return [f"{stem}_{i}.png" for i in range(1, len(self.pages) + 1)] if self.pictures else []
 
 
-def _name(rng: random.Random, held: bool) -> str:
-    words = sorted(HELD_WORDS) if held else [w for w in WORDS if w not in HELD_WORDS]
+def _words(held: bool, pool: str = "all") -> list[str]:
+    """The words names are made of: held-out ones, or training ones (all, or the SFT or RL share)."""
+    if held:
+        return sorted(HELD_WORDS)
+    if pool == "rl":
+        return sorted(RL_WORDS)
+    return [w for w in _TRAIN_WORDS if pool == "all" or w not in RL_WORDS]
+
+
+def _name(rng: random.Random, words: list[str]) -> str:
     return f"{rng.choice(words).capitalize()} {rng.choice(words).capitalize()}"
 
 
-def _look_alike(name: str, rng: random.Random, held: bool) -> str | None:
-    """Same given name, family name with one vowel changed (and still a word of the same split): the
+def _look_alike(name: str, rng: random.Random, words: list[str]) -> str | None:
+    """Same given name, family name with one vowel changed (and still a word of the same pool): the
     near-duplicate a careless reader confuses. None if no such word exists."""
     given, family = name.split(" ")
-    allowed = HELD_WORDS if held else set(WORDS) - HELD_WORDS
+    allowed = set(words)
     low = family.lower()
     options = [low[:i] + v + low[i + 1 :] for i, c in enumerate(low) if c in "aeiou" for v in "aeiou" if v != c]
     options = [w for w in options if w in allowed]
@@ -210,10 +225,13 @@ def make_env(
     traps: int = 1,
     questions: int = 3,
     fine_print: float = 0.0,
+    names: str = "all",
 ) -> Env:
     """One environment from `seed`: `people` in a partner cycle, `look_alikes` near-duplicates of some of them,
     `traps` dead-end pages, and `questions` questions whose hop counts are drawn from `hops`. With `fine_print`
     above 0 it is a picture environment, and each person's code is in fine print with that probability (1: all).
+    `names` picks a training environment's name words: "all" training words, or the "sft" or "rl" share
+    (RL_WORDS); held-out environments always use the held-out words.
 
     >>> e = make_env(0, "train", hops=(2,))
     >>> q = e.questions[0]
@@ -231,13 +249,16 @@ def make_env(
         raise ValueError(f"{max(hops)} hops need at least {max(hops) + 1} people in a partner cycle; got {people}")
     if not 0.0 <= fine_print <= 1.0:
         raise ValueError(f"fine_print is a probability from 0 to 1; got {fine_print}")
+    if names not in NAME_POOLS or (names != "all" and split != "train"):
+        raise ValueError(f"names is one of {NAME_POOLS}, and only 'all' for held-out environments; got {names!r}")
+    words = _words(split == "test", names)
     rng = random.Random(f"{split}:{seed}")
     fine_rng = random.Random(f"{split}:{seed}:fine")  # its own stream: a text environment stays as it was
     layouts = TRAIN_LAYOUTS if split == "train" else HELD_LAYOUTS
     wording = TRAIN_QUESTIONS if split == "train" else HELD_QUESTIONS
     names: list[str] = []
     while len(names) < people:
-        n = _name(rng, split == "test")
+        n = _name(rng, words)
         if n not in names and n.split(" ")[0] not in {m.split(" ")[0] for m in names}:
             names.append(n)
     codes = rng.sample(range(1000, 10000), people + look_alikes)
@@ -262,7 +283,7 @@ def make_env(
     extra = []
     for k in range(look_alikes):
         twin = cast[k % people]
-        alike = _look_alike(twin.name, rng, split == "test")
+        alike = _look_alike(twin.name, rng, words)
         if alike is None or alike in pages:
             continue
         decoy = cast[rng.randrange(people)].name

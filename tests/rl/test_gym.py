@@ -14,6 +14,7 @@ from rl.gym import (
     HELD_WORDS,
     TRAIN_LAYOUTS,
     TRAIN_QUESTIONS,
+    WORDS,
     build_index,
     expert_traces,
     make_env,
@@ -49,6 +50,26 @@ def test_held_out_environments_share_no_name_layout_or_wording_with_training():
     assert held and held <= HELD_WORDS and not train & HELD_WORDS  # no held-out given or family name in training
     held_q = {q.question for s in range(5) for q in make_env(s, "test").questions}
     assert all(q.startswith(("Which", "Please")) for q in held_q)
+
+
+def test_rl_names_are_words_the_sft_pool_never_uses():
+    """names="sft" and names="rl" split the training words: an RL environment's people, look-alikes included,
+    are named only with RL_WORDS, which no SFT environment uses; held-out environments refuse a pool."""
+    from rl.gym import RL_WORDS
+
+    def name_words(pool):
+        return {w.lower() for s in range(40) for p in make_env(s, "train", names=pool).people for w in p.name.split()}
+
+    sft, rl = name_words("sft"), name_words("rl")
+    assert rl <= RL_WORDS and not sft & RL_WORDS and not (sft | rl) & HELD_WORDS
+    assert len(RL_WORDS) == (len(WORDS) - len(HELD_WORDS)) // 5 == 92 and len(rl) > 50
+    pages = [p for s in range(40) for p in make_env(s, "train", names="rl").pages]
+    alike = {w.lower() for p in pages for pair in re.findall(r"\b([A-Z][a-z]{3}) ([A-Z][a-z]{3})\b", p) for w in pair}
+    assert alike <= RL_WORDS  # every name on an RL page, near-duplicates and dead ends included
+    with pytest.raises(ValueError, match="names is one of"):
+        make_env(0, "test", names="rl")
+    with pytest.raises(ValueError, match="names is one of"):
+        make_env(0, "train", names="fresh")
 
 
 def test_difficulty_is_controlled():
@@ -154,3 +175,15 @@ def test_the_expert_crops_fine_print_through_the_agent_and_a_text_policy_sees_wh
         assert f"access code {q.answer}" in texts and any(p.get("type") == "image" for p in crop_seen)
     text_steps = json.loads((tmp_path / "traces" / f"{pairs[-1][1].id}.json").read_text())["steps"]
     assert not any(s["output"].startswith("<bbox>") for s in text_steps)  # a text environment needs no crop
+
+
+def test_experiment_gym_with_fresh_rl_names(tmp_path):
+    """`rl.experiment --fresh-rl-names`: the SFT pool's names avoid RL_WORDS and the RL pool's use only them."""
+    from rl.experiment import ExperimentConfig, make_gym
+    from rl.gym import RL_WORDS
+
+    args = ExperimentConfig(sft_envs=4, rl_envs=3, test_envs=1, fresh_rl_names=True)
+    g = make_gym(args, tmp_path / "gym")
+    words = [{w.lower() for e in envs for p in e.people for w in p.name.split()} for envs in (g.sft, g.rl)]
+    assert not words[0] & RL_WORDS and words[1] <= RL_WORDS
+    assert (tmp_path / "gym" / "rl.jsonl").is_file()
