@@ -89,9 +89,9 @@ def make_gym(args, root: Path) -> Gym:
 
     from rl.gym import build_index, make_env, write_corpus, write_questions
 
-    def train_env(s: int, names: str):  # a share `fine_print` of the training environments are pictures
+    def train_env(s: int, pool: str):  # a share `fine_print` of the training environments are pictures
         fine = FINE_SHARE if args.fine_print and random.Random(f"pictures:{s}").random() < args.fine_print else 0.0
-        return make_env(s, "train", hops=(1, 2), fine_print=fine, names=names if args.fresh_rl_names else "all")
+        return make_env(s, "train", hops=(1, 2), fine_print=fine, pool=pool if args.fresh_rl_names else "all")
 
     g = Gym(root)
     g.sft = [train_env(s, "sft") for s in range(args.sft_envs)]

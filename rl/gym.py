@@ -50,8 +50,8 @@ from agent.backends.base import Policy
 SYLLABLES = "ka lo mi re su ta ve no ri da pe zu bo li ne ga fo tu ma se ro di vu ke".split()
 WORDS = [a + b for a in SYLLABLES for b in SYLLABLES]
 HELD_WORDS = set(random.Random("held-out words").sample(WORDS, len(WORDS) // 5))  # a fifth of them, fixed
-# A fifth of the training words, kept for RL environments with `names="rl"` while SFT environments take
-# `names="sft"` (the rest): then RL rewards copying names the warm start never saw, the skill held-out
+# A fifth of the training words, kept for RL environments with `pool="rl"` while SFT environments take
+# `pool="sft"` (the rest): then RL rewards copying names the warm start never saw, the skill held-out
 # environments measure, instead of the training names it already knows (rl/RESULTS.md, "Three times the held-out
 # questions"). The default, "all", draws from every training word, as environments were made before.
 _TRAIN_WORDS = [w for w in WORDS if w not in HELD_WORDS]  # in WORDS order: the order rng.choice sees
@@ -225,12 +225,12 @@ def make_env(
     traps: int = 1,
     questions: int = 3,
     fine_print: float = 0.0,
-    names: str = "all",
+    pool: str = "all",
 ) -> Env:
     """One environment from `seed`: `people` in a partner cycle, `look_alikes` near-duplicates of some of them,
     `traps` dead-end pages, and `questions` questions whose hop counts are drawn from `hops`. With `fine_print`
     above 0 it is a picture environment, and each person's code is in fine print with that probability (1: all).
-    `names` picks a training environment's name words: "all" training words, or the "sft" or "rl" share
+    `pool` picks a training environment's name words: "all" training words, or the "sft" or "rl" share
     (RL_WORDS); held-out environments always use the held-out words.
 
     >>> e = make_env(0, "train", hops=(2,))
@@ -249,9 +249,9 @@ def make_env(
         raise ValueError(f"{max(hops)} hops need at least {max(hops) + 1} people in a partner cycle; got {people}")
     if not 0.0 <= fine_print <= 1.0:
         raise ValueError(f"fine_print is a probability from 0 to 1; got {fine_print}")
-    if names not in NAME_POOLS or (names != "all" and split != "train"):
-        raise ValueError(f"names is one of {NAME_POOLS}, and only 'all' for held-out environments; got {names!r}")
-    words = _words(split == "test", names)
+    if pool not in NAME_POOLS or (pool != "all" and split != "train"):
+        raise ValueError(f"pool is one of {NAME_POOLS}, and only 'all' for held-out environments; got {pool!r}")
+    words = _words(split == "test", pool)
     rng = random.Random(f"{split}:{seed}")
     fine_rng = random.Random(f"{split}:{seed}:fine")  # its own stream: a text environment stays as it was
     layouts = TRAIN_LAYOUTS if split == "train" else HELD_LAYOUTS

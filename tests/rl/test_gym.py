@@ -53,23 +53,23 @@ def test_held_out_environments_share_no_name_layout_or_wording_with_training():
 
 
 def test_rl_names_are_words_the_sft_pool_never_uses():
-    """names="sft" and names="rl" split the training words: an RL environment's people, look-alikes included,
+    """pool="sft" and pool="rl" split the training words: an RL environment's people, look-alikes included,
     are named only with RL_WORDS, which no SFT environment uses; held-out environments refuse a pool."""
     from rl.gym import RL_WORDS
 
     def name_words(pool):
-        return {w.lower() for s in range(40) for p in make_env(s, "train", names=pool).people for w in p.name.split()}
+        return {w.lower() for s in range(40) for p in make_env(s, "train", pool=pool).people for w in p.name.split()}
 
     sft, rl = name_words("sft"), name_words("rl")
     assert rl <= RL_WORDS and not sft & RL_WORDS and not (sft | rl) & HELD_WORDS
     assert len(RL_WORDS) == (len(WORDS) - len(HELD_WORDS)) // 5 == 92 and len(rl) > 50
-    pages = [p for s in range(40) for p in make_env(s, "train", names="rl").pages]
+    pages = [p for s in range(40) for p in make_env(s, "train", pool="rl").pages]
     alike = {w.lower() for p in pages for pair in re.findall(r"\b([A-Z][a-z]{3}) ([A-Z][a-z]{3})\b", p) for w in pair}
     assert alike <= RL_WORDS  # every name on an RL page, near-duplicates and dead ends included
-    with pytest.raises(ValueError, match="names is one of"):
-        make_env(0, "test", names="rl")
-    with pytest.raises(ValueError, match="names is one of"):
-        make_env(0, "train", names="fresh")
+    with pytest.raises(ValueError, match="pool is one of"):
+        make_env(0, "test", pool="rl")
+    with pytest.raises(ValueError, match="pool is one of"):
+        make_env(0, "train", pool="fresh")
 
 
 def test_difficulty_is_controlled():
