@@ -505,7 +505,7 @@ def leave_worker(code: int = 0) -> None:
     import atexit
     import logging
 
-    atexit._run_exitfuncs()  # temp folders, weakref finalizers and other Python-level exit work still run
+    atexit._run_exitfuncs()  # CPython's (private) runner: temp folders, weakref finalizers and other exit work
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -63,7 +63,9 @@ def test_rl_names_are_words_the_sft_pool_never_uses():
     sft, rl = name_words("sft"), name_words("rl")
     assert rl <= RL_WORDS and not sft & RL_WORDS and not (sft | rl) & HELD_WORDS
     assert len(RL_WORDS) == (len(WORDS) - len(HELD_WORDS)) // 5 == 92 and len(rl) > 50
-    pages = [p for s in range(40) for p in make_env(s, "train", pool="rl").pages]
+    envs = [make_env(s, "train", pool="rl") for s in range(40)]
+    assert sum(len(e.pages) - 5 - 1 for e in envs) > 10  # look-alike pages exist in this pool (5 people, 1 dead end)
+    pages = [p for e in envs for p in e.pages]
     alike = {w.lower() for p in pages for pair in re.findall(r"\b([A-Z][a-z]{3}) ([A-Z][a-z]{3})\b", p) for w in pair}
     assert alike <= RL_WORDS  # every name on an RL page, near-duplicates and dead ends included
     with pytest.raises(ValueError, match="pool is one of"):
