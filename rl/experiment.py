@@ -5,6 +5,7 @@
     python -m rl.experiment --methods grpo --seeds 1 --updates 3 --out /tmp/rlx      # a quick look
     python -m rl.experiment --methods grpo --seeds 1 --fine-print 0.2 --out runs/rl_fine   # pictures, fine print
     python -m rl.experiment --methods grpo --seeds 5 --fresh-rl-names --out runs/rl_fresh  # RL on unseen names
+    python -m rl.experiment --seeds 0 --sft-seed 1 --test-envs 45 --out runs/sft_seed1      # a warm start alone
 
 Steps:
 1. environments: an SFT pool and a disjoint RL pool of training environments (1- and 2-hop questions), and
@@ -128,7 +129,7 @@ def warm_start(args, g: Gym, out: Path, retriever) -> Path:
             texts.append(s["output"])
             texts += [m["content"] for m in s["messages"] if isinstance(m["content"], str)]
     base = build_tiny_causal_lm(
-        out / "tiny_lm", seed=0, texts=texts, vocab_size=args.vocab, hidden=args.hidden, layers=args.layers
+        out / "tiny_lm", seed=args.sft_seed, texts=texts, vocab_size=args.vocab, hidden=args.hidden, layers=args.layers
     )
     exs = load_examples(str(traces), with_images=False)
     t0 = time.perf_counter()
@@ -142,11 +143,14 @@ def warm_start(args, g: Gym, out: Path, retriever) -> Path:
         batch_size=args.sft_batch,
         schedule="linear",
         warmup=0.02,
+        seed=args.sft_seed,
     )
     hist = train_sft(cfg, examples=exs, progress=True)["history"]
+    losses = ", ".join(f"{h['loss']:.3f}" for h in hist)
     print(
         f"SFT warm start: {n} expert traces, {len(exs)} steps x {args.sft_epochs} epochs in "
-        f"{time.perf_counter() - t0:.0f} s, loss {hist[0]['loss']:.3f} -> {hist[-1]['loss']:.3f}"
+        f"{time.perf_counter() - t0:.0f} s, loss {hist[0]['loss']:.3f} -> {hist[-1]['loss']:.3f} "
+        f"(per epoch: {losses})"
     )
     return sft_dir
 
@@ -237,6 +241,9 @@ def run(args) -> dict:
     base = {h: evaluate(model, tok, retriever, envs, args) for h, envs in g.held.items()}
     fine = f", fine print (1-hop) {base['fine']['accuracy']:.3f}" if "fine" in base else ""
     print(f"SFT held-out accuracy: 1-hop {base[1]['accuracy']:.3f}, 2-hop {base[2]['accuracy']:.3f}{fine}")
+    if not args.seeds:  # the warm start alone
+        (out / "results.json").write_text(json.dumps({"base": base, "total_s": time.perf_counter() - t_start}))
+        return {"base": base}
     runs: dict[str, list[dict]] = {m: [] for m in methods}
     for seed in range(args.seeds):
         for method in methods:
@@ -359,7 +366,7 @@ class ExperimentConfig(Config):
     methods: list[str] = setting(
         factory=lambda: ["grpo,gspo,ggpo,gppo,aepo,adora"], help="methods, comma-separated", nargs="+"
     )
-    seeds: int = setting(5, "RL seeds per method (each from the same SFT checkpoint)")
+    seeds: int = setting(5, "RL seeds per method (each from the same SFT checkpoint); 0 measures the warm start alone")
     curriculum: str = setting("none", "scalinginter: agent.max_steps 3, then max_steps, halfway", choices=CURRICULA)
     sft_envs: int = setting(1000, "training environments whose expert traces the SFT warm start imitates")
     rl_envs: int = setting(300, "fresh training environments RL draws its questions from")
@@ -370,6 +377,7 @@ class ExperimentConfig(Config):
     sft_epochs: int = setting(9, "epochs of the SFT warm start")
     sft_lr: float = setting(1e-3, "learning rate of the SFT warm start")
     sft_batch: int = setting(16, "SFT examples per forward pass")
+    sft_seed: int = setting(0, "seed of the tiny LM's initial weights and of the SFT example order")
     updates: int = setting_like(TrainConfig, "updates", 8)
     group: int = setting_like(TrainConfig, "group_size", 4)
     questions: int = setting_like(TrainConfig, "questions_per_update", 2)

@@ -189,3 +189,20 @@ def test_experiment_gym_with_fresh_rl_names(tmp_path):
     words = [{w.lower() for e in envs for p in e.people for w in p.name.split()} for envs in (g.sft, g.rl)]
     assert not words[0] & RL_WORDS and words[1] <= RL_WORDS
     assert (tmp_path / "gym" / "rl.jsonl").is_file()
+
+
+@pytest.mark.slow
+def test_experiment_warm_start_alone(tmp_path):
+    """`rl.experiment --seeds 0`: the warm start is trained with `--sft-seed` and measured on held-out questions,
+    and no RL runs."""
+    from rl.experiment import ExperimentConfig, run
+
+    args = ExperimentConfig(
+        seeds=0, sft_seed=3, sft_envs=3, rl_envs=1, test_envs=1, sft_epochs=1, out=str(tmp_path / "run")
+    )
+    got = run(args)
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert set(got["base"]) == {1, 2} and set(saved["base"]) == {"1", "2"}
+    assert all(0.0 <= b["accuracy"] <= 1.0 and b["steps"] >= 1 for b in got["base"].values())
+    assert json.loads((tmp_path / "run" / "sft" / "sft_config.json").read_text())["seed"] == 3
+    assert not list((tmp_path / "run").glob("*_seed*"))  # no RL run folder
