@@ -36,6 +36,7 @@ when it needs the code.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from dataclasses import dataclass, field
@@ -430,15 +431,29 @@ def expert_traces(
 ) -> int:
     """Run the expert on each (environment, question) through the real agent loop, scoped to the environment's
     document; save the traces that answered right under `out`. Returns how many were saved. `pictures`: the
-    agent of a pool with picture environments (`agent_config`) for every question; None: each environment's own."""
+    agent of a pool with picture environments (`agent_config`) for every question; None: each environment's own.
+    A trace already in `out` for the same question, environment and agent settings (the digest in its `.key` file
+    beside it) is kept, not run again, so a rerun into the same folder costs nothing."""
     from agent.loop import Agent
 
     out.mkdir(parents=True, exist_ok=True)
     saved = 0
     for env, q in env_questions:
-        cfg = agent_config(max_steps, env.pictures if pictures is None else pictures, docs=[env.doc])
+        shown = env.pictures if pictures is None else pictures
+        key = hashlib.sha256(
+            json.dumps([q.question, q.answer, env.doc, env.pages, env.fine, shown, max_steps]).encode()
+        ).hexdigest()
+        path, stamp = out / f"{q.id}.json", out / f"{q.id}.key"
+        if path.is_file() and stamp.is_file() and stamp.read_text() == key:
+            saved += 1
+            continue
+        cfg = agent_config(max_steps, shown, docs=[env.doc])
         trace = Agent(retriever, Expert(env, q), cfg).ask(q.question)
         if (trace.answer or "").strip() == q.answer:
-            (out / f"{q.id}.json").write_text(json.dumps(trace.to_dict()))
+            path.write_text(json.dumps(trace.to_dict()))
+            stamp.write_text(key)
             saved += 1
+        else:  # a stale trace of another environment under this id
+            path.unlink(missing_ok=True)
+            stamp.unlink(missing_ok=True)
     return saved

@@ -103,7 +103,7 @@ def test_every_page_is_its_own_unit(pool):
             assert r.search(p, k=1, filters={"docs": [e.doc]})[0].unit.text.strip() == p
 
 
-def test_the_expert_solves_its_questions_through_the_agent_and_the_dataset_loads(pool):
+def test_the_expert_solves_its_questions_through_the_agent_and_the_dataset_loads(pool, monkeypatch):
     from eval.datasets import load_dataset
     from retrieval.retriever import Retriever
 
@@ -116,6 +116,20 @@ def test_the_expert_solves_its_questions_through_the_agent_and_the_dataset_loads
     assert searches and re.fullmatch(r"<answer>\d{4}</answer>", trace["steps"][-1]["output"])
     ds = load_dataset(f"jsonl:{write_questions(envs, root / 'q.jsonl')}", corpus=corpus)
     assert ds.per_doc and len(ds.items) == len(pairs) and ds.items[0].doc.startswith("env_")
+
+    # a rerun into the same folder keeps every trace, and runs the agent for none of them
+    class NoAgent:
+        def __init__(self, *a, **k):
+            raise AssertionError("a cached trace was run again")
+
+    with monkeypatch.context() as m:
+        m.setattr("agent.loop.Agent", NoAgent)
+        assert expert_traces(pairs, Retriever(index), root / "traces") == saved
+    # a trace kept under the same question id for another environment is not reused
+    stamp = root / "traces" / f"{pairs[0][1].id}.key"
+    stamp.write_text("another environment")
+    assert expert_traces(pairs[:1], Retriever(index), root / "traces") == 1
+    assert stamp.read_text() not in ("", "another environment")
 
 
 needs_tesseract = pytest.mark.skipif(
