@@ -82,6 +82,7 @@ class Gym:
         return self.root / "index"
 
 
+VALIDATION_ENVS = 10  # RL-pool environments the warm start is also measured on (30 questions)
 FINE_SHARE = 0.5  # in a training picture environment, the chance that a person's code is in fine print
 
 
@@ -241,6 +242,19 @@ def run(args) -> dict:
     base = {h: evaluate(model, tok, retriever, envs, args) for h, envs in g.held.items()}
     fine = f", fine print (1-hop) {base['fine']['accuracy']:.3f}" if "fine" in base else ""
     print(f"SFT held-out accuracy: 1-hop {base[1]['accuracy']:.3f}, 2-hop {base[2]['accuracy']:.3f}{fine}")
+    # RL-pool environments: training names, layouts and wordings, but no SFT trace came from them. A start that
+    # reads answers most; one that memorized its SFT environments does not (rl/RESULTS.md, "seed by seed").
+    seen = evaluate(model, tok, retriever, g.rl[:VALIDATION_ENVS], args)
+    print(
+        f"SFT on {min(len(g.rl), VALIDATION_ENVS)} RL-pool environments (training split, no SFT trace): "
+        f"{seen['accuracy']:.3f}"
+        + (
+            "; below 0.5: this warm start barely copies what it reads; try another --sft-seed"
+            if seen["accuracy"] < 0.5
+            else ""
+        )
+    )
+    base["train"] = seen
     if not args.seeds:  # the warm start alone
         (out / "results.json").write_text(json.dumps({"base": base, "total_s": time.perf_counter() - t_start}))
         return {"base": base}
@@ -295,6 +309,7 @@ def summarize(runs: dict[str, list[dict]], base: dict, args, out: Path, total_s:
     lines = [
         f"SFT start: held-out 1-hop {base[1]['accuracy']:.3f}, 2-hop {base[2]['accuracy']:.3f}"
         + (f", fine print (1-hop) {base['fine']['accuracy']:.3f}" if fine else "")
+        + (f"; RL-pool environments (training split) {base['train']['accuracy']:.3f}" if "train" in base else "")
         + f" (dead-end searches {base[2]['dead_ends']:.2f}, tokens {base[2]['tokens']:.1f}, steps "
         f"{base[2]['steps']:.2f} per 2-hop episode)",
         "",
