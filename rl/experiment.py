@@ -124,6 +124,10 @@ def warm_start(args, g: Gym, out: Path, retriever) -> Path:
     traces = out / "expert"
     pairs = [(e, q) for e in g.sft for q in e.questions]
     n = expert_traces(pairs, retriever, traces, args.max_steps, pictures=bool(args.fine_print))
+    ids = {q.id for _, q in pairs}
+    for f in [*traces.glob("*.json"), *traces.glob("*.key")]:  # an earlier run's questions that this one lacks
+        if f.stem not in ids:
+            f.unlink()
     texts = ["\n\n".join(e.pages) for e in g.sft]  # training text only: no held-out name or wording
     for f in sorted(traces.glob("*.json"))[:100]:
         for s in json.loads(f.read_text())["steps"]:

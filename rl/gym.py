@@ -433,7 +433,8 @@ def expert_traces(
     document; save the traces that answered right under `out`. Returns how many were saved. `pictures`: the
     agent of a pool with picture environments (`agent_config`) for every question; None: each environment's own.
     A trace already in `out` for the same question, environment and agent settings (the digest in its `.key` file
-    beside it) is kept, not run again, so a rerun into the same folder costs nothing."""
+    beside it) is kept, not run again, so a rerun into the same folder costs nothing. The digest does not cover the
+    expert's own code: after changing it, delete the folder."""
     from agent.loop import Agent
 
     out.mkdir(parents=True, exist_ok=True)

@@ -220,3 +220,8 @@ def test_experiment_warm_start_alone(tmp_path):
     assert all(0.0 <= b["accuracy"] <= 1.0 and b["steps"] >= 1 for b in got["base"].values())
     assert json.loads((tmp_path / "run" / "sft" / "sft_config.json").read_text())["seed"] == 3
     assert not list((tmp_path / "run").glob("*_seed*"))  # no RL run folder
+    # a rerun into the same folder with fewer environments keeps only their traces
+    kept = sorted(p.name for p in (tmp_path / "run" / "expert").iterdir())
+    run(ExperimentConfig(**{**args.to_dict(), "sft_envs": 2}))
+    again = sorted(p.name for p in (tmp_path / "run" / "expert").iterdir())
+    assert again and set(again) < set(kept) and all(n.startswith(("train00000", "train00001")) for n in again)
