@@ -247,7 +247,7 @@ def run(args) -> dict:
     fine = f", fine print (1-hop) {base['fine']['accuracy']:.3f}" if "fine" in base else ""
     print(f"SFT held-out accuracy: 1-hop {base[1]['accuracy']:.3f}, 2-hop {base[2]['accuracy']:.3f}{fine}")
     # RL-pool environments: training names, layouts and wordings, but no SFT trace came from them. A start that
-    # copies fails them; passing them is not enough to read held-out names (rl/RESULTS.md, "seed by seed").
+    # does not copy fails them; passing them is not enough to read held-out names (rl/RESULTS.md, "seed by seed").
     seen = evaluate(model, tok, retriever, g.rl[:VALIDATION_ENVS], args)
     print(
         f"SFT on {min(len(g.rl), VALIDATION_ENVS)} RL-pool environments (training split, no SFT trace): "
