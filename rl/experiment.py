@@ -33,6 +33,7 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from agent.config import Config, setting, setting_like
@@ -93,14 +94,16 @@ def make_gym(args, root: Path) -> Gym:
 
     def train_env(s: int, pool: str):  # a share `fine_print` of the training environments are pictures
         fine = FINE_SHARE if args.fine_print and random.Random(f"pictures:{s}").random() < args.fine_print else 0.0
-        return make_env(s, "train", hops=(1, 2), fine_print=fine, pool=pool if args.fresh_rl_names else "all")
+        pool = pool if args.fresh_rl_names else "all"
+        return make_env(s, "train", hops=(1, 2), fine_print=fine, pool=pool, syllables=args.name_syllables)
 
     g = Gym(root)
     g.sft = [train_env(s, "sft") for s in range(args.sft_envs)]
     g.rl = [train_env(s, "rl") for s in range(args.sft_envs, args.sft_envs + args.rl_envs)]
-    g.held = {h: [make_env(10_000 * h + s, "test", hops=(h,)) for s in range(args.test_envs)] for h in (1, 2)}
+    held = partial(make_env, split="test", syllables=args.name_syllables)
+    g.held = {h: [held(10_000 * h + s, hops=(h,)) for s in range(args.test_envs)] for h in (1, 2)}
     if args.fine_print:  # held-out 1-hop questions whose every code is in fine print: the crop skill alone
-        g.held["fine"] = [make_env(30_000 + s, "test", hops=(1,), fine_print=1.0) for s in range(args.test_envs)]
+        g.held["fine"] = [held(30_000 + s, hops=(1,), fine_print=1.0) for s in range(args.test_envs)]
     every = g.sft + g.rl + [e for envs in g.held.values() for e in envs]
     write_corpus(every, root / "corpus")
     write_questions(g.rl, root / "rl.jsonl")
@@ -421,6 +424,12 @@ class ExperimentConfig(Config):
         "share of the training environments that are page images, each code in fine print with probability 0.5 "
         "(legible only in a crop; needs tesseract); above 0 the held-out set gains 1-hop picture environments "
         "whose every code is in fine print, reported as their own column",
+    )
+    name_syllables: int = setting(
+        2,
+        "syllables of each word of a person's name (rl/gym.py word_pools): 2 gives 461 training words, which a tiny "
+        "model can memorize; 3 gives 11,060, each seen about once, so names must be copied (a new gym and warm start)",
+        choices=[2, 3],
     )
     fresh_rl_names: bool = setting(
         False,

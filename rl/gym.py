@@ -36,7 +36,9 @@ when it needs the code.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import itertools
 import json
 import random
 from dataclasses import dataclass, field
@@ -49,14 +51,39 @@ from agent.backends.base import Policy
 # the syllables are shared, so a held-out name is spelt in pieces the tokenizer learned from training text (a
 # piece never seen in training would be a token never trained, which no reader could copy).
 SYLLABLES = "ka lo mi re su ta ve no ri da pe zu bo li ne ga fo tu ma se ro di vu ke".split()
-WORDS = [a + b for a in SYLLABLES for b in SYLLABLES]
-HELD_WORDS = set(random.Random("held-out words").sample(WORDS, len(WORDS) // 5))  # a fifth of them, fixed
-# A fifth of the training words, kept for RL environments with `pool="rl"` while SFT environments take
-# `pool="sft"` (the rest): then RL rewards copying names the warm start never saw, the skill held-out
-# environments measure, instead of the training names it already knows (rl/RESULTS.md, "Three times the held-out
-# questions"). The default, "all", draws from every training word, as environments were made before.
-_TRAIN_WORDS = [w for w in WORDS if w not in HELD_WORDS]  # in WORDS order: the order rng.choice sees
-RL_WORDS = set(random.Random("rl-only words").sample(_TRAIN_WORDS, len(_TRAIN_WORDS) // 5))
+
+
+@functools.cache
+def word_pools(syllables: int = 2) -> tuple[frozenset[str], list[str], frozenset[str]]:
+    """(held-out words, training words in a fixed order, the RL share of the training words) for names whose words
+    have `syllables` syllables. Two syllables make 576 words, few enough that a tiny model memorizes the 461
+    training ones as tokens and then fails to copy a held-out one it has never seen (rl/RESULTS.md, "seed by
+    seed"). Three make 13,824: each training word is seen about once, the byte-pair tokenizer learns syllable
+    pairs rather than words, and a held-out word is spelt in the very pieces training words are, so copying is
+    the only way to a name.
+
+    >>> held, train, rl = word_pools(2)
+    >>> len(held), len(train), len(rl), bool(held & set(train)), rl <= set(train)
+    (115, 461, 92, False, True)
+    >>> len(word_pools(3)[0]), len(word_pools(3)[1])
+    (2764, 11060)
+    """
+    if syllables not in (2, 3):
+        raise ValueError(f"name words have 2 or 3 syllables; got {syllables}")
+    words = ["".join(t) for t in itertools.product(SYLLABLES, repeat=syllables)]
+    tag = "" if syllables == 2 else f" ({syllables} syllables)"  # 2: the split every earlier run used
+    held = frozenset(random.Random(f"held-out words{tag}").sample(words, len(words) // 5))  # a fifth, fixed
+    # A fifth of the training words, kept for RL environments with `pool="rl"` while SFT environments take
+    # `pool="sft"` (the rest): then RL rewards copying names the warm start never saw, the skill held-out
+    # environments measure, instead of the training names it already knows (rl/RESULTS.md, "Three times the
+    # held-out questions"). The default, "all", draws from every training word, as environments were made before.
+    train = [w for w in words if w not in held]  # in product order: the order rng.choice sees
+    rl = frozenset(random.Random(f"rl-only words{tag}").sample(train, len(train) // 5))
+    return held, train, rl
+
+
+WORDS = ["".join(t) for t in itertools.product(SYLLABLES, repeat=2)]
+HELD_WORDS, _TRAIN_WORDS, RL_WORDS = word_pools(2)
 NAME_POOLS = ("all", "sft", "rl")
 
 # Page layouts and wordings: {name}, {code}, {partner}, {other}. Held-out ones share no template with training.
@@ -155,20 +182,22 @@ class Env:
         return [f"{stem}_{i}.png" for i in range(1, len(self.pages) + 1)] if self.pictures else []
 
 
-def _words(held: bool, pool: str = "all") -> list[str]:
+@functools.cache
+def _words(held: bool, pool: str = "all", syllables: int = 2) -> tuple[str, ...]:
     """The words names are made of: held-out ones, or training ones (all, or the SFT or RL share)."""
+    held_words, train, rl = word_pools(syllables)
     if held:
-        return sorted(HELD_WORDS)
+        return tuple(sorted(held_words))
     if pool == "rl":
-        return sorted(RL_WORDS)
-    return [w for w in _TRAIN_WORDS if pool == "all" or w not in RL_WORDS]
+        return tuple(sorted(rl))
+    return tuple(w for w in train if pool == "all" or w not in rl)
 
 
-def _name(rng: random.Random, words: list[str]) -> str:
+def _name(rng: random.Random, words: tuple[str, ...]) -> str:
     return f"{rng.choice(words).capitalize()} {rng.choice(words).capitalize()}"
 
 
-def _look_alike(name: str, rng: random.Random, words: list[str]) -> str | None:
+def _look_alike(name: str, rng: random.Random, words: tuple[str, ...]) -> str | None:
     """Same given name, family name with one vowel changed (and still a word of the same pool): the
     near-duplicate a careless reader confuses. None if no such word exists."""
     given, family = name.split(" ")
@@ -227,12 +256,14 @@ def make_env(
     questions: int = 3,
     fine_print: float = 0.0,
     pool: str = "all",
+    syllables: int = 2,
 ) -> Env:
     """One environment from `seed`: `people` in a partner cycle, `look_alikes` near-duplicates of some of them,
     `traps` dead-end pages, and `questions` questions whose hop counts are drawn from `hops`. With `fine_print`
     above 0 it is a picture environment, and each person's code is in fine print with that probability (1: all).
     `pool` picks a training environment's name words: "all" training words, or the "sft" or "rl" share
-    (RL_WORDS); held-out environments always use the held-out words.
+    (RL_WORDS); held-out environments always use the held-out words. `syllables`: of each name word, 2 or 3
+    (`word_pools`: with 3, names are too many to memorize).
 
     >>> e = make_env(0, "train", hops=(2,))
     >>> q = e.questions[0]
@@ -252,7 +283,7 @@ def make_env(
         raise ValueError(f"fine_print is a probability from 0 to 1; got {fine_print}")
     if pool not in NAME_POOLS or (pool != "all" and split != "train"):
         raise ValueError(f"pool is one of {NAME_POOLS}, and only 'all' for held-out environments; got {pool!r}")
-    words = _words(split == "test", pool)
+    words = _words(split == "test", pool, syllables)
     rng = random.Random(f"{split}:{seed}")
     fine_rng = random.Random(f"{split}:{seed}:fine")  # its own stream: a text environment stays as it was
     layouts = TRAIN_LAYOUTS if split == "train" else HELD_LAYOUTS

@@ -52,6 +52,32 @@ def test_held_out_environments_share_no_name_layout_or_wording_with_training():
     assert all(q.startswith(("Which", "Please")) for q in held_q)
 
 
+def test_three_syllable_names_are_too_many_to_memorize_and_still_split_held_out_from_training():
+    """`syllables=3`: held-out and training words stay disjoint (look-alikes and dead ends included), and a training
+    word recurs so rarely that a model cannot learn names by heart; 2 syllables keep every earlier environment."""
+    from collections import Counter
+
+    from rl.gym import word_pools
+
+    held3, train3, rl3 = word_pools(3)
+    assert not held3 & set(train3) and rl3 <= set(train3) and len(train3) == 11_060
+    name = r"\b([A-Z][a-z]{5}) ([A-Z][a-z]{5})\b"
+
+    def words(split, n):
+        pages = [p for s in range(n) for p in make_env(s, split, syllables=3).pages]
+        return Counter(w.lower() for p in pages for pair in re.findall(name, p) for w in pair)
+
+    train, held = words("train", 200), words("test", 50)
+    assert held and set(held) <= held3 and set(train) <= set(train3)
+    people = Counter(
+        w.lower() for s in range(200) for p in make_env(s, "train", syllables=3).people for w in p.name.split()
+    )
+    assert sum(people.values()) == 2000 and len(people) > 1700  # 2,000 name words, nearly all seen once
+    assert word_pools(2) == (HELD_WORDS, sorted(set(WORDS) - HELD_WORDS, key=WORDS.index), word_pools(2)[2])
+    with pytest.raises(ValueError, match="2 or 3 syllables"):
+        make_env(0, "train", syllables=4)
+
+
 def test_rl_names_are_words_the_sft_pool_never_uses():
     """pool="sft" and pool="rl" split the training words: an RL environment's people, look-alikes included,
     are named only with RL_WORDS, which no SFT environment uses; held-out environments refuse a pool."""
