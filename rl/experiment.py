@@ -95,7 +95,8 @@ def make_gym(args, root: Path) -> Gym:
     def train_env(s: int, pool: str):  # a share `fine_print` of the training environments are pictures
         fine = FINE_SHARE if args.fine_print and random.Random(f"pictures:{s}").random() < args.fine_print else 0.0
         pool = pool if args.fresh_rl_names else "all"
-        return make_env(s, "train", hops=(1, 2), fine_print=fine, pool=pool, syllables=args.name_syllables)
+        kw = {"syllables": args.name_syllables, "varied": args.varied_layouts}
+        return make_env(s, "train", hops=(1, 2), fine_print=fine, pool=pool, **kw)
 
     g = Gym(root)
     g.sft = [train_env(s, "sft") for s in range(args.sft_envs)]
@@ -430,6 +431,11 @@ class ExperimentConfig(Config):
         "syllables of each word of a person's name (rl/gym.py word_pools): 2 gives 461 training words, which a tiny "
         "model can memorize; 3 gives 11,060, each seen about once, so names must be copied (a new gym and warm start)",
         choices=[2, 3],
+    )
+    varied_layouts: bool = setting(
+        False,
+        "assemble each training page and question frame from parts (rl/gym.py varied_layout) instead of 5 page and "
+        "4 question templates, so a code is found by its label, not its place (a new gym and warm start)",
     )
     fresh_rl_names: bool = setting(
         False,

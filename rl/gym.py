@@ -128,6 +128,49 @@ HELD_QUESTIONS = {
     2: ["Which access code does the partner of {a} use?", "Please find the access code of the partner of {a}."],
     3: ["Which access code does the partner of the partner of {a} use?"],
 }
+# Varied training environments (`make_env(varied=True)`): every page and question frame is assembled from parts,
+# so a model cannot find a code by where it sits in one of five templates; it must find the words "access code".
+# No part is a word or mark of a held-out layout or frame (Name, Desk, Staff, card, badge, since, |, Which, does,
+# use, Please, find): held-out environments stay unseen in everything but the two key phrases.
+_VARIED_INTROS = ["{name}. ", "{name}: ", "{name} - ", "Registry entry for {name}: ", "Profile of {name}: "]
+_VARIED_SEPS = [" ", ": ", " is ", " = ", " - "]  # between a label and its value
+_VARIED_JOINS = [", ", "; ", ". ", " - "]
+_VARIED_CODE = ["access code", "Access code"]
+_VARIED_PARTNER = ["partner", "Partner"]
+_VARIED_OTHER = ["room", "Room", "office", "Office", "floor", "Floor"]
+_VARIED_ASKS = ["What is", "Tell me", "I need", "Give me", "Show me", "Look up"]
+_VARIED_ENDS = ["?", ".", ""]
+
+
+def varied_layout(rng: random.Random) -> str:
+    """A page template assembled from parts: an intro, then the code, partner and other number in any order.
+
+    >>> varied_layout(random.Random(1))
+    '{name}: Access code - {code}, Office - {other}, partner - {partner}.'
+    """
+    intro = rng.choice(_VARIED_INTROS)
+    sep, join = rng.choice(_VARIED_SEPS), rng.choice(_VARIED_JOINS)
+    fields = [
+        rng.choice(_VARIED_CODE) + sep + "{code}",
+        rng.choice(_VARIED_PARTNER) + sep + "{partner}",
+        rng.choice(_VARIED_OTHER) + sep + "{other}",
+    ]
+    rng.shuffle(fields)
+    return intro + join.join(fields) + "."
+
+
+def varied_question(rng: random.Random, hops: int) -> str:
+    """A question frame assembled from parts, asking for the code `hops` hops from {a}.
+
+    >>> varied_question(random.Random(0), 2)
+    'Give me the access code of the partner of {a}?'
+    """
+    who = "the partner of " * (hops - 1) + "{a}"
+    if rng.random() < 0.25:
+        return f"{who[0].upper()}{who[1:]}: what is the access code?"
+    return f"{rng.choice(_VARIED_ASKS)} the access code of {who}{rng.choice(_VARIED_ENDS)}"
+
+
 MIN_PAGE, MAX_PAGE = 90, 170  # chars of a page; CHUNK_CHARS keeps every page its own unit (two never fit)
 CHUNK_CHARS = 2 * MIN_PAGE - 1
 
@@ -257,13 +300,15 @@ def make_env(
     fine_print: float = 0.0,
     pool: str = "all",
     syllables: int = 2,
+    varied: bool = False,
 ) -> Env:
     """One environment from `seed`: `people` in a partner cycle, `look_alikes` near-duplicates of some of them,
     `traps` dead-end pages, and `questions` questions whose hop counts are drawn from `hops`. With `fine_print`
     above 0 it is a picture environment, and each person's code is in fine print with that probability (1: all).
     `pool` picks a training environment's name words: "all" training words, or the "sft" or "rl" share
     (RL_WORDS); held-out environments always use the held-out words. `syllables`: of each name word, 2 or 3
-    (`word_pools`: with 3, names are too many to memorize).
+    (`word_pools`: with 3, names are too many to memorize). `varied`: a training environment's pages and questions
+    are assembled from parts (`varied_layout`, `varied_question`) instead of drawn from the fixed templates.
 
     >>> e = make_env(0, "train", hops=(2,))
     >>> q = e.questions[0]
@@ -281,6 +326,8 @@ def make_env(
         raise ValueError(f"{max(hops)} hops need at least {max(hops) + 1} people in a partner cycle; got {people}")
     if not 0.0 <= fine_print <= 1.0:
         raise ValueError(f"fine_print is a probability from 0 to 1; got {fine_print}")
+    if varied and split != "train":
+        raise ValueError("varied layouts are for training environments; held-out ones keep their own templates")
     if pool not in NAME_POOLS or (pool != "all" and split != "train"):
         raise ValueError(f"pool is one of {NAME_POOLS}, and only 'all' for held-out environments; got {pool!r}")
     words = _words(split == "test", pool, syllables)
@@ -302,7 +349,7 @@ def make_env(
     limit = MAX_PAGE if not fine_print else LINE_CHARS * 7  # a picture page is one unit whatever its length
     pages = {
         p.name: _page(
-            rng.choice(layouts),
+            varied_layout(rng) if varied else rng.choice(layouts),
             rng,
             limit,
             name=p.name,
@@ -319,7 +366,8 @@ def make_env(
         if alike is None or alike in pages:
             continue
         decoy = cast[rng.randrange(people)].name
-        extra.append(_page(rng.choice(layouts), rng, limit, name=alike, code=str(codes[people + k]), partner=decoy))
+        layout = varied_layout(rng) if varied else rng.choice(layouts)
+        extra.append(_page(layout, rng, limit, name=alike, code=str(codes[people + k]), partner=decoy))
     for _ in range(traps):
         a, b = rng.sample(names, 2)
         extra.append(_page(rng.choice(TRAP_LAYOUTS), rng, limit, name=a, other_name=b))
@@ -337,7 +385,7 @@ def make_env(
         env.questions.append(
             Question(
                 f"{split}{seed:05d}-{q}",
-                rng.choice(wording[h]).format(a=start),
+                (varied_question(rng, h) if varied else rng.choice(wording[h])).format(a=start),
                 target.code,
                 h,
                 chain,

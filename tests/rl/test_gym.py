@@ -78,6 +78,21 @@ def test_three_syllable_names_are_too_many_to_memorize_and_still_split_held_out_
         make_env(0, "train", syllables=4)
 
 
+def test_varied_training_environments_use_many_layouts_and_nothing_of_a_held_out_one():
+    """`varied=True`: pages and question frames come from parts, far more of them than the fixed templates, and not
+    one word or mark of a held-out layout or frame appears in them; held-out environments refuse it."""
+    envs = [make_env(s, "train", syllables=3, varied=True) for s in range(100)]
+    people = [p for e in envs for p in e.pages if "access code" in p.lower()]
+    shapes = {re.sub(r"[A-Z][a-z]{5} [A-Z][a-z]{5}|\d+", "#", p) for p in people}
+    frames = {re.sub(r"[A-Z][a-z]{5} [A-Z][a-z]{5}", "#", q.question) for e in envs for q in e.questions}
+    assert len(shapes) > 150 and len(frames) > 20
+    held_marks = {"Name", "Desk", "Staff", "card", "badge", "since", "|", "Which", "does", "use", "Please", "find"}
+    text = " ".join(p for e in envs for p in e.pages) + " " + " ".join(q.question for e in envs for q in e.questions)
+    assert not held_marks & set(re.findall(r"\w+|\|", text))
+    with pytest.raises(ValueError, match="varied layouts are for training"):
+        make_env(0, "test", varied=True)
+
+
 def test_rl_names_are_words_the_sft_pool_never_uses():
     """pool="sft" and pool="rl" split the training words: an RL environment's people, look-alikes included,
     are named only with RL_WORDS, which no SFT environment uses; held-out environments refuse a pool."""
