@@ -6,6 +6,7 @@
     python -m rl.experiment --methods grpo --seeds 1 --fine-print 0.2 --out runs/rl_fine   # pictures, fine print
     python -m rl.experiment --methods grpo --seeds 5 --fresh-rl-names --out runs/rl_fresh  # RL on unseen names
     python -m rl.experiment --seeds 0 --sft-seed 1 --test-envs 45 --out runs/sft_seed1      # a warm start alone
+    python -m rl.experiment --seeds 0 --name-syllables 3 --varied-layouts --sft-epochs 14 --out runs/sft_varied
 
 Steps:
 1. environments: an SFT pool and a disjoint RL pool of training environments (1- and 2-hop questions), and
@@ -23,7 +24,9 @@ Steps:
 With `--fine-print F`, a share F of the training environments are page images whose codes may be in fine print,
 legible only in a crop, read by OCR for the text-only model (rl/gym.py), and held-out fine-print 1-hop
 environments get their own column. With `--fresh-rl-names`, the RL pool's people are named with training words
-the SFT pool never uses, so RL rewards copying unseen names. Left out on purpose: a VLM, and any GPU.
+the SFT pool never uses, so RL rewards copying unseen names. `--name-syllables 3` names people with words too many
+to memorize, and `--varied-layouts` assembles training pages and questions from parts (rl/RESULTS.md, "Names
+that cannot be memorized"). Left out on purpose: a VLM, and any GPU.
 """
 
 from __future__ import annotations
@@ -164,9 +167,31 @@ def warm_start(args, g: Gym, out: Path, retriever) -> Path:
     return sft_dir
 
 
+def episode_facts(question, outputs: list[str], seen: list[str]) -> dict[str, bool]:
+    """Where a gym episode went: did it search, was its first search the question's name letter for letter, and
+    was it shown (in `seen`, the observations) the page text holding the answer.
+
+    >>> from rl.gym import Question
+    >>> q = Question("q", "Tell me the access code of Tufo Misu.", "3466", 1, ["Tufo Misu"], [])
+    >>> episode_facts(q, ["<search>Tufo Mise</search>", "<search>Tufo Misu</search>", "<answer>3466</answer>"],
+    ...               ["Tufo Mise. Room 701.", "Tufo Misu: access code 3466, partner Bono Gaga."])
+    {'searched': True, 'name_copied': False, 'answer_shown': True}
+    >>> episode_facts(q, ["<answer>3466</answer>"], [])
+    {'searched': False, 'name_copied': False, 'answer_shown': False}
+    """
+    first = next((o.strip() for o in outputs if o.lstrip().startswith("<search>")), None)
+    return {
+        "searched": first is not None,
+        "name_copied": first == f"<search>{question.chain[0]}</search>",
+        "answer_shown": any(question.answer in text for text in seen),
+    }
+
+
 def evaluate(model, tok, retriever, envs, args, seed: int = 0) -> dict[str, float]:
     """One episode per held-out question (greedy, or sampled at `eval_temperature`): accuracy, dead-end searches,
-    generated tokens and steps."""
+    generated tokens and steps, and where the episodes fail: the share that search at all, that search the
+    question's name letter for letter first (copying a name), that were shown the page with the answer, and the
+    accuracy of those (copying the code; None when no page with the answer was shown)."""
     import torch
 
     from agent.loop import Agent
@@ -179,17 +204,34 @@ def evaluate(model, tok, retriever, envs, args, seed: int = 0) -> dict[str, floa
     temperature = 1.0 if greedy else args.eval_temperature
     pol = TextPolicy(model, tok, temperature=temperature, max_new_tokens=args.max_new_tokens, greedy=greedy)
     right, dead, tokens, steps, n = 0, 0, 0, 0, 0
+    searched, name_copied, shown, shown_right = 0, 0, 0, 0
     for env in envs:
         for q in env.questions:
             cfg = agent_config(args.max_steps, bool(args.fine_print), docs=[env.doc])
             trace = Agent(retriever, pol, cfg).ask(q.question)
-            right += (trace.answer or "").strip() == q.answer
+            ok = (trace.answer or "").strip() == q.answer
+            right += ok
             dead += dead_end_searches(trace.graph)
             tokens += sum(len(tok(s.output, add_special_tokens=False)["input_ids"]) for s in trace.steps)
             steps += len(trace.steps)
             n += 1
+            seen = [str(s.messages[-1].get("content", "")) for s in trace.steps if len(s.messages) > 2]
+            facts = episode_facts(q, [s.output for s in trace.steps], seen)
+            searched += facts["searched"]
+            name_copied += facts["name_copied"]
+            shown += facts["answer_shown"]
+            shown_right += facts["answer_shown"] and ok
     n = max(1, n)
-    return {"accuracy": right / n, "dead_ends": dead / n, "tokens": tokens / n, "steps": steps / n}
+    return {
+        "accuracy": right / n,
+        "dead_ends": dead / n,
+        "tokens": tokens / n,
+        "steps": steps / n,
+        "searched": searched / n,
+        "name_copied": name_copied / n,
+        "answer_shown": shown / n,
+        "right_when_shown": shown_right / shown if shown else None,
+    }
 
 
 def train_one(args, g: Gym, sft: Path, out: Path, method: str, seed: int) -> tuple[list[dict], object]:
@@ -250,6 +292,12 @@ def run(args) -> dict:
     base = {h: evaluate(model, tok, retriever, envs, args) for h, envs in g.held.items()}
     fine = f", fine print (1-hop) {base['fine']['accuracy']:.3f}" if "fine" in base else ""
     print(f"SFT held-out accuracy: 1-hop {base[1]['accuracy']:.3f}, 2-hop {base[2]['accuracy']:.3f}{fine}")
+    b, when = base[1], base[1]["right_when_shown"]
+    print(
+        f"  held-out 1-hop episodes: {b['searched']:.0%} search, {b['name_copied']:.0%} search the question's name "
+        f"exactly first, {b['answer_shown']:.0%} are shown the page with the code"
+        + (f", and {when:.0%} of those answer it" if when is not None else "")
+    )
     # RL-pool environments: training names, layouts and wordings, but no SFT trace came from them. A start that
     # does not copy fails them; passing them is not enough to read held-out names (rl/RESULTS.md, "seed by seed").
     seen = evaluate(model, tok, retriever, g.rl[:VALIDATION_ENVS], args)

@@ -259,6 +259,10 @@ def test_experiment_warm_start_alone(tmp_path):
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
     assert set(got["base"]) == {1, 2, "train"} and set(saved["base"]) == {"1", "2", "train"}
     assert all(0.0 <= b["accuracy"] <= 1.0 and b["steps"] >= 1 for b in got["base"].values())
+    assert all(
+        0.0 <= b["name_copied"] <= b["searched"] <= 1.0 and 0.0 <= b["answer_shown"] <= 1.0
+        for b in saved["base"].values()
+    )
     assert json.loads((tmp_path / "run" / "sft" / "sft_config.json").read_text())["seed"] == 3
     assert not list((tmp_path / "run").glob("*_seed*"))  # no RL run folder
     # a rerun into the same folder with fewer environments keeps only their traces
