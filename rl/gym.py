@@ -15,8 +15,8 @@ person without giving the code. A question asks for a code one to three hops awa
 (3). The answer is printed once, on one page, so the only way to it is to search, read, and search again.
 
 What is learned must be a skill, so a training run draws every question from environments it has never seen,
-and held-out environments differ in everything but the task: their names come from syllables no training name
-uses, their pages from layouts and sentences no training page uses, and their questions from other wordings. The
+and held-out environments differ in everything but the task: their names come from words no training name
+uses (of the same syllables), their pages from layouts and sentences no training page uses, and their questions from other wordings. The
 tokenizer is trained on training text only (rl/experiment.py), so a held-out name is read in pieces.
 
 Each environment is one text document, its pages its paragraphs, indexed with `chunk_chars` set so that every
@@ -54,12 +54,12 @@ SYLLABLES = "ka lo mi re su ta ve no ri da pe zu bo li ne ga fo tu ma se ro di v
 
 
 @functools.cache
-def word_pools(syllables: int = 2) -> tuple[frozenset[str], list[str], frozenset[str]]:
+def word_pools(syllables: int = 2) -> tuple[frozenset[str], tuple[str, ...], frozenset[str]]:
     """(held-out words, training words in a fixed order, the RL share of the training words) for names whose words
     have `syllables` syllables. Two syllables make 576 words, few enough that a tiny model memorizes the 461
     training ones as tokens and then fails to copy a held-out one it has never seen (rl/RESULTS.md, "seed by
-    seed"). Three make 13,824: each training word is seen about once, the byte-pair tokenizer learns syllable
-    pairs rather than words, and a held-out word is spelt in the very pieces training words are, so copying is
+    seed"). Three make 13,824: each training word is seen about once, the byte-pair tokenizer learns pieces of
+    words rather than whole ones, and a held-out word is spelt in the very pieces training words are, so copying is
     the only way to a name.
 
     >>> held, train, rl = word_pools(2)
@@ -77,7 +77,7 @@ def word_pools(syllables: int = 2) -> tuple[frozenset[str], list[str], frozenset
     # `pool="sft"` (the rest): then RL rewards copying names the warm start never saw, the skill held-out
     # environments measure, instead of the training names it already knows (rl/RESULTS.md, "Three times the
     # held-out questions"). The default, "all", draws from every training word, as environments were made before.
-    train = [w for w in words if w not in held]  # in product order: the order rng.choice sees
+    train = tuple(w for w in words if w not in held)  # in product order: the order rng.choice sees
     rl = frozenset(random.Random(f"rl-only words{tag}").sample(train, len(train) // 5))
     return held, train, rl
 
