@@ -16,8 +16,9 @@ person without giving the code. A question asks for a code one to three hops awa
 
 What is learned must be a skill, so a training run draws every question from environments it has never seen,
 and held-out environments differ in everything but the task: their names come from words no training name
-uses (of the same syllables), their pages from layouts and sentences no training page uses, and their questions from other wordings. The
-tokenizer is trained on training text only (rl/experiment.py), so a held-out name is read in pieces.
+uses (of the same syllables), their pages from layouts and sentences no training page uses, and their questions
+from other wordings. The tokenizer is trained on training text only (rl/experiment.py), so a held-out name is
+read in pieces.
 
 Each environment is one text document, its pages its paragraphs, indexed with `chunk_chars` set so that every
 page is one unit; an environment's questions search only its own document (`doc`, as MMLongBench-Doc's do),
