@@ -348,9 +348,13 @@ def make_env(
         cast[i].partner = cast[j].name
     small = {p.name for p in cast if fine_print and fine_rng.random() < fine_print}
     limit = MAX_PAGE if not fine_print else LINE_CHARS * 7  # a picture page is one unit whatever its length
+
+    def layout() -> str:
+        return varied_layout(rng) if varied else rng.choice(layouts)
+
     pages = {
         p.name: _page(
-            varied_layout(rng) if varied else rng.choice(layouts),
+            layout(),
             rng,
             limit,
             name=p.name,
@@ -367,8 +371,7 @@ def make_env(
         if alike is None or alike in pages:
             continue
         decoy = cast[rng.randrange(people)].name
-        layout = varied_layout(rng) if varied else rng.choice(layouts)
-        extra.append(_page(layout, rng, limit, name=alike, code=str(codes[people + k]), partner=decoy))
+        extra.append(_page(layout(), rng, limit, name=alike, code=str(codes[people + k]), partner=decoy))
     for _ in range(traps):
         a, b = rng.sample(names, 2)
         extra.append(_page(rng.choice(TRAP_LAYOUTS), rng, limit, name=a, other_name=b))

@@ -73,7 +73,12 @@ def test_three_syllable_names_are_too_many_to_memorize_and_still_split_held_out_
         w.lower() for s in range(200) for p in make_env(s, "train", syllables=3).people for w in p.name.split()
     )
     assert sum(people.values()) == 2000 and len(people) > 1700  # 2,000 name words, nearly all seen once
-    assert word_pools(2) == (HELD_WORDS, tuple(w for w in WORDS if w not in HELD_WORDS), word_pools(2)[2])
+    # two syllables: the environments made before `syllables` existed (values printed by the code of 22c6d62)
+    assert make_env(0, "train").pages[0] == (
+        "Registry entry for Tufo Misu: access code 3466, partner Tufo Mise, joined in 2024. Filed under 95."
+    )
+    assert make_env(0, "train", pool="rl").pages[0].startswith("Visitor log: Zuka Veve signed in with Zuda Dino")
+    assert make_env(0, "test").questions[0].question == "Which access code does Lizu Vema use?"
     with pytest.raises(ValueError, match="2 or 3 syllables"):
         make_env(0, "train", syllables=4)
 
