@@ -143,6 +143,14 @@ def warm_start(args, g: Gym, out: Path, retriever) -> Path:
     base = build_tiny_causal_lm(
         out / "tiny_lm", seed=args.sft_seed, texts=texts, vocab_size=args.vocab, hidden=args.hidden, layers=args.layers
     )
+    if args.copy_pretrain:
+        from rl.pretrain import copy_pretrain
+
+        st = copy_pretrain(base, args.copy_pretrain, seed=args.sft_seed)
+        print(
+            f"copy pre-training: {st['steps']} updates in {st['seconds']:.0f} s, loss {st['loss']:.3f}, "
+            f"recall {st['recall_before']:.2f} -> {st['recall_after']:.2f}"
+        )
     exs = load_examples(str(traces), with_images=False)
     t0 = time.perf_counter()
     cfg = SFTConfig(
@@ -449,6 +457,11 @@ class ExperimentConfig(Config):
     sft_lr: float = setting(1e-3, "learning rate of the SFT warm start")
     sft_batch: int = setting(16, "SFT examples per forward pass")
     sft_seed: int = setting(0, "seed of the tiny LM's initial weights and of the SFT example order")
+    copy_pretrain: int = setting(
+        0,
+        "updates of copy pre-training (rl/pretrain.py: repeated and key-value recall sequences of random tokens) "
+        "before SFT, so the tiny LM can copy before it imitates; 0 skips it",
+    )
     updates: int = setting_like(TrainConfig, "updates", 8)
     group: int = setting_like(TrainConfig, "group_size", 4)
     questions: int = setting_like(TrainConfig, "questions_per_update", 2)
