@@ -98,7 +98,7 @@ def make_gym(args, root: Path) -> Gym:
     def train_env(s: int, pool: str):  # a share `fine_print` of the training environments are pictures
         fine = FINE_SHARE if args.fine_print and random.Random(f"pictures:{s}").random() < args.fine_print else 0.0
         pool = pool if args.fresh_rl_names else "all"
-        kw = {"syllables": args.name_syllables, "varied": args.varied_layouts}
+        kw = {"syllables": args.name_syllables, "varied": args.varied_layouts, "noise": args.noise_words}
         return make_env(s, "train", hops=(1, 2), fine_print=fine, pool=pool, **kw)
 
     g = Gym(root)
@@ -497,6 +497,11 @@ class ExperimentConfig(Config):
         False,
         "assemble each training page and question frame from parts (rl/gym.py varied_layout) instead of 5 page and "
         "4 question templates, so a code is found by its label, not its place (a new gym and warm start)",
+    )
+    noise_words: float = setting(
+        0.0,
+        "with --varied-layouts: the share of training pages and questions that also carry made-up words "
+        "(rl/gym.py noise_word), so that a word never seen in training does not change what the model does",
     )
     fresh_rl_names: bool = setting(
         False,

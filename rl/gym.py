@@ -42,6 +42,8 @@ import hashlib
 import itertools
 import json
 import random
+import re
+import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,11 +145,38 @@ _VARIED_ASKS = ["What is", "Tell me", "I need", "Give me", "Show me", "Look up"]
 _VARIED_ENDS = ["?", ".", ""]
 
 
-def varied_layout(rng: random.Random) -> str:
+# Words a held-out layout or frame uses that no training part may (checked by tests/rl/test_gym.py).
+HELD_MARKS = {"Name", "Desk", "Staff", "card", "badge", "since", "|", "Which", "does", "use", "Please", "find"}
+_NAME_WORD = re.compile(f"(?:{'|'.join(SYLLABLES)})+")
+_NOISE_MARKS = ["/", "#", "*", "+", "~"]
+
+
+def noise_word(rng: random.Random) -> str:
+    """A made-up word of 3 to 7 random letters: never a name word (those are runs of SYLLABLES) nor a word of a
+    held-out layout or frame. It stands for the words a held-out page has that training never showed.
+
+    >>> [noise_word(random.Random(s)) for s in range(3)]
+    ['Ynbiqp', 'Szyc', 'ccl']
+    """
+    while True:
+        w = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 7)))
+        if not _NAME_WORD.fullmatch(w) and w not in {m.lower() for m in HELD_MARKS}:
+            return w.capitalize() if rng.random() < 0.5 else w
+
+
+def varied_layout(rng: random.Random, noise: float = 0.0) -> str:
     """A page template assembled from parts: an intro, then the code, partner and other number in any order.
+
+    With probability `noise`, the page also gets words no page has used before (`noise_word`): one or two fields
+    with a made-up label and a number or made-up value, a made-up lower-case word or two before the intro, and a
+    made-up mark in a separator. A model trained on them learns that an unknown word is no reason to change what
+    it does; without them, a held-out page's "Desk 420" alone turns an answer into another search (rl/RESULTS.md).
+    `noise=0` draws exactly what it drew before the option existed.
 
     >>> varied_layout(random.Random(1))
     '{name}: Access code - {code}, Office - {other}, partner - {partner}.'
+    >>> varied_layout(random.Random(1), noise=1.0)
+    '{name}: woi - Dpam, Access code - {code}, Vgnxaq + aau, partner - {partner}, Office - {other}.'
     """
     intro = rng.choice(_VARIED_INTROS)
     sep, join = rng.choice(_VARIED_SEPS), rng.choice(_VARIED_JOINS)
@@ -156,20 +185,38 @@ def varied_layout(rng: random.Random) -> str:
         rng.choice(_VARIED_PARTNER) + sep + "{partner}",
         rng.choice(_VARIED_OTHER) + sep + "{other}",
     ]
+    if noise and rng.random() < noise:
+        for _ in range(rng.randint(1, 2)):
+            value = str(rng.randint(1, 9999)) if rng.random() < 0.5 else noise_word(rng)
+            fields.append(noise_word(rng) + rng.choice([sep, " " + rng.choice(_NOISE_MARKS) + " "]) + value)
+        if rng.random() < 0.5:
+            words = " ".join(noise_word(rng).lower() for _ in range(rng.randint(1, 2)))  # lower: a name's edge
+            intro = words + " " + intro.replace("{name}. ", "{name}, ")
     rng.shuffle(fields)
     return intro + join.join(fields) + "."
 
 
-def varied_question(rng: random.Random, hops: int) -> str:
-    """A question frame assembled from parts, asking for the code `hops` hops from {a}.
+def varied_question(rng: random.Random, hops: int, noise: float = 0.0) -> str:
+    """A question frame assembled from parts, asking for the code `hops` hops from {a}; with probability `noise`,
+    made-up lower-case words before it or before its end (`noise_word`). `noise=0` draws what it drew before the option.
 
     >>> varied_question(random.Random(0), 2)
     'Give me the access code of the partner of {a}?'
+    >>> varied_question(random.Random(0), 2, noise=1.0)
+    'Give me the access code of the partner of {a} zjplsg eydtz?'
     """
     who = "the partner of " * (hops - 1) + "{a}"
     if rng.random() < 0.25:
-        return f"{who[0].upper()}{who[1:]}: what is the access code?"
-    return f"{rng.choice(_VARIED_ASKS)} the access code of {who}{rng.choice(_VARIED_ENDS)}"
+        frame = f"{who[0].upper()}{who[1:]}: what is the access code?"
+    else:
+        frame = f"{rng.choice(_VARIED_ASKS)} the access code of {who}{rng.choice(_VARIED_ENDS)}"
+    if noise and rng.random() < noise:
+        words = " ".join(noise_word(rng).lower() for _ in range(rng.randint(1, 2)))  # lower: a name's edge
+        if rng.random() < 0.5:
+            return f"{words} {frame}"
+        end = frame[-1] if frame[-1] in "?." else ""
+        return f"{frame[: len(frame) - len(end)]} {words}{end}"
+    return frame
 
 
 MIN_PAGE, MAX_PAGE = 90, 170  # chars of a page; CHUNK_CHARS keeps every page its own unit (two never fit)
@@ -302,6 +349,7 @@ def make_env(
     pool: str = "all",
     syllables: int = 2,
     varied: bool = False,
+    noise: float = 0.0,
 ) -> Env:
     """One environment from `seed`: `people` in a partner cycle, `look_alikes` near-duplicates of some of them,
     `traps` dead-end pages, and `questions` questions whose hop counts are drawn from `hops`. With `fine_print`
@@ -309,7 +357,8 @@ def make_env(
     `pool` picks a training environment's name words: "all" training words, or the "sft" or "rl" share
     (RL_WORDS); held-out environments always use the held-out words. `syllables`: of each name word, 2 or 3
     (`word_pools`: with 3, names are too many to memorize). `varied`: a training environment's pages and questions
-    are assembled from parts (`varied_layout`, `varied_question`) instead of drawn from the fixed templates.
+    are assembled from parts (`varied_layout`, `varied_question`) instead of drawn from the fixed templates, and
+    `noise` is the share of those pages and questions that also carry made-up words (`noise_word`).
 
     >>> e = make_env(0, "train", hops=(2,))
     >>> q = e.questions[0]
@@ -329,6 +378,10 @@ def make_env(
         raise ValueError(f"fine_print is a probability from 0 to 1; got {fine_print}")
     if varied and split != "train":
         raise ValueError("varied layouts are for training environments; held-out ones keep their own templates")
+    if noise and not varied:
+        raise ValueError("noise words go into varied layouts: pass varied=True with noise")
+    if not 0.0 <= noise <= 1.0:
+        raise ValueError(f"noise is a probability from 0 to 1; got {noise}")
     if pool not in NAME_POOLS or (pool != "all" and split != "train"):
         raise ValueError(f"pool is one of {NAME_POOLS}, and only 'all' for held-out environments; got {pool!r}")
     words = _words(split == "test", pool, syllables)
@@ -350,7 +403,7 @@ def make_env(
     limit = MAX_PAGE if not fine_print else LINE_CHARS * 7  # a picture page is one unit whatever its length
 
     def layout() -> str:
-        return varied_layout(rng) if varied else rng.choice(layouts)
+        return varied_layout(rng, noise) if varied else rng.choice(layouts)
 
     pages = {
         p.name: _page(
@@ -389,7 +442,7 @@ def make_env(
         env.questions.append(
             Question(
                 f"{split}{seed:05d}-{q}",
-                (varied_question(rng, h) if varied else rng.choice(wording[h])).format(a=start),
+                (varied_question(rng, h, noise) if varied else rng.choice(wording[h])).format(a=start),
                 target.code,
                 h,
                 chain,

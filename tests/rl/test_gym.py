@@ -3,6 +3,7 @@ page, and an expert that solves them through the real agent loop and retrieval."
 
 import hashlib
 import json
+import random
 import re
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from rl.gym import (
     CHUNK_CHARS,
     HELD_LAYOUTS,
+    HELD_MARKS,
     HELD_QUESTIONS,
     HELD_WORDS,
     TRAIN_LAYOUTS,
@@ -18,6 +20,10 @@ from rl.gym import (
     build_index,
     expert_traces,
     make_env,
+    noise_word,
+    varied_layout,
+    varied_question,
+    word_pools,
     write_corpus,
     write_questions,
 )
@@ -92,10 +98,34 @@ def test_varied_training_environments_use_many_layouts_and_nothing_of_a_held_out
     frames = {re.sub(r"[A-Z][a-z]{5} [A-Z][a-z]{5}", "#", q.question) for e in envs for q in e.questions}
     assert len(shapes) > 150 and len(frames) > 20
     held_marks = {"Name", "Desk", "Staff", "card", "badge", "since", "|", "Which", "does", "use", "Please", "find"}
+    assert held_marks == HELD_MARKS
     text = " ".join(p for e in envs for p in e.pages) + " " + " ".join(q.question for e in envs for q in e.questions)
     assert not held_marks & set(re.findall(r"\w+|\|", text))
     with pytest.raises(ValueError, match="varied layouts are for training"):
         make_env(0, "test", varied=True)
+
+
+def test_noise_words_are_new_words_and_leave_the_names_and_answers_alone():
+    """`noise`: made-up words in varied pages and questions; none is a name word or a held-out layout's word, the
+    questions' chains and answers are untouched, and noise=0 draws exactly the environments it drew before."""
+    quiet = [make_env(s, "train", varied=True) for s in range(60)]
+    assert [e.pages for e in quiet] == [make_env(s, "train", varied=True, noise=0.0).pages for s in range(60)]
+    noisy = [make_env(s, "train", varied=True, noise=1.0) for s in range(60)]
+    rng = random.Random(0)
+    templates = [varied_layout(rng, 1.0) for _ in range(300)] + [varied_question(rng, 2, 1.0) for _ in range(300)]
+    words = set(re.findall(r"\w+|\|", re.sub(r"\{\w+\}", " ", " ".join(templates))))
+    assert not HELD_MARKS & words
+    assert not {w.lower() for w in words} & (set(WORDS) | set(word_pools(3)[1]) | word_pools(3)[0])
+    parts = set(re.findall(r"\w+", re.sub(r"\{\w+\}", " ", " ".join(varied_layout(rng) for _ in range(300)))))
+    assert len(words - parts) > 200, "noise words are new words, many of them"
+    for e in noisy:
+        for q in e.questions:
+            assert q.chain[0] in q.question and q.answer in q.evidence[-1]
+            assert re.search(r"access code\W*(is\W+)?" + q.answer, q.evidence[-1], re.I)
+    noise_words = [noise_word(random.Random(s)) for s in range(500)]
+    assert all(3 <= len(w) <= 7 and w.isalpha() for w in noise_words)
+    with pytest.raises(ValueError, match="pass varied=True"):
+        make_env(0, "train", noise=0.5)
 
 
 def test_rl_names_are_words_the_sft_pool_never_uses():
