@@ -169,15 +169,15 @@ def varied_layout(rng: random.Random, noise: float = 0.0) -> str:
 
     With probability `noise`, the page also gets words no page has used before (`noise_word`): one or two fields
     with a made-up label and a number or made-up value, a made-up lower-case word or two before the intro, and a
-    made-up mark between a label and its value or between the fields. A model trained on them learns that an
-    unknown word is no reason to change what it does; without them, a held-out page's "Desk 420" alone turns an
-    answer into another search (rl/RESULTS.md).
+    made-up mark between a made-up label and its value. A model trained on them learns that an unknown word is no
+    reason to change what it does; without them, a held-out page's "Desk 420" alone turns an answer into another
+    search (rl/RESULTS.md). (Made-up marks between all of a page's fields too, tried at 370d5a8, did worse.)
     `noise=0` draws exactly what it drew before the option existed.
 
     >>> varied_layout(random.Random(1))
     '{name}: Access code - {code}, Office - {other}, partner - {partner}.'
     >>> varied_layout(random.Random(1), noise=1.0)
-    '{name}: Vgnxaq + aau # partner - {partner} # Access code - {code} # Office - {other} # woi - Dpam.'
+    '{name}: woi - Dpam, Access code - {code}, Vgnxaq + aau, partner - {partner}, Office - {other}.'
     """
     intro = rng.choice(_VARIED_INTROS)
     sep, join = rng.choice(_VARIED_SEPS), rng.choice(_VARIED_JOINS)
@@ -193,8 +193,6 @@ def varied_layout(rng: random.Random, noise: float = 0.0) -> str:
         if rng.random() < 0.5:
             words = " ".join(noise_word(rng).lower() for _ in range(rng.randint(1, 2)))  # lower: a name's edge
             intro = words + " " + intro.replace("{name}. ", "{name}, ")
-        if rng.random() < 0.5:  # a mark between fields that no other page joins them with
-            join = " " + rng.choice(_NOISE_MARKS) + " "
     rng.shuffle(fields)
     return intro + join.join(fields) + "."
 
