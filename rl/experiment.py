@@ -7,6 +7,7 @@
     python -m rl.experiment --methods grpo --seeds 5 --fresh-rl-names --out runs/rl_fresh  # RL on unseen names
     python -m rl.experiment --seeds 0 --sft-seed 1 --test-envs 45 --out runs/sft_seed1      # a warm start alone
     python -m rl.experiment --seeds 0 --name-syllables 3 --varied-layouts --sft-epochs 14 --out runs/sft_varied
+    python -m rl.experiment --seeds 0 --sft-seed 1 --copy-pretrain 2000 --varied-layouts --noise-words 0.5
 
 Steps:
 1. environments: an SFT pool and a disjoint RL pool of training environments (1- and 2-hop questions), and
@@ -26,7 +27,9 @@ legible only in a crop, read by OCR for the text-only model (rl/gym.py), and hel
 environments get their own column. With `--fresh-rl-names`, the RL pool's people are named with training words
 the SFT pool never uses, so RL rewards copying unseen names. `--name-syllables 3` names people with words too many
 to memorize, and `--varied-layouts` assembles training pages and questions from parts (rl/RESULTS.md, "Names
-that cannot be memorized"). Left out on purpose: a VLM, and any GPU.
+that cannot be memorized"); `--noise-words P` adds made-up words to a share P of them. `--copy-pretrain N` trains
+the new tiny LM to copy (rl/pretrain.py) before SFT (rl/RESULTS.md, "Copy pre-training and noise words"). Left
+out on purpose: a VLM, and any GPU.
 """
 
 from __future__ import annotations
