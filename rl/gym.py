@@ -149,6 +149,7 @@ _VARIED_ENDS = ["?", ".", ""]
 HELD_MARKS = {"Name", "Desk", "Staff", "card", "badge", "since", "|", "Which", "does", "use", "Please", "find"}
 _NAME_WORD = re.compile(f"(?:{'|'.join(SYLLABLES)})+")
 _NOISE_MARKS = ["/", "#", "*", "+", "~"]
+_HELD_LOWER = {m.lower() for m in HELD_MARKS}
 
 
 def noise_word(rng: random.Random) -> str:
@@ -160,7 +161,7 @@ def noise_word(rng: random.Random) -> str:
     """
     while True:
         w = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 7)))
-        if not _NAME_WORD.fullmatch(w) and w not in {m.lower() for m in HELD_MARKS}:
+        if not _NAME_WORD.fullmatch(w) and w not in _HELD_LOWER:
             return w.capitalize() if rng.random() < 0.5 else w
 
 

@@ -5,12 +5,13 @@ an answer. Whether SFT alone teaches a 3-layer model that is down to its seed (r
 one initialisation in four learned to copy, the others memorized the training names instead. Small
 transformers learn copying as an abrupt phase change, when induction heads form, and repeated random token
 sequences are what makes those heads form (Olsson et al. 2022, "In-context Learning and Induction Heads",
-arXiv 2209.11895, section 3). So this stage trains the new model on sequences of key-value pairs made of random
-tokens, then asks for one key's value again: the only way to lower that loss is to find the key earlier in the
-context and copy what follows it. Nothing here is gym text: the tokens are drawn uniformly from the vocabulary
-(special tokens excluded), so no name, layout or wording of a held-out environment is in it, except by chance.
+arXiv 2209.11895, section 3). So this stage trains the new model on rows of random tokens of two kinds: a
+sequence repeated, and key-value pairs followed by one key again, whose value is the target. The only way to lower
+that loss is to find the earlier occurrence and copy what follows it. Nothing here is gym text: the tokens are
+drawn uniformly from the vocabulary (special tokens excluded), so no name, layout or wording of a held-out
+environment is in it, except by chance.
 
-    python -m rl.experiment --seeds 0 --copy-pretrain 1500 --sft-seed 1   # the warm start, copy-pretrained
+    python -m rl.experiment --seeds 0 --sft-seed 2 --copy-pretrain 2000 --varied-layouts --noise-words 0.5
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def recall_batch(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(ids (B, T), target mask (B, T)): half the rows repeat a random sequence, half recall a key's value.
 
-    - Repeat: 8-30 random tokens (four digits in some places), then the same again; every token of the copy
-      but its first is a target. This is the task on which induction heads form.
+    - Repeat: spans of 1-6 random tokens (four digits in some places), 8-30 tokens or more, then the same
+      again; every token of the copy but its first is a target. This is the task on which induction heads form.
     - Recall: key-value pairs (a key is 1-3 random tokens, a value 2-6 tokens or four digits), 0-6 filler tokens
       after each, then one key again and its value, the target: finding the key, then copying what follows it.
 
@@ -55,6 +56,7 @@ def recall_batch(
     for _ in range(batch):
         if rng.random() < 0.5:
             seq: list[int] = []
+            # the bound is drawn again at each span (so rows run long); kept, the runs in rl/RESULTS.md used it
             while len(seq) < rng.randint(8, 30):
                 seq += _span(rng, vocab, digits, rng.randint(1, 6))
             rows.append(seq + seq)

@@ -3,8 +3,10 @@ and a training run that saves the model where it found it."""
 
 import json
 import random
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 from rl.pretrain import copy_pretrain, recall_accuracy, recall_batch
 
@@ -47,7 +49,7 @@ def test_four_digit_values_are_drawn_from_the_digit_tokens():
 
 
 def test_copy_pretrain_trains_saves_in_place_and_refuses_zero_steps(tmp_path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from rl.tiny import build_tiny_causal_lm
 
@@ -58,9 +60,30 @@ def test_copy_pretrain_trains_saves_in_place_and_refuses_zero_steps(tmp_path):
     assert not after.equal(before), "the trained weights are saved back to the folder"
     assert json.loads((path / "copy_pretrain.json").read_text()) == stats
     assert stats["steps"] == 3 and 0.0 <= stats["recall_after"] <= 1.0 and stats["loss"] > 0
-    tok = AutoTokenizer.from_pretrained(path)
-    assert recall_accuracy(AutoModelForCausalLM.from_pretrained(path), tok, rows=8) == pytest.approx(
-        recall_accuracy(AutoModelForCausalLM.from_pretrained(path), tok, rows=8)
-    )
     with pytest.raises(ValueError, match="at least 1 step"):
         copy_pretrain(path, 0)
+
+
+class _Fixed(torch.nn.Module):
+    """A stand-in LM whose logits at position t put all mass on `pick(ids)[:, t]`."""
+
+    def __init__(self, vocab: int, pick):
+        super().__init__()
+        self.vocab, self.pick = vocab, pick
+
+    def forward(self, input_ids):
+        return SimpleNamespace(logits=torch.nn.functional.one_hot(self.pick(input_ids), self.vocab).float() * 50)
+
+
+def test_recall_accuracy_scores_next_token_predictions_at_the_right_offset(tmp_path):
+    """A model that always predicts the true next token scores 1.0, one that repeats the current token 0.0: an
+    off-by-one in the shift between logits and targets would swap them."""
+    from transformers import AutoTokenizer
+
+    from rl.tiny import build_tiny_causal_lm
+
+    tok = AutoTokenizer.from_pretrained(build_tiny_causal_lm(tmp_path / "lm", vocab_size=300, hidden=32, layers=2))
+    oracle = _Fixed(len(tok), lambda ids: torch.cat([ids[:, 1:], ids[:, :1]], 1))  # position t -> token t+1
+    echo = _Fixed(len(tok), lambda ids: ids)  # position t -> token t
+    assert recall_accuracy(oracle, tok, rows=64) == 1.0
+    assert recall_accuracy(echo, tok, rows=64) == 0.0
