@@ -2,6 +2,7 @@
 
     python -m rl.experiment --methods grpo,gspo,ggpo,gppo,aepo,adora --seeds 5      # the comparison in RESULTS.md
     python -m rl.experiment --methods grpo --seeds 5 --curriculum scalinginter       # with the horizon schedule
+    python -m rl.experiment --methods grpo,gspo --seeds 5 --jobs 2                    # two runs at a time
     python -m rl.experiment --methods grpo --seeds 1 --updates 3 --out /tmp/rlx      # a quick look
     python -m rl.experiment --methods grpo --seeds 1 --fine-print 0.2 --out runs/rl_fine   # pictures, fine print
     python -m rl.experiment --methods grpo --seeds 5 --fresh-rl-names --out runs/rl_fresh  # RL on unseen names
@@ -279,6 +280,69 @@ def train_one(args, g: Gym, sft: Path, out: Path, method: str, seed: int) -> tup
     return trainer.train(progress=False), trainer
 
 
+def one_run(args, g: Gym, sft: Path, out: Path, method: str, seed: int, retriever) -> tuple[str, dict, str]:
+    """RL with one method and seed from the SFT checkpoint, then its held-out accuracy: (method, record, log line)."""
+    t0 = time.perf_counter()
+    logs, trainer = train_one(args, g, sft, out, method, seed)
+    trained = trainer.acc.unwrap_model(trainer.model).eval()
+    tok = trainer.proc
+    measured = [*args.eval_hops, *(["fine"] if "fine" in g.held else [])]
+    held = {h: evaluate(trained, tok, retriever, g.held[h], args) for h in measured}
+    wall = time.perf_counter() - t0
+    shown = ", ".join(f"{h}{'-hop' if h != 'fine' else ' print'} {held[h]['accuracy']:.3f}" for h in measured)
+    line = (
+        f"{method} seed {seed}: reward {logs[0]['reward']:.2f} -> {logs[-1]['reward']:.2f}, held-out {shown} "
+        f"({wall:.0f} s)"
+    )
+    return method, {"seed": seed, "curve": [lg["reward"] for lg in logs], "held": held, "wall_s": wall}, line
+
+
+_WORKER: dict = {}  # a parallel job's process: its retriever, opened once
+
+
+def _worker_init(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def _job(args, g: Gym, sft: Path, out: Path, method: str, seed: int) -> tuple[str, dict, str]:
+    from retrieval.retriever import Retriever
+
+    if "retriever" not in _WORKER:
+        _WORKER["retriever"] = Retriever(g.index)
+    return one_run(args, g, sft, out, method, seed, _WORKER["retriever"])
+
+
+def cores() -> int:
+    """CPU cores this process may run on (its affinity, where the OS reports one)."""
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def rl_runs(args, g: Gym, sft: Path, out: Path, methods: list[str], retriever):
+    """Every (seed, method) run, as (method, record, log line) in the order they finish. With `args.jobs` above 1,
+    that many worker processes share the cores, each with its share of torch threads: a tiny model's small
+    matrices keep one thread busy but not two, so separate runs use the cores better than threads in one run."""
+    jobs = [(seed, method) for seed in range(args.seeds) for method in methods]
+    if args.jobs <= 1:
+        for seed, method in jobs:
+            yield one_run(args, g, sft, out, method, seed, retriever)
+        return
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+
+    threads = max(1, cores() // args.jobs)
+    print(f"RL runs: {len(jobs)} in {args.jobs} worker processes, {threads} torch thread(s) each", flush=True)
+    with ProcessPoolExecutor(
+        args.jobs, mp_context=get_context("spawn"), initializer=_worker_init, initargs=(threads,)
+    ) as pool:
+        futures = [pool.submit(_job, args, g, sft, out, method, seed) for seed, method in jobs]
+        for f in as_completed(futures):
+            yield f.result()
+
+
 def run(args) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -326,22 +390,11 @@ def run(args) -> dict:
         (out / "results.json").write_text(json.dumps({"base": base, "total_s": time.perf_counter() - t_start}))
         return {"base": base}
     runs: dict[str, list[dict]] = {m: [] for m in methods}
-    for seed in range(args.seeds):
-        for method in methods:
-            t0 = time.perf_counter()
-            logs, trainer = train_one(args, g, sft, out, method, seed)
-            trained = trainer.acc.unwrap_model(trainer.model).eval()
-            measured = [*args.eval_hops, *(["fine"] if "fine" in g.held else [])]
-            held = {h: evaluate(trained, tok, retriever, g.held[h], args) for h in measured}
-            wall = time.perf_counter() - t0
-            runs[method].append({"seed": seed, "curve": [lg["reward"] for lg in logs], "held": held, "wall_s": wall})
-            shown = ", ".join(f"{h}{'-hop' if h != 'fine' else ' print'} {held[h]['accuracy']:.3f}" for h in measured)
-            print(
-                f"{method} seed {seed}: reward {logs[0]['reward']:.2f} -> {logs[-1]['reward']:.2f}, held-out {shown} "
-                f"({wall:.0f} s)",
-                flush=True,
-            )
-            del trainer, trained
+    for method, record, line in rl_runs(args, g, sft, out, methods, retriever):
+        print(line, flush=True)
+        runs[method].append(record)
+    for rs in runs.values():  # parallel jobs finish in any order
+        rs.sort(key=lambda r: r["seed"])
     return summarize(runs, base, args, out, time.perf_counter() - t_start)
 
 
@@ -482,6 +535,11 @@ class ExperimentConfig(Config):
     )
     threshold: float = setting(
         0.5, "the table reports the updates until the training reward (3-update mean) reaches this"
+    )
+    jobs: int = setting(
+        1,
+        "RL runs (method and seed) at once, each in its own worker process with cores/jobs torch threads, so that "
+        "every core works; a run's figures can differ in the last digits from one made with another thread count",
     )
     reuse_sft: bool = setting(False, "keep OUT/sft from an earlier run with the same gym settings")
     fine_print: float = setting(

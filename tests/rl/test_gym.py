@@ -305,3 +305,28 @@ def test_experiment_warm_start_alone(tmp_path):
     run(ExperimentConfig(**{**args.to_dict(), "sft_envs": 2}))
     again = sorted(p.name for p in (tmp_path / "run" / "expert").iterdir())
     assert again and set(again) < set(kept) and all(n.startswith(("train00000", "train00001")) for n in again)
+
+
+@pytest.mark.slow
+def test_experiment_parallel_jobs_match_sequential_runs(tmp_path):
+    """`rl.experiment --jobs 2`: the RL runs go to two worker processes (one torch thread each) and give the same
+    records, seed for seed, as the runs made one after another with one thread."""
+    import torch
+
+    from rl.experiment import ExperimentConfig, run
+
+    kw = dict(methods=["grpo"], seeds=2, updates=2, group=2, questions=1, sft_envs=3, rl_envs=2, test_envs=1)
+    args = ExperimentConfig(**kw, sft_epochs=1, out=str(tmp_path / "run"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        one = json.loads(json.dumps(run(args)["rows"]))
+        seq = json.loads((tmp_path / "run" / "results.json").read_text())["runs"]["grpo"]
+    finally:
+        torch.set_num_threads(threads)
+    par = run(ExperimentConfig(**{**args.to_dict(), "jobs": 2, "reuse_sft": True}))
+    got = json.loads((tmp_path / "run" / "results.json").read_text())["runs"]["grpo"]
+    assert [r["seed"] for r in got] == [0, 1]
+    for a, b in zip(seq, got):
+        assert a["curve"] == b["curve"] and a["held"] == b["held"]
+    assert [r["held_2hop"] for r in one] == [list(r["held_2hop"]) for r in par["rows"]]
