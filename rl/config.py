@@ -122,6 +122,11 @@ class TrainConfig(Config):
         "served: trajectories sampled at once (the server batches); async: groups sampled at once, each with its "
         "trajectories on threads of their own",
     )
+    lockstep: bool = setting(
+        False,
+        "local, sync: sample an update's trajectories all at once, one thread each, their model calls batched "
+        "round by round (rl/rollout.py rollout_lockstep); faster on a CPU, the same policy, other random draws",
+    )
     rollout_mode: str = setting(
         "sync",
         "sync: each update samples its batch with the weights it starts from; async: rollout threads keep "
@@ -186,6 +191,12 @@ class TrainConfig(Config):
             raise ValueError(
                 f"async rollouts need max_staleness >= 0 and rollout_workers >= 1; got {self.max_staleness}, "
                 f"{self.rollout_workers}"
+            )
+        if self.lockstep and (self.rollout, self.rollout_mode, self.branching) != ("local", "sync", "none"):
+            raise ValueError(
+                "lockstep batches a local policy's synchronous rollouts; it does not apply to rollout=served (the "
+                "server batches), rollout_mode=async (its own threads) or branching (a fork waits for its parent); "
+                f"got rollout={self.rollout}, rollout_mode={self.rollout_mode}, branching={self.branching}"
             )
         if self.behav_cap is not None and self.behav_cap <= 1.0:
             raise ValueError(f"behav_cap bounds pi_prox / pi_behav from above and must be > 1; got {self.behav_cap}")

@@ -217,22 +217,32 @@ def evaluate(model, tok, retriever, envs, args, seed: int = 0) -> dict[str, floa
     pol = TextPolicy(model, tok, temperature=temperature, max_new_tokens=args.max_new_tokens, greedy=greedy)
     right, dead, tokens, steps, n = 0, 0, 0, 0, 0
     searched, name_copied, shown, shown_right = 0, 0, 0, 0
-    for env in envs:
-        for q in env.questions:
-            cfg = agent_config(args.max_steps, bool(args.fine_print), docs=[env.doc])
-            trace = Agent(retriever, pol, cfg).ask(q.question)
-            ok = (trace.answer or "").strip() == q.answer
-            right += ok
-            dead += dead_end_searches(trace.graph)
-            tokens += sum(len(tok(s.output, add_special_tokens=False)["input_ids"]) for s in trace.steps)
-            steps += len(trace.steps)
-            n += 1
-            seen = [str(s.messages[-1].get("content", "")) for s in trace.steps if len(s.messages) > 2]
-            facts = episode_facts(q, [s.output for s in trace.steps], seen)
-            searched += facts["searched"]
-            name_copied += facts["name_copied"]
-            shown += facts["answer_shown"]
-            shown_right += facts["answer_shown"] and ok
+    asked = [(env, q) for env in envs for q in env.questions]
+
+    def episode(env, q, policy):
+        return Agent(retriever, policy, agent_config(args.max_steps, bool(args.fine_print), docs=[env.doc])).ask(
+            q.question
+        )
+
+    if args.lockstep:  # every episode at once, model calls batched round by round
+        from rl.rollout import run_lockstep
+
+        traces = run_lockstep(pol, [partial(episode, env, q) for env, q in asked])
+    else:
+        traces = [episode(env, q, pol) for env, q in asked]
+    for (_, q), trace in zip(asked, traces):
+        ok = (trace.answer or "").strip() == q.answer
+        right += ok
+        dead += dead_end_searches(trace.graph)
+        tokens += sum(len(tok(s.output, add_special_tokens=False)["input_ids"]) for s in trace.steps)
+        steps += len(trace.steps)
+        n += 1
+        seen = [str(s.messages[-1].get("content", "")) for s in trace.steps if len(s.messages) > 2]
+        facts = episode_facts(q, [s.output for s in trace.steps], seen)
+        searched += facts["searched"]
+        name_copied += facts["name_copied"]
+        shown += facts["answer_shown"]
+        shown_right += facts["answer_shown"] and ok
     n = max(1, n)
     return {
         "accuracy": right / n,
@@ -273,6 +283,7 @@ def train_one(args, g: Gym, sft: Path, out: Path, method: str, seed: int) -> tup
         resume=False,
         seed=seed,
         log_with=[],
+        lockstep=args.lockstep,
         **kw,
     )
     cfg.validate()
@@ -540,6 +551,11 @@ class ExperimentConfig(Config):
         1,
         "RL runs (method and seed) at once, each in its own worker process with cores/jobs torch threads, so that "
         "every core works; a run's figures can differ in the last digits from one made with another thread count",
+    )
+    lockstep: bool = setting(
+        False,
+        "sample each update's rollouts, and the held-out episodes, all at once with their model calls batched "
+        "(TrainConfig lockstep); faster, and other random draws than without it",
     )
     reuse_sft: bool = setting(False, "keep OUT/sft from an earlier run with the same gym settings")
     fine_print: float = setting(

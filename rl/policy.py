@@ -113,16 +113,69 @@ class _Sampler(Policy):
         logp, ent = sequence_logprobs(self.model, inputs, gen, self.temperature, entropy=True)  # (N,), (N,)
         return gen.cpu(), logp.cpu(), ent.cpu()
 
-    def stream(self, messages: list[dict], view: Any = None) -> Iterator[str | Tokens]:
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            inputs = {k: v.cpu() for k, v in self.encode(messages).items()}
-            gen, logp, ent = self.sample(inputs)
-        finally:
-            self.model.train(was_training)
+    @torch.no_grad()
+    def sample_many(
+        self, inputs: list[dict[str, torch.Tensor]]
+    ) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """`sample` for several prompts with one batched generate: prompts left-padded, each row sampled from its
+        own tempered distribution. Each reply's log-probs and entropies are then taken on its own unpadded prompt,
+        exactly as `sample` takes them. Inputs with more than token ids (pixels) are sampled one by one."""
+        if len(inputs) < 2 or any(set(x) - {"input_ids", "attention_mask"} for x in inputs):
+            return [self.sample(x) for x in inputs]
+        device = next(self.model.parameters()).device
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.stop_ids[0]
+        width = max(x["input_ids"].shape[1] for x in inputs)
+        ids = torch.full((len(inputs), width), pad, dtype=torch.long)  # (B, P)
+        mask = torch.zeros((len(inputs), width), dtype=torch.long)  # (B, P): 0 on the left padding
+        for r, x in enumerate(inputs):
+            n = x["input_ids"].shape[1]
+            ids[r, width - n :], mask[r, width - n :] = x["input_ids"][0], 1
+        sampling = {"temperature": self.temperature, "top_k": 0, "top_p": 1.0}
+        out = self.model.generate(
+            input_ids=ids.to(device),
+            attention_mask=mask.to(device),
+            do_sample=not self.greedy,
+            **({} if self.greedy else sampling),
+            max_new_tokens=self.max_new_tokens,
+            eos_token_id=self.stop_ids,
+            pad_token_id=pad,
+        )  # (B, P+N)
+        replies = []
+        for r, x in enumerate(inputs):
+            gen = out[r, width:]  # (N,)
+            stops = [i for i, t in enumerate(gen.tolist()) if t in self.stop_ids]
+            gen = gen[: stops[0] + 1] if stops else gen  # a finished row is padded after its stop token
+            logp, ent = sequence_logprobs(self.model, x, gen, self.temperature, entropy=True)  # (N,), (N,)
+            replies.append((gen.cpu(), logp.cpu(), ent.cpu()))
+        return replies
+
+    def evaluating(self):
+        """A context in which the model is in eval mode, restored after."""
+        return _eval_mode(self.model)
+
+    def reply(self, inputs: dict[str, torch.Tensor], sampled: tuple) -> Iterator[str | Tokens]:
+        """What `stream` yields for one sampled reply: its text, then its `Tokens`."""
+        gen, logp, ent = sampled
         yield self.tokenizer.decode(gen, skip_special_tokens=True)
         yield Tokens(gen.tolist(), logp.tolist(), inputs, ent.tolist())
+
+    def stream(self, messages: list[dict], view: Any = None) -> Iterator[str | Tokens]:
+        inputs = {k: v.cpu() for k, v in self.encode(messages).items()}
+        with self.evaluating():
+            sampled = self.sample(inputs)
+        yield from self.reply(inputs, sampled)
+
+
+class _eval_mode:
+    def __init__(self, model) -> None:
+        self.model = model
+
+    def __enter__(self):
+        self.was_training = self.model.training
+        self.model.eval()
+
+    def __exit__(self, *exc):
+        self.model.train(self.was_training)
 
 
 class VLPolicy(_Sampler):

@@ -22,6 +22,7 @@ import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -102,6 +103,98 @@ def rollout_group(
 ) -> list[Trajectory]:
     """`group_size` sampled trajectories for one question, one after another."""
     return [rollout_one(policy, retriever, item, agent_config, reward, judge) for _ in range(group_size)]
+
+
+class _Rounds:
+    """The model calls of episodes run on threads, answered in rounds: a round is sampled (`sample_many`, one
+    batched generate) once every episode still going has asked, so which prompts share a batch, and in what order,
+    does not depend on thread timing, and a seeded run is reproducible."""
+
+    def __init__(self, sampler, episodes: int) -> None:
+        self.sampler, self.alive = sampler, episodes
+        self.asked: dict[int, dict] = {}
+        self.got: dict[int, Any] = {}
+        self.cond = threading.Condition()
+        self.encode_lock = threading.Lock()  # one tokenizer call at a time
+
+    def ask(self, seat: int, inputs: dict) -> tuple:
+        with self.cond:
+            self.asked[seat] = inputs
+            self._run_if_all_asked()
+            while seat not in self.got:
+                self.cond.wait()
+            got = self.got.pop(seat)
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+    def leave(self) -> None:
+        """An episode has ended: the rounds stop waiting for it."""
+        with self.cond:
+            self.alive -= 1
+            self._run_if_all_asked()
+
+    def _run_if_all_asked(self) -> None:  # under self.cond; the others are waiting or busy with their tools
+        if not self.asked or len(self.asked) < self.alive:
+            return
+        seats = sorted(self.asked)
+        try:
+            with self.sampler.evaluating():
+                replies: list[Any] = self.sampler.sample_many([self.asked[i] for i in seats])
+        except Exception as e:  # noqa: BLE001 - re-raised in every episode of the round (`ask`)
+            replies = [e] * len(seats)
+        self.got.update(zip(seats, replies))
+        self.asked.clear()
+        self.cond.notify_all()
+
+
+class _Seat:
+    """One episode's view of a `_Rounds`: the sampler's policy, except that `stream` waits for its round."""
+
+    def __init__(self, rounds: _Rounds, seat: int) -> None:
+        self.rounds, self.seat = rounds, seat
+
+    def __getattr__(self, name: str):
+        return getattr(self.rounds.sampler, name)
+
+    def stream(self, messages: list[dict], view: Any = None) -> Iterator[str | Tokens]:
+        with self.rounds.encode_lock:
+            inputs = {k: v.cpu() for k, v in self.rounds.sampler.encode(messages).items()}
+        yield from self.rounds.sampler.reply(inputs, self.rounds.ask(self.seat, inputs))
+
+
+def run_lockstep(sampler, episodes: list[Callable[[Any], Any]]) -> list[Any]:
+    """Run every `episode(policy)` at once, each on its own thread with its own view of `sampler` (rl/policy.py
+    `TextPolicy` or `VLPolicy`), their model calls sampled together, one batched generate per round (`_Rounds`):
+    on a CPU, one prompt at a time leaves most of each forward pass to overhead. Results in `episodes` order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rounds = _Rounds(sampler, len(episodes))
+
+    def run(seat: int):
+        try:
+            return episodes[seat](_Seat(rounds, seat))
+        finally:
+            rounds.leave()
+
+    with ThreadPoolExecutor(max_workers=max(1, len(episodes))) as pool:
+        return list(pool.map(run, range(len(episodes))))
+
+
+def rollout_lockstep(
+    sampler, retriever, jobs: list[tuple[Any, Any]], group_size: int, reward: str = "vimrag", judge=None
+) -> list[list[Trajectory]]:
+    """`group_size` trajectories for each (item, agent_config) job, all of them at once (`run_lockstep`). They are
+    drawn from the same policy as `rollout_group`'s, but not token for token: a batch shares out the random
+    draws in another order."""
+    flat = [job for job in jobs for _ in range(group_size)]
+    episodes = [partial(_rollout_with, retriever=retriever, job=job, reward=reward, judge=judge) for job in flat]
+    trajs = run_lockstep(sampler, episodes)
+    return [trajs[i * group_size : (i + 1) * group_size] for i in range(len(jobs))]
+
+
+def _rollout_with(policy, retriever, job, reward, judge) -> Trajectory:
+    return rollout_one(policy, retriever, job[0], job[1], reward, judge)
 
 
 class ReplayPolicy:

@@ -363,6 +363,10 @@ class Trainer:
         jobs = [(item, self.agent_config(item)) for item in mine]
         retriever = self.get_retriever()
         policy = make_policy(acc.unwrap_model(self.model), self.proc, self.is_vl, cfg)
+        if cfg.lockstep:
+            from rl.rollout import rollout_lockstep
+
+            return rollout_lockstep(policy, retriever, jobs, cfg.group_size, cfg.reward), []
         if cfg.rollout != "served":
             return [self.group_fn()(policy, item, acfg) for item, acfg in jobs], []
         from rl.served import ServedPolicy, adapter_name
