@@ -2,7 +2,7 @@
 
     python -m rl.experiment --methods grpo,gspo,ggpo,gppo,aepo,adora --seeds 5      # the comparison in RESULTS.md
     python -m rl.experiment --methods grpo --seeds 5 --curriculum scalinginter       # with the horizon schedule
-    python -m rl.experiment --methods grpo,gspo --seeds 5 --jobs 2                    # two runs at a time
+    python -m rl.experiment --methods grpo,gspo --seeds 5 --jobs 1                    # one run at a time
     python -m rl.experiment --methods grpo --seeds 1 --updates 3 --out /tmp/rlx      # a quick look
     python -m rl.experiment --methods grpo --seeds 1 --fine-print 0.2 --out runs/rl_fine   # pictures, fine print
     python -m rl.experiment --methods grpo --seeds 5 --fresh-rl-names --out runs/rl_fresh  # RL on unseen names
@@ -346,17 +346,18 @@ def rl_runs(args, g: Gym, sft: Path, out: Path, methods: list[str], retriever):
     that many worker processes share the cores, each with its share of torch threads: a tiny model's small
     matrices keep one thread busy but not two, so separate runs use the cores better than threads in one run."""
     jobs = [(seed, method) for seed in range(args.seeds) for method in methods]
-    if args.jobs <= 1:
+    workers = min(len(jobs), args.jobs or cores())
+    if workers <= 1:
         for seed, method in jobs:
             yield one_run(args, g, sft, out, method, seed, retriever)
         return
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
 
-    threads = max(1, cores() // args.jobs)
-    print(f"RL runs: {len(jobs)} in {args.jobs} worker processes, {threads} torch thread(s) each", flush=True)
+    threads = max(1, cores() // workers)
+    print(f"RL runs: {len(jobs)} in {workers} worker processes, {threads} torch thread(s) each", flush=True)
     with ProcessPoolExecutor(
-        args.jobs, mp_context=get_context("spawn"), initializer=_worker_init, initargs=(threads,)
+        workers, mp_context=get_context("spawn"), initializer=_worker_init, initargs=(threads,)
     ) as pool:
         futures = [pool.submit(_job, args, g, sft, out, method, seed) for seed, method in jobs]
         for f in as_completed(futures):
@@ -557,14 +558,16 @@ class ExperimentConfig(Config):
         0.5, "the table reports the updates until the training reward (3-update mean) reaches this"
     )
     jobs: int = setting(
-        1,
-        "RL runs (method and seed) at once, each in its own worker process with cores/jobs torch threads, so that "
-        "every core works; a run's figures can differ in the last digits from one made with another thread count",
+        0,
+        "RL runs (method and seed) at once, each in its own worker process with cores/jobs torch threads "
+        "and its own model and index; 0: one per core. A run's figures can differ in the last digits with another "
+        "thread count",
     )
     lockstep: bool = setting(
-        False,
+        True,
         "sample each update's rollouts, and the held-out episodes, all at once with their model calls batched "
-        "(TrainConfig lockstep); faster, and other random draws than without it",
+        "(TrainConfig lockstep): 5x faster here; --no-lockstep samples one episode at a time, with other random "
+        'draws (rl/RESULTS.md, "Lockstep rollouts")',
     )
     reuse_sft: bool = setting(False, "keep OUT/sft from an earlier run with the same gym settings")
     fine_print: float = setting(

@@ -110,8 +110,8 @@ class _Rounds:
     batched generate) once every episode still going has asked, so which prompts share a batch, and in what order,
     does not depend on thread timing, and a seeded run is reproducible."""
 
-    def __init__(self, sampler, episodes: int) -> None:
-        self.sampler, self.alive = sampler, episodes
+    def __init__(self, sampler, episodes: int, batch: int = 32) -> None:
+        self.sampler, self.alive, self.batch = sampler, episodes, batch
         self.asked: dict[int, dict] = {}
         self.got: dict[int, Any] = {}
         self.cond = threading.Condition()
@@ -139,8 +139,10 @@ class _Rounds:
             return
         seats = sorted(self.asked)
         try:
+            replies: list[Any] = []
             with self.sampler.evaluating():
-                replies: list[Any] = self.sampler.sample_many([self.asked[i] for i in seats])
+                for k in range(0, len(seats), self.batch):  # a bounded batch: attention memory grows with it
+                    replies += self.sampler.sample_many([self.asked[i] for i in seats[k : k + self.batch]])
         except Exception as e:  # noqa: BLE001 - re-raised in every episode of the round (`ask`)
             replies = [e] * len(seats)
         self.got.update(zip(seats, replies))
@@ -163,13 +165,14 @@ class _Seat:
         yield from self.rounds.sampler.reply(inputs, self.rounds.ask(self.seat, inputs))
 
 
-def run_lockstep(sampler, episodes: list[Callable[[Any], Any]]) -> list[Any]:
+def run_lockstep(sampler, episodes: list[Callable[[Any], Any]], batch: int = 32) -> list[Any]:
     """Run every `episode(policy)` at once, each on its own thread with its own view of `sampler` (rl/policy.py
-    `TextPolicy` or `VLPolicy`), their model calls sampled together, one batched generate per round (`_Rounds`):
-    on a CPU, one prompt at a time leaves most of each forward pass to overhead. Results in `episodes` order."""
+    `TextPolicy` or `VLPolicy`), their model calls sampled together, in batched generates of at most `batch`
+    prompts per round (`_Rounds`): on a CPU, one prompt at a time leaves most of each forward pass to overhead.
+    Results in `episodes` order."""
     from concurrent.futures import ThreadPoolExecutor
 
-    rounds = _Rounds(sampler, len(episodes))
+    rounds = _Rounds(sampler, len(episodes), batch)
 
     def run(seat: int):
         try:

@@ -316,7 +316,7 @@ def test_experiment_parallel_jobs_match_sequential_runs(tmp_path):
     from rl.experiment import ExperimentConfig, run
 
     kw = dict(methods=["grpo"], seeds=2, updates=2, group=2, questions=1, sft_envs=3, rl_envs=2, test_envs=1)
-    args = ExperimentConfig(**kw, sft_epochs=1, out=str(tmp_path / "run"))
+    args = ExperimentConfig(**kw, sft_epochs=1, jobs=1, out=str(tmp_path / "run"))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -96,6 +96,13 @@ def test_each_round_batches_every_episode_still_going_in_a_fixed_order():
     got = run_lockstep(s, [episode("a", 1), episode("b", 3), episode("c", 2)])
     assert got == [["a0"], ["b0", "b1", "b2"], ["c0", "c1"]]
     assert s.batches == [["a0", "b0", "c0"], ["b1", "c1"], ["b2"]]
+    s = CountingSampler()  # at most two prompts a batch: a round of three is sampled as two batches
+    assert run_lockstep(s, [episode("a", 1), episode("b", 2), episode("c", 2)], batch=2) == [
+        ["a0"],
+        ["b0", "b1"],
+        ["c0", "c1"],
+    ]
+    assert s.batches == [["a0", "b0"], ["c0"], ["b1", "c1"]]
 
 
 def test_an_episode_that_fails_does_not_stall_the_others():
