@@ -17,6 +17,7 @@ so those log-probs are exact.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -166,16 +167,14 @@ class _Sampler(Policy):
         yield from self.reply(inputs, sampled)
 
 
-class _eval_mode:
-    def __init__(self, model) -> None:
-        self.model = model
-
-    def __enter__(self):
-        self.was_training = self.model.training
-        self.model.eval()
-
-    def __exit__(self, *exc):
-        self.model.train(self.was_training)
+@contextmanager
+def _eval_mode(model) -> Iterator[None]:
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
 
 
 class VLPolicy(_Sampler):

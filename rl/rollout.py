@@ -106,9 +106,9 @@ def rollout_group(
 
 
 class _Rounds:
-    """The model calls of episodes run on threads, answered in rounds: a round is sampled (`sample_many`, one
-    batched generate) once every episode still going has asked, so which prompts share a batch, and in what order,
-    does not depend on thread timing, and a seeded run is reproducible."""
+    """The model calls of episodes run on threads, answered in rounds: a round is sampled (`sample_many`, batched
+    generates of at most `batch` prompts) once every episode still going has asked, so which prompts share a batch,
+    and in what order, does not depend on thread timing, and a seeded run is reproducible."""
 
     def __init__(self, sampler, episodes: int, batch: int = 32) -> None:
         self.sampler, self.alive, self.batch = sampler, episodes, batch
