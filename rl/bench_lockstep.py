@@ -5,9 +5,11 @@ of rl.experiment's gym, from a warm start it made.
     python -m rl.bench_lockstep --run runs/warm                      # 2 updates of 4 questions x 8, twice each way
     python -m rl.bench_lockstep --run runs/warm --repeats 3 --eval-envs 10
 
-Each measurement alternates the two ways, so that load from elsewhere on the machine falls on both; the ratio
-of the medians is the figure. A warm start that has learned something is the fair model to time: a random one
-writes every reply to the token limit and never answers, so every episode runs to the step limit.
+The time per update includes the trainer's start-up (loading the model and opening the index), the same both
+ways, so the ratio is a lower bound for the updates alone. Each measurement alternates the two ways, so that load
+from elsewhere on the machine falls on both; the ratio of the medians is the figure. A warm start that has learned
+something is the fair model to time: a random one writes every reply to the token limit and never answers, so
+every episode runs to the step limit.
 """
 
 from __future__ import annotations

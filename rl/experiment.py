@@ -326,18 +326,13 @@ def _worker_init(threads: int) -> None:
     # FAISS and ONNX Runtime take every core unless told, and FAISS's count is the OpenMP one torch shares
     os.environ["VIMRAG_FAISS_THREADS"] = os.environ["VIMRAG_TEXT_THREADS"] = str(threads)
     torch.set_num_threads(threads)
-    _WORKER["threads"] = threads
 
 
 def _job(args, g: Gym, sft: Path, out: Path, method: str, seed: int) -> tuple[str, dict, str]:
-    import torch
-
     from retrieval.retriever import Retriever
 
     if "retriever" not in _WORKER:
         _WORKER["retriever"] = Retriever(g.index)
-        _WORKER["retriever"].search(g.held[2][0].questions[0].question, k=1)  # FAISS and the embedder load now
-    torch.set_num_threads(_WORKER["threads"])  # whatever a library set while loading
     return one_run(args, g, sft, out, method, seed, _WORKER["retriever"])
 
 

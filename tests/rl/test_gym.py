@@ -308,12 +308,14 @@ def test_experiment_warm_start_alone(tmp_path):
 
 
 @pytest.mark.slow
-def test_experiment_parallel_jobs_match_sequential_runs(tmp_path):
+def test_experiment_parallel_jobs_match_sequential_runs(tmp_path, monkeypatch):
     """`rl.experiment --jobs 2`: the RL runs go to two worker processes (one torch thread each) and give the same
     records, seed for seed, as the runs made one after another with one thread."""
     import torch
 
     from rl.experiment import ExperimentConfig, run
+
+    monkeypatch.setenv("VIMRAG_FAISS_THREADS", "1")  # FAISS's thread count is torch's too (OpenMP)
 
     kw = dict(methods=["grpo"], seeds=2, updates=2, group=2, questions=1, sft_envs=3, rl_envs=2, test_envs=1)
     args = ExperimentConfig(**kw, sft_epochs=1, jobs=1, out=str(tmp_path / "run"))
@@ -321,6 +323,7 @@ def test_experiment_parallel_jobs_match_sequential_runs(tmp_path):
     torch.set_num_threads(1)
     try:
         one = json.loads(json.dumps(run(args)["rows"]))
+        assert torch.get_num_threads() == 1  # nothing raised it during the runs
         seq = json.loads((tmp_path / "run" / "results.json").read_text())["runs"]["grpo"]
     finally:
         torch.set_num_threads(threads)
