@@ -23,10 +23,19 @@ def task(mixed_corpus, mixed_index, tmp_path):
 @pytest.fixture
 def parity_reward(monkeypatch):
     """A random model never answers, so every reward would be 0 and every advantage too: instead the
-    trajectories of each group of two are scored 1 and 0 in turn (deterministic, and the same after a resume)."""
+    trajectories of each question are scored 1 and 0 in turn. The count is per question, so each group of two holds
+    a 1 and a 0 whatever order its episodes finish in (lockstep runs them on threads), and after a resume too."""
+    import threading
+    from collections import Counter
+
     import rl.rollout
 
-    calls = iter(range(10_000))
-    monkeypatch.setattr(
-        rl.rollout, "score", lambda trace, item, reward="vimrag", judge=None: float(next(calls) % 2 == 0)
-    )
+    seen: Counter = Counter()
+    lock = threading.Lock()
+
+    def alternate(trace, item, reward="vimrag", judge=None) -> float:
+        with lock:
+            seen[item.id] += 1
+            return float(seen[item.id] % 2 == 1)
+
+    monkeypatch.setattr(rl.rollout, "score", alternate)
