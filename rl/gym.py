@@ -44,6 +44,7 @@ import json
 import random
 import re
 import string
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -476,9 +477,11 @@ def write_corpus(envs: list[Env], corpus: Path) -> Path:
     return corpus
 
 
-def write_questions(envs: list[Env], path: Path) -> Path:
+def write_questions(envs: list[Env], path: Path, hops: Iterable[int] | None = None) -> Path:
     """The environments' questions as a `jsonl:` dataset (eval/datasets.py): each one scoped to its environment's
-    document (`doc`), which is its gold evidence; `hops` and `chain` ride along for analysis."""
+    document (`doc`), which is its gold evidence; `hops` and `chain` ride along for analysis. Given `hops`, only
+    the questions with those hop counts are written."""
+    keep = None if hops is None else set(hops)
     rows = [
         {
             "id": q.id,
@@ -491,6 +494,7 @@ def write_questions(envs: list[Env], path: Path) -> Path:
         }
         for env in envs
         for q in env.questions
+        if keep is None or q.hops in keep
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")

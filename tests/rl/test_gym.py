@@ -192,6 +192,8 @@ def test_the_expert_solves_its_questions_through_the_agent_and_the_dataset_loads
     assert searches and re.fullmatch(r"<answer>\d{4}</answer>", trace["steps"][-1]["output"])
     ds = load_dataset(f"jsonl:{write_questions(envs, root / 'q.jsonl')}", corpus=corpus)
     assert ds.per_doc and len(ds.items) == len(pairs) and ds.items[0].doc.startswith("env_")
+    two = [json.loads(r) for r in write_questions(envs, root / "q2.jsonl", hops=[2]).read_text().splitlines()]
+    assert [r["id"] for r in two] == [q.id for _, q in pairs if q.hops == 2] and two  # --rl-hops 2
 
     # a rerun into the same folder keeps every trace, and runs the agent for none of them
     class NoAgent:

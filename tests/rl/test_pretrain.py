@@ -87,3 +87,28 @@ def test_recall_accuracy_scores_next_token_predictions_at_the_right_offset(tmp_p
     echo = _Fixed(len(tok), lambda ids: ids)  # position t -> token t
     assert recall_accuracy(oracle, tok, rows=64) == 1.0
     assert recall_accuracy(echo, tok, rows=64) == 0.0
+
+
+def test_copy_pretrain_rounds_stop_at_the_recall_bar_and_the_first_round_is_the_single_run(tmp_path, monkeypatch):
+    """A round that ends below the bar is followed by another; the first round trains exactly as one round does."""
+    import rl.pretrain
+    from rl.tiny import build_tiny_causal_lm
+
+    def weights(path):
+        from transformers import AutoModelForCausalLM
+
+        return torch.cat([p.detach().flatten() for p in AutoModelForCausalLM.from_pretrained(path).parameters()])
+
+    one, many, bar = (build_tiny_causal_lm(tmp_path / n, seed=0, vocab_size=300, hidden=32, layers=2) for n in "abc")
+    single = copy_pretrain(one, 3, batch=4, progress=False)
+    assert "rounds" not in single  # a single-round run writes what it always wrote
+    probes = iter([0.0, 0.1, 0.2, 0.9, 1.0])  # before, then after each round: the third round clears 0.5
+    monkeypatch.setattr(rl.pretrain, "recall_accuracy", lambda model, tok: next(probes))
+    st = copy_pretrain(many, 3, batch=4, progress=False, until=0.5, rounds=5)
+    assert st["rounds"] == 3 and st["recall_by_round"] == [0.1, 0.2, 0.9] and st["recall_after"] == 0.9
+    probes = iter([0.0, 0.9])  # clears the bar in round one
+    assert copy_pretrain(bar, 3, batch=4, progress=False, until=0.5, rounds=5)["recall_by_round"] == [0.9]
+    assert torch.equal(weights(one), weights(bar)), "round one is the single-round run, update for update"
+    assert not torch.equal(weights(one), weights(many))
+    with pytest.raises(ValueError, match="rounds >= 1"):
+        copy_pretrain(one, 3, rounds=0)
