@@ -283,6 +283,18 @@ def test_experiment_gym_with_fresh_rl_names(tmp_path):
     assert (tmp_path / "gym" / "rl.jsonl").is_file()
 
 
+@pytest.mark.parametrize(
+    "bad, says",
+    [({"rl_hops": [3]}, "--rl-hops must hold 1, 2 or both"), ({"copy_rounds": 0}, "--copy-rounds must be at least 1")],
+)
+def test_experiment_refuses_settings_it_cannot_run_before_it_builds_anything(tmp_path, bad, says):
+    from rl.experiment import ExperimentConfig, run
+
+    with pytest.raises(SystemExit, match=says):
+        run(ExperimentConfig(out=str(tmp_path / "run"), **bad))
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.slow
 def test_experiment_warm_start_alone(tmp_path):
     """`rl.experiment --seeds 0`: the warm start is trained with `--sft-seed` and measured on held-out questions,
