@@ -155,9 +155,9 @@ def warm_start(args, g: Gym, out: Path, retriever) -> Path:
             base, args.copy_pretrain, seed=args.sft_seed, until=args.copy_recall, rounds=args.copy_rounds
         )
         print(
-            f"copy pre-training: {st.get('rounds', 1)} x {st['steps']} updates in {st['seconds']:.0f} s, "
+            f"copy pre-training: {st['rounds']} x {st['steps']} updates in {st['seconds']:.0f} s, "
             f"loss {st['loss']:.3f}, recall {st['recall_before']:.2f} -> "
-            + " -> ".join(f"{r:.2f}" for r in st.get("recall_by_round", [st["recall_after"]]))
+            + " -> ".join(f"{r:.2f}" for r in st["recall_by_round"])
             + (
                 f"; below {RECALL_HINT}: in rl/RESULTS.md's five seeds, the two starts whose recall stayed this low "
                 "after one round answered 4% and 13% of held-out 1-hop questions, and 84% and 87% after a second "

@@ -167,9 +167,8 @@ def copy_pretrain(
         bar.close()
         by_round.append(recall_accuracy(model, tok))
     stats = {"steps": steps, "seed": seed, "lr": lr, "batch": batch, "loss": run, "recall_before": before}
-    stats |= {"recall_after": by_round[-1], "seconds": round(time.perf_counter() - t0, 1)}
-    if rounds > 1:  # a single-round run writes what it always wrote
-        stats |= {"until": until, "rounds": len(by_round), "recall_by_round": by_round}
+    stats |= {"recall_after": by_round[-1], "until": until, "rounds": len(by_round), "recall_by_round": by_round}
+    stats |= {"seconds": round(time.perf_counter() - t0, 1)}
     model.save_pretrained(path)
     (path / "copy_pretrain.json").write_text(json.dumps(stats, indent=1))
     return stats

@@ -101,7 +101,7 @@ def test_copy_pretrain_rounds_stop_at_the_recall_bar_and_the_first_round_is_the_
 
     one, many, bar = (build_tiny_causal_lm(tmp_path / n, seed=0, vocab_size=300, hidden=32, layers=2) for n in "abc")
     single = copy_pretrain(one, 3, batch=4, progress=False)
-    assert "rounds" not in single  # a single-round run writes what it always wrote
+    assert single["rounds"] == 1 and single["recall_by_round"] == [single["recall_after"]]
     probes = iter([0.0, 0.1, 0.2, 0.9, 1.0])  # before, then after each round: the third round clears 0.5
     monkeypatch.setattr(rl.pretrain, "recall_accuracy", lambda model, tok: next(probes))
     st = copy_pretrain(many, 3, batch=4, progress=False, until=0.5, rounds=5)
