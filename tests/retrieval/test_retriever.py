@@ -163,3 +163,43 @@ def test_searches_stay_consistent_while_the_index_grows(tmp_path):
     assert errors == []
     assert r.search("lighthouse keeper log number 4", k=1)[0].unit.name == "new4.txt"
     assert len(r.units) == 6
+
+
+def test_a_filters_positions_are_those_of_a_scan_of_every_unit():
+    """`_State.allowed` looks a doc filter's units up by file name and remembers them per filter; it must give
+    exactly the positions that `Filters.accepts` gives unit by unit, for every way a doc can be named."""
+    import random
+
+    from retrieval.retriever import _State
+    from retrieval.units import Unit
+
+    rng = random.Random(0)
+    folders = ["/c", "/c/a", "/c/a/b", "/d/a", "/c/.hid"]
+    files = ["x.pdf", "y.pdf", "x_3.jpg", "clip.mp4", "notes.txt", "..odd.pdf"]
+    units = []
+    for i in range(300):
+        folder, name = rng.choice(folders), rng.choice(files)
+        mod = {"mp4": "video", "txt": "text", "jpg": "image"}.get(name.rsplit(".", 1)[1], "page")
+        units.append(
+            Unit(
+                uid=f"u{i}",
+                source=f"{folder}/{name}",
+                root="/c",
+                modality=mod,
+                content_hash=str(i),
+                start=float(i % 50) if mod == "video" else None,
+                end=float(i % 50 + 10) if mod == "video" else None,
+                doc="x.pdf" if name == "x_3.jpg" else "",
+            )
+        )
+    st = _State(0, units)
+    wanted = ["x.pdf", "a/x.pdf", "./a/b/x.pdf", "/c/a/x.pdf", "c\\a\\y.pdf", "b/x_3.jpg", "clip.mp4"]
+    wanted += ["..odd.pdf", ".hid/y.pdf", "missing.pdf", "a/", "x", "/d/a/notes.txt"]
+    cases = [Filters(docs=[w]) for w in wanted] + [Filters(docs=rng.sample(wanted, 3)) for _ in range(20)]
+    cases += [Filters(docs=["x.pdf"], modalities=["image"]), Filters(modalities=["video"], time_span=(5, 12))]
+    cases += [Filters(docs=["clip.mp4", "a/y.pdf"], modalities=["video", "page"], time_span=(30, 31))]
+    for f in cases:
+        scan = [i for i, u in enumerate(units) if f.accepts(u)]
+        assert st.allowed(f).tolist() == scan, f
+        assert st.allowed(f).tolist() == scan  # remembered, and the same
+    assert st.allowed(Filters(docs=["x.pdf"])).size and not st.allowed(Filters(docs=["missing.pdf"])).size
