@@ -302,9 +302,20 @@ def test_experiment_warm_start_alone(tmp_path):
     from rl.experiment import ExperimentConfig, run
 
     args = ExperimentConfig(
-        seeds=0, sft_seed=3, sft_envs=3, rl_envs=1, test_envs=1, sft_epochs=1, out=str(tmp_path / "run")
+        seeds=0,
+        sft_seed=3,
+        sft_envs=3,
+        rl_envs=1,
+        test_envs=1,
+        sft_epochs=1,
+        copy_pretrain=3,  # the default path, copy pre-training in rounds, at a size a test can afford
+        copy_rounds=2,
+        copy_recall=1.0,  # not reached in 3 updates: both rounds run
+        out=str(tmp_path / "run"),
     )
     got = run(args)
+    copied = json.loads((tmp_path / "run" / "tiny_lm" / "copy_pretrain.json").read_text())
+    assert copied["rounds"] == 2 and len(copied["recall_by_round"]) == 2
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
     assert set(got["base"]) == {1, 2, "train"} and set(saved["base"]) == {"1", "2", "train"}
     assert all(0.0 <= b["accuracy"] <= 1.0 and b["steps"] >= 1 for b in got["base"].values())
@@ -332,6 +343,7 @@ def test_experiment_parallel_jobs_match_sequential_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("VIMRAG_FAISS_THREADS", "1")  # FAISS's thread count is torch's too (OpenMP)
 
     kw = dict(methods=["grpo"], seeds=2, updates=2, group=2, questions=1, sft_envs=3, rl_envs=2, test_envs=1)
+    kw["copy_pretrain"] = 0  # what is compared is the RL runs
     args = ExperimentConfig(**kw, sft_epochs=1, jobs=1, out=str(tmp_path / "run"))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
