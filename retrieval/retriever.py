@@ -50,7 +50,7 @@ class _State:
     def allowed(self, filters: Filters) -> np.ndarray:
         """(m,) sorted positions of the units `filters` accepts, exactly those of a scan of every unit, and
         remembered per filter: a scoped search (an eval's `--scope doc`, a gym episode) repeats its filter at every
-        step, and a scan of 10,000 units costs about 0.1 s in Python."""
+        step, and a scan of 10,631 gym units cost about 0.07 s a search (rl/bench_scoped_search.py)."""
         key = (tuple(filters.docs or ()), tuple(filters.modalities or ()), filters.time_span)
         hit = self._allowed.get(key)
         if hit is None:

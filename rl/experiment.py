@@ -508,8 +508,8 @@ def summarize(runs: dict[str, list[dict]], base: dict, args, out: Path, total_s:
             + f" | {r['wall_s']:.0f} |"
         )
     n_q = args.test_envs * 3
-    lines += ["", f"Held-out 2-hop questions answered right, of {n_q}, seed by seed (SFT start: "]
-    lines[-1] += f"{round(base[2]['accuracy'] * n_q)}):"
+    start = round(base[2]["accuracy"] * n_q)
+    lines += ["", f"Held-out 2-hop questions answered right, of {n_q}, seed by seed (SFT start: {start}):"]
     lines += ["", "| method | " + " | ".join(f"seed {r['seed']}" for r in runs[first]) + " |"]
     lines.append("|---|" + "---|" * len(runs[first]))
     for r in rows:

@@ -359,3 +359,25 @@ def test_experiment_parallel_jobs_match_sequential_runs(tmp_path, monkeypatch):
     for a, b in zip(seq, got):
         assert a["curve"] == b["curve"] and a["held"] == b["held"]
     assert [r["held_2hop"] for r in one] == [list(r["held_2hop"]) for r in par["rows"]]
+
+
+def test_the_table_compares_each_method_with_the_first_seed_by_seed(tmp_path):
+    """`summarize`: each method's held-out 2-hop accuracy minus the first method's, seed by seed, with its
+    t-interval, and the questions each seed got right; the 1-hop column only when 1-hop was measured after RL."""
+    from rl.experiment import ExperimentConfig, summarize
+
+    held = lambda a: {2: {"accuracy": a, "dead_ends": 0.0, "tokens": 30.0, "steps": 3.0}}  # noqa: E731
+    per_method = {"grpo": [0.5, 2 / 3, 0.5], "gspo": [2 / 3, 2 / 3, 5 / 6]}
+    runs = {
+        m: [{"seed": s, "held": held(a), "curve": [0.2, 0.6, 0.7], "wall_s": 10.0} for s, a in enumerate(accs)]
+        for m, accs in per_method.items()
+    }
+    base = {1: {"accuracy": 0.8}, 2: {"accuracy": 0.5, "dead_ends": 0.0, "tokens": 30.0, "steps": 3.0}}
+    got = summarize(runs, base, ExperimentConfig(seeds=3, test_envs=2), tmp_path, 60.0)
+    gspo = next(r for r in got["rows"] if r["method"] == "gspo")
+    # differences 1/6, 0, 1/3: mean 0.167, sd 0.167, t(2) 4.303: half-width 0.414
+    assert gspo["vs_first"] == (0.167, -0.247, 0.581)
+    md = got["markdown"]
+    assert "minus grpo's (seed by seed)" in md and "| gspo | 0.722 [" in md and "+0.167 [-0.247, +0.581]" in md
+    assert "| grpo | 3 | 4 | 3 |" in md and "| gspo | 4 | 4 | 5 |" in md and "(SFT start: 3)" in md
+    assert "held-out 1-hop |" not in md.splitlines()[2]  # not measured after RL: no column
