@@ -24,7 +24,7 @@ from retrieval.bm25 import Bm25Index
 from retrieval.errors import IndexOpenError, RetrievalError
 from retrieval.fusion import dynamic_top_k, fuse
 from retrieval.stores import open_store
-from retrieval.units import MODALITIES, Filters, Hit, Unit
+from retrieval.units import MODALITIES, Filters, Hit, Unit, doc_names
 
 MODES = ("hybrid", "bm25", "dense")
 DEFAULT_INDEX = os.environ.get("VIMRAG_INDEX", "vimrag-index")
@@ -72,7 +72,7 @@ class _State:
                 if u.doc and u.doc != Path(u.source).name:
                     names.setdefault(u.doc, []).append(i)
             self._names = names
-        keys = {k for d in docs for k in (Path(d).name, d.replace("\\", "/").lstrip("./").rsplit("/", 1)[-1])}
+        keys = {k for d in docs for k in doc_names(d)}
         return sorted({i for k in keys for i in self._names.get(k, ())})
 
 

@@ -215,12 +215,22 @@ class Filters:
         return cls(docs=d.get("docs"), modalities=d.get("modalities"), time_span=tuple(span) if span else None)
 
 
+def _wanted_path(wanted: str) -> str:
+    return wanted.replace("\\", "/").lstrip("./")
+
+
 def _doc_matches(source: str, wanted: str) -> bool:
     src = Path(source)
     if wanted == source or wanted == src.name:
         return True
-    w = wanted.replace("\\", "/").lstrip("./")
-    return src.as_posix().endswith("/" + w)
+    return src.as_posix().endswith("/" + _wanted_path(wanted))
+
+
+def doc_names(wanted: str) -> set[str]:
+    """The names a unit's file, or its `doc`, must have for a `Filters(docs=[wanted])` to accept it: `wanted` is
+    matched as a whole path, a file name or a path suffix (`_doc_matches`), or as a page image's document. An index
+    can look its candidates up by these instead of testing every unit."""
+    return {Path(wanted).name, _wanted_path(wanted).rsplit("/", 1)[-1]}
 
 
 def _mmss(seconds: float) -> str:
