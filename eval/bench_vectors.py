@@ -29,7 +29,7 @@ What it measures, on synthetic data so that it runs anywhere without weights:
    Agreement and recall@10 are against brute-force float32 MaxSim over the unpooled tokens. Target: peak RSS
    <= 0.55x "before" with identical top-10 for >= 99% of queries.
 
-Latency is per single query with `--query-threads` threads for FAISS and BLAS (default 1, as
+Latency is per single query with `--query-threads` threads for BLAS and batch searches (default 1, as
 ann-benchmarks does: one query per core; on a shared 2-core box multi-threaded single-query timings
 mostly measure scheduler waits). Builds use `--build-threads` (default: all cores).
 

@@ -4,16 +4,20 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
 from tqdm import tqdm
 
-from retrieval.index_base import get_faiss
+from retrieval.index_base import THREADS_ENV, get_faiss
 
 
 def set_threads(n: int) -> None:
-    """FAISS's OpenMP pool and numpy's BLAS pool to n threads (BLAS via threadpoolctl when installed)."""
+    """FAISS's OpenMP pool and numpy's BLAS pool to n threads (BLAS via threadpoolctl when installed). FAISS's
+    searches read their count from the environment (retrieval/index_base.py search_threads), so it is set there
+    too; a single query still runs on one thread."""
+    os.environ[THREADS_ENV] = str(n)
     get_faiss().omp_set_num_threads(n)
     try:
         from threadpoolctl import threadpool_limits

@@ -27,7 +27,18 @@ from typing import Any
 import numpy as np
 
 from retrieval.errors import IndexOpenError
-from retrieval.index_base import as_ids, as_matrix, check_k, check_unique, contains, get_faiss, sorted_unique, top_k
+from retrieval.index_base import (
+    as_ids,
+    as_matrix,
+    check_k,
+    check_unique,
+    contains,
+    get_faiss,
+    omp_threads,
+    search_threads,
+    sorted_unique,
+    top_k,
+)
 from retrieval.index_file import read_container, save_container
 
 KINDS = ("auto", "flat", "ivf", "hnsw")
@@ -297,7 +308,8 @@ class VectorIndex:
             params = faiss.SearchParameters()
         if selector is not None:
             params.sel = selector
-        scores, ids = self._index.search(q, k, params=params)  # (nq, k), (nq, k)
+        with omp_threads(search_threads(len(q))):
+            scores, ids = self._index.search(q, k, params=params)  # (nq, k), (nq, k)
         scores = scores.astype(np.float32, copy=False)
         scores[ids < 0] = -np.inf
         return scores, ids.astype(np.int64, copy=False)

@@ -20,7 +20,18 @@ from typing import Any, Sequence
 import numpy as np
 
 from retrieval.errors import IndexOpenError
-from retrieval.index_base import as_ids, as_matrix, check_k, check_unique, contains, get_faiss, sorted_unique, top_k
+from retrieval.index_base import (
+    as_ids,
+    as_matrix,
+    check_k,
+    check_unique,
+    contains,
+    get_faiss,
+    omp_threads,
+    search_threads,
+    sorted_unique,
+    top_k,
+)
 from retrieval.index_file import read_container, save_container
 from retrieval.maxsim import pool_tokens
 
@@ -362,11 +373,13 @@ class MultiVectorIndex:
             widen = int(min(4, np.ceil(len(token_filter) / max(1, int(token_filter.sum())))))
             params.nprobe = min(self._ivf.nlist, self._ivf.nprobe * widen)
         if self.codec == "flat":
-            sims, toks = self._ivf.search(q, kk, params=params)  # (m, kk), (m, kk)
+            with omp_threads(search_threads(len(q))):
+                sims, toks = self._ivf.search(q, kk, params=params)  # (m, kk), (m, kk)
             return sims, toks
         # Code similarities are off by ~0.03 (PQ): fetch _REFINE x kk rows by code, then rescore them exactly
         # from the stored tokens, so stage 1 ranks documents by true similarities of the tokens it found.
-        _, toks = self._ivf.search(q, _REFINE * kk, params=params)  # (m, r * kk)
+        with omp_threads(search_threads(len(q))):
+            _, toks = self._ivf.search(q, _REFINE * kk, params=params)  # (m, r * kk)
         del bits
         got = self._mat[toks.clip(min=0).ravel()].astype(np.float32).reshape(*toks.shape, self.dim)  # (m, r * kk, dim)
         sims = np.where(toks >= 0, np.einsum("mkd,md->mk", got, q), -np.inf).astype(np.float32)  # (m, r * kk)

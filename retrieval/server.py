@@ -224,7 +224,8 @@ def prefork(app, host: str, port: int, workers: int, index_dir="") -> None:
             "--store milvus://127.0.0.1:19530/COLLECTION, or run one worker"
         )
     # The cores are shared out: a worker's query encoder and FAISS get cores / workers threads each, so that
-    # the workers' thread pools do not fight over the same cores.
+    # the workers' thread pools do not fight over the same cores (a FAISS search reads its count from the
+    # environment on the thread that runs it, and takes one thread for a single query: index_base.search_threads).
     share = str(max(1, (os.cpu_count() or 1) // workers))
     os.environ.setdefault("VIMRAG_TEXT_THREADS", share)
     os.environ.setdefault("VIMRAG_FAISS_THREADS", share)
@@ -236,12 +237,6 @@ def prefork(app, host: str, port: int, workers: int, index_dir="") -> None:
             import torch
 
             torch.set_num_threads(int(os.environ["VIMRAG_TEXT_THREADS"]))
-        except ImportError:
-            pass
-        try:
-            import faiss
-
-            faiss.omp_set_num_threads(int(os.environ["VIMRAG_FAISS_THREADS"]))
         except ImportError:
             pass
 

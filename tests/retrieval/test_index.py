@@ -6,6 +6,7 @@ Late interaction has its own spec: test_late_interaction.py.
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -258,3 +259,59 @@ def test_thread_count_comes_from_the_environment(monkeypatch):
         assert index_base.get_faiss().omp_get_max_threads() == 1
     finally:
         faiss.omp_set_num_threads(before)
+
+
+class _Recording:
+    """Stands in for a FAISS index: records the calling thread's OpenMP thread count at each search."""
+
+    def __init__(self, index):
+        self.index, self.counts = index, []
+
+    def __getattr__(self, name):
+        return getattr(self.index, name)
+
+    def search(self, q, k, params=None):
+        self.counts.append(index_base.get_faiss().omp_get_max_threads())
+        return self.index.search(q, k, params=params)
+
+
+def test_a_search_takes_its_thread_count_on_the_thread_that_runs_it(monkeypatch, corpus):
+    """One query runs on one OpenMP thread, a batch on $VIMRAG_FAISS_THREADS, on whatever thread searches (OpenMP
+    keeps the count per thread: set once where faiss was imported, it never reached other threads), and the
+    thread's own count is back after."""
+
+    ids, xb, xq = corpus
+    idx = VectorIndex(DIM, kind="flat", exact_filter_max=1).build(ids, xb)
+    idx._index = rec = _Recording(idx._index)
+    wanted = (os.cpu_count() or 1) + 1  # a count no thread starts with
+    monkeypatch.setenv(index_base.THREADS_ENV, str(wanted))
+    after: list[object] = []
+
+    def searcher() -> None:
+        try:
+            faiss = index_base.get_faiss()
+            before = faiss.omp_get_max_threads()
+            idx.search(xq[:1], 5)
+            idx.search(xq[:3], 5)
+            idx.search(xq[:3], 5, allowed_ids=ids[: len(ids) * 3 // 4])  # the filtered path searches FAISS too
+            after.append(faiss.omp_get_max_threads() - before)
+        except Exception as e:  # noqa: BLE001 - reported by the assert below, not lost in the thread
+            after.append(e)
+
+    t = threading.Thread(target=searcher)
+    t.start()
+    t.join()
+    assert rec.counts == [1, wanted, wanted]
+    assert after == [0]
+    exact = idx.search(xq[:3], 5)
+    assert np.array_equal(exact[1], exact_topk(xq[:3], xb, ids, 5)[1])  # the same hits as ever
+
+
+def test_omp_threads_restores_the_count_even_on_error():
+    faiss = index_base.get_faiss()
+    before = faiss.omp_get_max_threads()
+    with pytest.raises(RuntimeError, match="boom"), index_base.omp_threads(before + 3):
+        assert faiss.omp_get_max_threads() == before + 3
+        raise RuntimeError("boom")
+    assert faiss.omp_get_max_threads() == before
+    assert index_base.search_threads(1) == 1 and index_base.search_threads(0) == 1

@@ -268,3 +268,28 @@ def test_bad_options_say_what_to_use():
         MultiVectorIndex(DIM, pq_bytes=5)
     with pytest.raises(ValueError, match="pool_factor"):
         MultiVectorIndex(DIM, pool_factor=0)
+
+
+def test_token_search_runs_one_query_token_on_one_thread_and_a_batch_on_the_configured_count(monkeypatch):
+    from retrieval import index_base
+
+    doc_ids, docs, _ = mv_corpus(300)
+    mvi = MultiVectorIndex(DIM, kind="ivf", approx_threshold=1, codec="flat").build(doc_ids, docs)
+    seen: list[int] = []
+    real = mvi._ivf
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def search(self, q, k, params=None):
+            seen.append(index_base.get_faiss().omp_get_max_threads())
+            return real.search(q, k, params=params)
+
+    mvi._ivf = Recording()
+    wanted = (os.cpu_count() or 1) + 1
+    monkeypatch.setenv(index_base.THREADS_ENV, str(wanted))
+    mvi.search(docs[7][:1], 3)
+    mvi.search(docs[7][:4], 3)
+    mvi._ivf = real
+    assert seen == [1, wanted]
