@@ -11,7 +11,8 @@ or beside an eval's reader. The old rule is reproduced by running every search o
 cores), as a search did when it ran on any thread but the one that imported faiss.
 
 With `--index`, it also times `Retriever.search` (encode the query, dense and BM25 search, fuse) on that index
-under both rules. Each row alternates the two rules `--rounds` times and keeps the fastest of each.
+under both rules. Each row alternates the two rules `--rounds` times and keeps the fastest of each. Last, on an
+idle box, batches of `--batches` queries on one thread against the configured count: why a batch keeps them.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from contextlib import contextmanager
 import numpy as np
 
 import retrieval.index as index_module
-from retrieval.index_base import configured_threads
+from retrieval.index_base import configured_threads, search_threads
 
 
 @contextmanager
@@ -43,14 +44,19 @@ def busy(n: int):
 
 
 @contextmanager
-def old_rule():
-    """Every search on the configured count (all cores by default), one query or many: the rule before."""
+def rule(threads: Callable[[int], int]):
+    """Searches take their thread count from `threads(n_queries)` inside the block."""
     saved = index_module.search_threads
-    index_module.search_threads = lambda n_queries: configured_threads()
+    index_module.search_threads = threads
     try:
         yield
     finally:
         index_module.search_threads = saved
+
+
+def old_rule():
+    """Every search on the configured count (all cores by default), one query or many: the rule before."""
+    return rule(lambda n_queries: configured_threads())
 
 
 def timed(fn: Callable[[int], object], reps: int) -> tuple[float, float]:
@@ -84,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--busy", default="0,1,2", help="numbers of other busy processes to time under")
     ap.add_argument("--reps", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument(
+        "--batches", default="2,8,32", help="also time searches of this many queries at once, on one thread and on all"
+    )
     args = ap.parse_args(argv)
     loads = [int(x) for x in args.busy.split(",")]
 
@@ -94,11 +103,13 @@ def main(argv: list[str] | None = None) -> int:
         return x / np.linalg.norm(x, axis=1, keepdims=True)
 
     cases: list[tuple[str, Callable[[int], object]]] = []
+    flats = []
+    queries = unit(64)  # (64, 384)
     for n in (int(x) for x in args.sizes.split(",") if x):
         idx = index_module.VectorIndex(384, kind="flat")
         idx.add(np.arange(n), unit(n))
-        queries = unit(64)  # (64, 384)
-        cases.append((f"flat {n:,}, one query", lambda i, idx=idx, queries=queries: idx.search(queries[i % 64], 10)))
+        flats.append((n, idx))
+        cases.append((f"flat {n:,}, one query", lambda i, idx=idx: idx.search(queries[i % 64], 10)))
     if args.index:
         from eval.bench_server import QUERIES
         from retrieval.retriever import Retriever
@@ -113,6 +124,24 @@ def main(argv: list[str] | None = None) -> int:
         for load in loads:
             with busy(load):
                 print(row(name, load, compare(fn, args.reps, args.rounds)), flush=True)
+    sizes = [int(x) for x in args.batches.split(",") if x]
+
+    def reps(batch: int) -> int:
+        return max(3, args.reps // (4 * batch))
+
+    if sizes and configured_threads() > 1:
+        print(f"\nA batch of queries, idle: ms per search on one thread against {configured_threads()} (the rule)")
+        print("| index | queries | one thread | configured | speed-up |")
+        print("|---|---|---|---|---|")
+        for n, idx in flats:
+            for b in sizes:
+                got: dict[str, list[float]] = {"one": [], "rule": []}
+                for _ in range(args.rounds):
+                    for name, threads in (("one", lambda n_queries: 1), ("rule", search_threads)):
+                        with rule(threads):
+                            got[name].append(timed(lambda i, idx=idx, b=b: idx.search(queries[:b], 10), reps(b))[0])
+                one, many = min(got["one"]), min(got["rule"])
+                print(f"| flat {n:,} | {b} | {one:.2f} | {many:.2f} | {one / many:.2f}x |", flush=True)
     return 0
 
 

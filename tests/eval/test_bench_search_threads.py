@@ -14,8 +14,12 @@ def test_the_baseline_searches_one_query_on_every_configured_thread_and_puts_the
     assert index_module.search_threads is rule and rule(1) == 1
 
 
-def test_it_prints_one_row_per_index_and_load(capsys):
-    assert bench.main(["--sizes", "300,600", "--busy", "0", "--reps", "3", "--rounds", "1"]) == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| flat")]
-    assert [r.split(" | ")[0] for r in rows] == ["| flat 300, one query", "| flat 600, one query"]
-    assert all(r.endswith("x |") for r in rows)
+def test_it_prints_one_row_per_index_and_load_and_per_batch(capsys, monkeypatch):
+    monkeypatch.setenv("VIMRAG_FAISS_THREADS", "2")  # the batch table needs more than one configured thread
+    assert bench.main(["--sizes", "300,600", "--busy", "0", "--reps", "3", "--rounds", "1", "--batches", "2,4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    single = [line for line in lines if "one query" in line]
+    assert [r.split(" | ")[0] for r in single] == ["| flat 300, one query", "| flat 600, one query"]
+    batches = [line.split(" | ")[:2] for line in lines if line.startswith("| flat") and "one query" not in line]
+    assert batches == [["| flat 300", "2"], ["| flat 300", "4"], ["| flat 600", "2"], ["| flat 600", "4"]]
+    assert all(r.endswith("x |") for r in lines if r.startswith("| flat"))
