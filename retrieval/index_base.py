@@ -49,10 +49,11 @@ def configured_threads() -> int:
 
 def search_threads(n_queries: int) -> int:
     """OpenMP threads for a FAISS search of `n_queries` query vectors: one for a single query, else the configured
-    count. A single query gains nothing from a second thread, which only waits for a core and burns it: on 6,000
-    MiniLM vectors, 0.72 ms and 1.41 ms of CPU with 2 threads against 0.63 ms and 0.64 ms with one, and 2.1 ms
-    against 0.62 ms while one other process keeps a core busy (`python -m eval.bench_search_threads`; FAISS's
-    wiki, "Threads and asynchronous calls": its threads split the queries of a batch)."""
+    count. FAISS threads a search over its query vectors (its wiki, "Threads and asynchronous calls"), so a single
+    query gains nothing from a second thread, which only waits for a core and burns it. On 6,000 MiniLM-sized
+    vectors: 0.61 ms wall and 1.21 ms CPU with 2 threads against 0.58 ms and 0.59 ms with one; 2.85 ms against
+    0.57 ms while one other process keeps a core busy (`python -m eval.bench_search_threads`). OpenSearch's k-NN
+    plugin made the same choice (opensearch-project/k-NN PR 965)."""
     return 1 if n_queries <= 1 else configured_threads()
 
 
