@@ -32,6 +32,7 @@ from retrieval.index_base import (
     as_matrix,
     check_k,
     check_unique,
+    configured_threads,
     contains,
     get_faiss,
     omp_threads,
@@ -216,9 +217,10 @@ class VectorIndex:
         return self.requested_kind
 
     def _rebuild(self, ids: np.ndarray, vecs: np.ndarray, kind: str) -> None:
-        index = self._new_index(kind, vecs)
-        if len(ids):
-            index.add_with_ids(vecs, ids)
+        with omp_threads(configured_threads()):  # training and adding on $VIMRAG_FAISS_THREADS, on any thread
+            index = self._new_index(kind, vecs)
+            if len(ids):
+                index.add_with_ids(vecs, ids)
         # Swap only once the new index is complete: a failure above leaves the old one in place.
         self._kind, self._index, self._lookup = kind, index, None
         self._trained_on = len(ids) if kind == "ivf" else 0
@@ -246,7 +248,8 @@ class VectorIndex:
             all_vecs = np.concatenate([self._all_vectors(), vecs])  # (total, dim), copied before the rebuild
             self._rebuild(np.concatenate([old_ids, ids]), all_vecs, target)
         else:
-            self._index.add_with_ids(vecs, ids)
+            with omp_threads(configured_threads()):
+                self._index.add_with_ids(vecs, ids)
             self._lookup = None
         return self
 

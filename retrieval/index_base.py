@@ -4,9 +4,10 @@
 vectors, int64 ids) and give the same errors for bad ones; the checks live here so the two cannot drift.
 faiss is imported on first use, with its OpenMP pool sized from $VIMRAG_FAISS_THREADS (default: all cores).
 
-Searches choose their own thread count (`search_threads`), on the thread that runs them (`omp_threads`):
-OpenMP keeps that count per calling thread, so a count set once where faiss was imported never reached the
-search server's request threads, the demo's or an eval's worker threads; they all searched on every core.
+Searches choose their own thread count (`search_threads`), and builds take the configured one, on the thread that
+runs them (`omp_threads`): OpenMP keeps that count per calling thread, so a count set once where faiss was imported
+never reached the search server's request threads, the demo's or an eval's worker threads; they all ran on every
+core.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from retrieval.index_base import (
     as_matrix,
     check_k,
     check_unique,
+    configured_threads,
     contains,
     get_faiss,
     omp_threads,
@@ -254,10 +255,11 @@ class MultiVectorIndex:
         n = self.n_tokens
         if not self._wants_ivf(n) or n == 0:
             return
-        if self._ivf is None or n > _IVF_RETRAIN_GROWTH * max(1, self._trained_on):
-            self._ivf, self._trained_on, start = self._train_ivf(), n, 0
-        for s in range(start, n, _ADD_CHUNK):  # FAISS wants float32: convert a chunk at a time
-            self._ivf.add(self._mat[s : min(n, s + _ADD_CHUNK)].astype(np.float32))  # ids are rows s, s+1, ...
+        with omp_threads(configured_threads()):  # training and adding on $VIMRAG_FAISS_THREADS, on any thread
+            if self._ivf is None or n > _IVF_RETRAIN_GROWTH * max(1, self._trained_on):
+                self._ivf, self._trained_on, start = self._train_ivf(), n, 0
+            for s in range(start, n, _ADD_CHUNK):  # FAISS wants float32: convert a chunk at a time
+                self._ivf.add(self._mat[s : min(n, s + _ADD_CHUNK)].astype(np.float32))  # ids are rows s, s+1, ...
 
     def _train_ivf(self):
         """An empty IVF index over token rows, trained on a sample of the stored tokens."""

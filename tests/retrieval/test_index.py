@@ -315,3 +315,35 @@ def test_omp_threads_restores_the_count_even_on_error():
         raise RuntimeError("boom")
     assert faiss.omp_get_max_threads() == before
     assert index_base.search_threads(1) == 1 and index_base.search_threads(0) == 1
+
+
+def test_builds_and_adds_take_the_configured_count_on_any_thread(monkeypatch, corpus):
+    faiss = index_base.get_faiss()
+    seen: list[int] = []
+    real_add, real_train = faiss.IndexIDMap.add_with_ids, faiss.IndexIVFFlat.train
+
+    def add_with_ids(self, *a, **kw):
+        seen.append(faiss.omp_get_max_threads())
+        return real_add(self, *a, **kw)
+
+    def train(self, *a, **kw):
+        seen.append(-faiss.omp_get_max_threads())  # negative: a training call
+        return real_train(self, *a, **kw)
+
+    monkeypatch.setattr(faiss.IndexIDMap, "add_with_ids", add_with_ids)
+    monkeypatch.setattr(faiss.IndexIVFFlat, "train", train)
+    wanted = (os.cpu_count() or 1) + 1
+    monkeypatch.setenv(index_base.THREADS_ENV, str(wanted))
+    ids, xb, _ = corpus
+    errors: list[Exception] = []
+
+    def builder() -> None:
+        try:
+            VectorIndex(DIM, kind="ivf").build(ids[:3000], xb[:3000]).add(ids[3000:], xb[3000:])
+        except Exception as e:  # noqa: BLE001 - reported by the assert below
+            errors.append(e)
+
+    t = threading.Thread(target=builder)
+    t.start()
+    t.join()
+    assert errors == [] and seen == [-wanted, wanted, wanted]
