@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from eval.report import compare, compute_metrics, load_rows, main, mmlb_f1, write_report
+from eval.report import compare, load_rows, main, write_report
+from eval.run_metrics import compute_metrics, mmlb_f1
 
 NA = "Not answerable"
 CONFIG = {
