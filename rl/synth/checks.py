@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from eval.answer_metrics import parse_list, score_item
+from eval.answer_metrics import score_item
+from eval.mmlb_rules import parse_list
 
 DUPLICATE_COSINE = 0.93  # MiniLM cosine of two questions at or above which, with the same answer, they ask the same
 RIVAL_PAGES = 5  # pages retrieval returns for the unambiguity check

@@ -3,21 +3,17 @@ rule-based extraction, and the generic metrics."""
 
 import pytest
 
-from eval.answer_metrics import (
+from eval.answer_extract import extract_answer
+from eval.answer_metrics import anls, exact_match, numeric_match, score_item, token_f1
+from eval.mmlb_rules import (
     NOT_ANSWERABLE,
-    anls,
     anls_score,
     clean_string,
-    exact_match,
-    extract_answer,
     float_equal,
     is_exact_match_string,
     mmlb_acc_f1,
     mmlb_score,
-    numeric_match,
     parse_list,
-    score_item,
-    token_f1,
 )
 
 # --- cleaning and exact-match strings ------------------------------------------------------------
