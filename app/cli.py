@@ -99,7 +99,7 @@ def _milvus_token(args: argparse.Namespace) -> None:
     """--milvus-token reaches every Milvus client of this process (and of the workers it starts) as the variable
     readers use; it is never written to the index folder."""
     if getattr(args, "milvus_token", None):
-        from retrieval.milvus_store import TOKEN_ENV
+        from retrieval.milvus_client import TOKEN_ENV
 
         os.environ[TOKEN_ENV] = args.milvus_token
 

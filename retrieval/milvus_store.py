@@ -30,172 +30,46 @@ vector), and the filters as Milvus expressions. The two lists are fused here wit
 fusion (retrieval/fusion.py), so hybrid ranking means the same on both stores. A multi-vector (late
 interaction) index is shortlisted by a token search in Milvus and reranked exactly by MaxSim
 (retrieval/maxsim.py). Milvus 2.6's native embedding lists are not used: Milvus Lite does not have them.
+
+Here: `MilvusStore`, its writes, reads and searches. Elsewhere: the spec and `store.json` (retrieval/store_spec.py),
+the connection and its errors (milvus_client.py), the collections' schemas (milvus_schema.py), and the row format
+and filter expressions (milvus_rows.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import re
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 
-from retrieval.errors import IndexOpenError, missing_dependency
+from retrieval.errors import IndexOpenError
+from retrieval.milvus_client import connect, open_error
+from retrieval.milvus_rows import (
+    file_row,
+    filter_fields,
+    lit,
+    position,
+    record_of_row,
+    term,
+    token_no,
+    unit_of_row,
+    unit_row,
+    vector_rows,
+)
+from retrieval.milvus_schema import create_collection
 from retrieval.store import FileRecord, PendingFile
-from retrieval.units import Filters, Unit
+from retrieval.store_spec import STORE_FILE, StoreSpec
+from retrieval.units import Unit
 
-STORE_FILE = "store.json"
-TOKEN_ENV = "VIMRAG_MILVUS_TOKEN"
-DEFAULT_COLLECTION = "vimrag"
-LITE_FILE = "milvus.db"
-_MAX_TEXT = 60_000  # bytes of a unit's text kept in Milvus (a VARCHAR holds at most 65,535)
 _PAGE = 1000  # rows per query-iterator page
 # Filtered dense searches over at most this many vectors are scored exactly here (they are read back: 4,096 x 384
 # floats are 6 MB); larger ones go to Milvus's index with the filter.
 EXACT_FILTER_MAX = 4096
-_NAME_OK = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
 _NOT_FOUND = ("not found", "not exist", "can't find", "cannot find")
-_AUTH = ("auth", "credential", "token", "unauthenticated", "permission denied")
-
-
-# ---------------------------------------------------------------------------------------------- the spec
-@dataclass(frozen=True)
-class StoreSpec:
-    """Where an index lives: `local`, `milvus-lite:PATH` or `milvus://HOST:PORT[/COLLECTION]`."""
-
-    kind: str  # "local" | "milvus-lite" | "milvus"
-    uri: str = ""  # a file path for milvus-lite, http://HOST:PORT for a server
-    collection: str = DEFAULT_COLLECTION
-
-    @classmethod
-    def parse(cls, text: str, index_dir: str | Path | None = None) -> StoreSpec:
-        """The spec a user wrote; a relative milvus-lite PATH is taken from the working folder.
-
-        >>> StoreSpec.parse("milvus://127.0.0.1:19530/papers")
-        StoreSpec(kind='milvus', uri='http://127.0.0.1:19530', collection='papers')
-        >>> StoreSpec.parse("local").kind
-        'local'
-        """
-        text = (text or "local").strip()
-        if text == "local":
-            return cls("local")
-        if text == "milvus-lite" or text.startswith("milvus-lite:"):
-            path = text.partition(":")[2] if ":" in text else ""
-            if not path:
-                if index_dir is None:
-                    raise ValueError("milvus-lite needs a file: --store milvus-lite:PATH (e.g. milvus-lite:i/m.db)")
-                path = str(Path(index_dir) / LITE_FILE)
-            return cls("milvus-lite", str(Path(path).expanduser().resolve()))
-        m = re.fullmatch(r"milvus://([^/:\s]+):(\d+)(?:/([^/\s]*))?/?", text)
-        if m:
-            coll = m.group(3) or DEFAULT_COLLECTION
-            if not _NAME_OK.match(coll):
-                raise ValueError(
-                    f"collection name {coll!r} is not valid in Milvus; use letters, digits and underscores, "
-                    "starting with a letter"
-                )
-            return cls("milvus", f"http://{m.group(1)}:{m.group(2)}", coll)
-        raise ValueError(
-            f"--store {text!r} is not a store; use local (SQLite + FAISS, the default), milvus-lite:PATH "
-            "(embedded Milvus Lite) or milvus://HOST:PORT[/COLLECTION] (a Milvus server or cluster)"
-        )
-
-    def __str__(self) -> str:
-        if self.kind == "local":
-            return "local"
-        if self.kind == "milvus-lite":
-            return f"milvus-lite:{self.uri}"
-        return f"milvus://{self.uri.removeprefix('http://')}/{self.collection}"
-
-    @property
-    def where(self) -> str:
-        return f"Milvus Lite file {self.uri}" if self.kind == "milvus-lite" else f"Milvus at {self.uri}"
-
-
-def recorded_spec(index_dir: str | Path) -> StoreSpec | None:
-    """The store `index_dir/store.json` names, or None for a folder without one (a local index, or none yet)."""
-    p = Path(index_dir) / STORE_FILE
-    if not p.is_file():
-        return None
-    try:
-        d = json.loads(p.read_text())
-        return StoreSpec(d["kind"], d["uri"], d["collection"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise IndexOpenError(f"{p} is not a readable store record ({e}); delete it and index again") from e
-
-
-# ---------------------------------------------------------------------------------------------- the store
-def _client(spec: StoreSpec, token: str | None):
-    try:
-        from pymilvus import MilvusClient
-    except ImportError as e:
-        raise missing_dependency("pymilvus", extra="milvus", purpose=f"an index on {spec}") from e
-    import logging
-
-    logging.getLogger("pymilvus").setLevel(logging.CRITICAL)  # its RPC tracebacks; our errors say the cause and fix
-    if spec.kind == "milvus-lite":  # the embedded server logs each call it lacks (AllocTimestamp), then falls back
-        logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
-    token = token if token is not None else os.environ.get(TOKEN_ENV, "")
-    try:
-        if spec.kind == "milvus-lite":
-            Path(spec.uri).parent.mkdir(parents=True, exist_ok=True)
-            return _Client(MilvusClient(spec.uri), spec)
-        return _Client(MilvusClient(uri=spec.uri, token=token, timeout=10), spec)
-    except Exception as e:  # noqa: BLE001 - pymilvus raises several types for one cause; say the cause and fix
-        raise _open_error(spec, e) from e
-
-
-class _Client:
-    """pymilvus's MilvusClient, whose errors come out as `IndexOpenError`s that say which store failed, on what,
-    and what to do, so that a server going away mid-session fails one search (which the agent reports to the
-    model) instead of ending the session."""
-
-    def __init__(self, client, spec: StoreSpec) -> None:
-        self._client, self._spec = client, spec
-
-    def __getattr__(self, name: str):
-        fn = getattr(self._client, name)
-        if not callable(fn):
-            return fn
-
-        def call(*args, **kwargs):
-            try:
-                return fn(*args, **kwargs)
-            except Exception as e:  # noqa: BLE001 - pymilvus and grpc raise many types; each gets a message with a fix
-                low = str(e).lower()
-                if any(w in low for w in ("unavailable", "connect", "deadline", "timeout", "closed")) or any(
-                    w in low for w in _AUTH
-                ):
-                    raise _open_error(self._spec, e) from e
-                raise IndexOpenError(f"{self._spec.where} refused {name} ({e})") from e
-
-        return call
-
-
-def _open_error(spec: StoreSpec, e: Exception) -> IndexOpenError:
-    msg = str(e)
-    low = msg.lower()
-    if spec.kind == "milvus-lite":  # pymilvus says only "Open local milvus failed" when another process holds it
-        return IndexOpenError(
-            f"{spec.where} could not be opened ({msg}); an embedded Milvus Lite file serves one process: stop the "
-            f"other one, or serve the data with `milvus-lite server --data-dir DIR --host 127.0.0.1 --port 19530` "
-            f"and use --store milvus://127.0.0.1:19530/{spec.collection}"
-        )
-    if any(w in low for w in _AUTH):
-        return IndexOpenError(
-            f"{spec.where} refused the credentials ({msg}); set ${TOKEN_ENV} (or --milvus-token) to a valid "
-            "token, USER:PASSWORD or API key for that server"
-        )
-    return IndexOpenError(
-        f"cannot reach {spec.where} ({msg}); start the server (for a local one: `milvus-lite server --data-dir "
-        "DIR --host 127.0.0.1 --port PORT`) or fix the host and port in --store"
-    )
 
 
 class MilvusStore:
@@ -206,13 +80,13 @@ class MilvusStore:
     def __init__(self, index_dir: str | Path, spec: StoreSpec, create: bool = False, token: str | None = None) -> None:
         self.dir = Path(index_dir)
         self.spec = spec
-        self.client = _client(spec, token)
+        self.client = connect(spec, token)
         c = spec.collection
         self.names = {"meta": f"{c}_meta", "files": f"{c}_files", "units": f"{c}_units", "vectors": f"{c}_vectors"}
         try:
             have = set(self.client.list_collections())
         except Exception as e:  # noqa: BLE001 - the first call is where a server that is down or refuses us shows
-            raise _open_error(spec, e) from e
+            raise open_error(spec, e) from e
         if self.names["meta"] not in have:
             if not create:
                 raise IndexOpenError(
@@ -244,66 +118,10 @@ class MilvusStore:
     # -- schema -------------------------------------------------------------------------------------
     def _create(self, name: str, dim: int | None = None) -> None:
         """Create one of the four collections (the vectors one needs the embedder's dim)."""
-        from pymilvus import DataType, Function, FunctionType
-
         full = self.names[name]
         if full in self._have:
             return
-        cl = self.client
-        s = cl.create_schema(auto_id=False, enable_dynamic_field=False)
-        ip = cl.prepare_index_params()
-        if name == "meta":
-            s.add_field("key", DataType.VARCHAR, is_primary=True, max_length=256)
-            s.add_field("value", DataType.VARCHAR, max_length=65535)
-        elif name == "files":
-            s.add_field("path", DataType.VARCHAR, is_primary=True, max_length=4096)
-            s.add_field("root", DataType.VARCHAR, max_length=4096)
-            s.add_field("sha256", DataType.VARCHAR, max_length=64)
-            s.add_field("size", DataType.INT64)
-            s.add_field("mtime", DataType.DOUBLE)
-            s.add_field("status", DataType.VARCHAR, max_length=16)
-            s.add_field("reason", DataType.VARCHAR, max_length=4096)
-            s.add_field("n_units", DataType.INT64)
-            s.add_field("indexed_at", DataType.DOUBLE)
-        else:
-            s.add_field("uid" if name == "units" else "vid", DataType.VARCHAR, is_primary=True, max_length=512)
-            if name == "vectors":
-                s.add_field("uid", DataType.VARCHAR, max_length=512)
-                s.add_field("part", DataType.INT64)
-            s.add_field("path", DataType.VARCHAR, max_length=4096)
-            s.add_field("name", DataType.VARCHAR, max_length=1024)
-            s.add_field("doc", DataType.VARCHAR, max_length=1024)
-            s.add_field("modality", DataType.VARCHAR, max_length=16)
-            s.add_field("t_start", DataType.DOUBLE)
-            s.add_field("t_end", DataType.DOUBLE)
-        if name == "units":
-            s.add_field("text", DataType.VARCHAR, max_length=65535)
-            s.add_field("data", DataType.VARCHAR, max_length=65535)
-            s.add_field("terms", DataType.VARCHAR, max_length=65535, enable_analyzer=True)
-            s.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-            s.add_function(
-                Function(
-                    name="bm25",
-                    function_type=FunctionType.BM25,
-                    input_field_names=["terms"],
-                    output_field_names=["sparse"],
-                )
-            )
-            # k1 and b as the local BM25 (retrieval/bm25.py: bm25s, Lucene scoring).
-            bm25 = {"bm25_k1": 1.2, "bm25_b": 0.75}
-            ip.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25", params=bm25)
-        elif name == "vectors":
-            s.add_field("vec", DataType.FLOAT_VECTOR, dim=int(dim))
-            ip.add_index("vec", index_type="AUTOINDEX", metric_type="IP")
-        else:  # Milvus wants a vector field in every collection: a 2-d placeholder, never searched
-            s.add_field("_v", DataType.FLOAT_VECTOR, dim=2)
-            ip.add_index("_v", index_type="FLAT", metric_type="L2")
-        try:
-            cl.create_collection(full, schema=s, index_params=ip, consistency_level="Strong")
-        except Exception:
-            if full not in cl.list_collections():  # not another worker creating it at the same moment
-                raise
-            cl.load_collection(full)
+        create_collection(self.client, full, name, dim)
         self._have.add(full)
 
     def create_collections(self, dim: int | None = None) -> None:
@@ -364,7 +182,7 @@ class MilvusStore:
 
     # -- meta -----------------------------------------------------------------------------------------
     def get_meta(self, key: str, default: str | None = None) -> str | None:
-        rows = self._query("meta", f"key == {_lit(key)}", ["value"], limit=1)
+        rows = self._query("meta", f"key == {lit(key)}", ["value"], limit=1)
         return rows[0]["value"] if rows else default
 
     def set_meta(self, key: str, value: str) -> None:
@@ -384,18 +202,18 @@ class MilvusStore:
     _FILE_FIELDS = ["path", "root", "sha256", "size", "mtime", "status", "reason", "n_units"]
 
     def file(self, path: str) -> FileRecord | None:
-        rows = self._query("files", f"path == {_lit(path)}", self._FILE_FIELDS, limit=1)
-        return _record(rows[0]) if rows else None
+        rows = self._query("files", f"path == {lit(path)}", self._FILE_FIELDS, limit=1)
+        return record_of_row(rows[0]) if rows else None
 
     def files(self, under: str | None = None) -> list[FileRecord]:
-        recs = [_record(r) for r in self._query("files", "", self._FILE_FIELDS)]
+        recs = [record_of_row(r) for r in self._query("files", "", self._FILE_FIELDS)]
         if under is not None:
             prefix = under.rstrip("/") + "/"
             recs = [r for r in recs if r.path.startswith(prefix) or r.path == under]
         return recs
 
     def path_with_hash(self, sha256: str) -> str | None:
-        rows = self._query("files", f'sha256 == {_lit(sha256)} and status == "ok"', ["path"], limit=1)
+        rows = self._query("files", f'sha256 == {lit(sha256)} and status == "ok"', ["path"], limit=1)
         return rows[0]["path"] if rows else None
 
     def roots(self) -> list[str]:
@@ -405,7 +223,7 @@ class MilvusStore:
         rec = self.file(path)
         if rec is not None:
             rec.size, rec.mtime = size, mtime
-            self.client.upsert(self.names["files"], [_file_row(rec, rec.n_units, time.time())])
+            self.client.upsert(self.names["files"], [file_row(rec, rec.n_units, time.time())])
 
     # -- writes ---------------------------------------------------------------------------------------
     def commit(self, batch: Iterable[PendingFile]) -> None:
@@ -422,18 +240,18 @@ class MilvusStore:
                 changed |= self._delete_path(gone, keep_file=gone == pf.record.path)
             if not pf.units:
                 continue
-            self.client.upsert(self.names["units"], [_unit_row(u, pf.record.path, self.tokenize) for u in pf.units])
+            self.client.upsert(self.names["units"], [unit_row(u, pf.record.path, self.tokenize) for u in pf.units])
             vrows = [
-                dict(_filter_fields(u, pf.record.path), vid=vid, uid=u.uid, part=i, vec=row)
+                dict(filter_fields(u, pf.record.path), vid=vid, uid=u.uid, part=i, vec=row)
                 for u, vecs in zip(pf.units, pf.vectors)
                 for i, v in enumerate(vecs)
-                for vid, row in _vector_rows(u.uid, i, v)
+                for vid, row in vector_rows(u.uid, i, v)
             ]
             for s in range(0, len(vrows), _PAGE):
                 self.client.upsert(self.names["vectors"], vrows[s : s + _PAGE])
             changed = True
         now = time.time()
-        rows = [_file_row(pf.record, len(pf.units), now) for pf in batch]
+        rows = [file_row(pf.record, len(pf.units), now) for pf in batch]
         if rows:
             self.client.upsert(self.names["files"], rows)
         if changed:
@@ -457,7 +275,7 @@ class MilvusStore:
         return n
 
     def _delete_path(self, path: str, keep_file: bool) -> bool:
-        flt = f"path == {_lit(path)}"
+        flt = f"path == {lit(path)}"
         had = self._count("units", flt) > 0
         for name in ("vectors", "units") + (() if keep_file else ("files",)):
             if self._live(name):
@@ -479,14 +297,14 @@ class MilvusStore:
     def units(self) -> tuple[np.ndarray, list[Unit]]:
         """(positions, units) of the whole index in uid order: what offline tools (synth, bench) read."""
         rows = sorted(self._query("units", "", ["uid", "text", "data"]), key=lambda r: r["uid"])
-        units = [_unit(r) for r in rows]
+        units = [unit_of_row(r) for r in rows]
         return np.array([position(u.uid) for u in units], dtype=np.int64), units
 
     def units_by_uid(self, uids: list[str]) -> dict[str, Unit]:
         if not uids:
             return {}
-        rows = self._query("units", f"uid in {_lit(uids)}", ["uid", "text", "data"], limit=len(uids))
-        return {r["uid"]: _unit(r) for r in rows}
+        rows = self._query("units", f"uid in {lit(uids)}", ["uid", "text", "data"], limit=len(uids))
+        return {r["uid"]: unit_of_row(r) for r in rows}
 
     def duplicate_uids(self) -> int:
         """Units sharing one uid: 0 by construction (uid is the primary key)."""
@@ -495,7 +313,7 @@ class MilvusStore:
     # -- search ---------------------------------------------------------------------------------------
     def bm25(self, text: str, n: int, flt: str) -> dict[str, float]:
         """{uid: BM25 score} of the best `n` units for `text`, analysed as the units' text was."""
-        terms = " ".join(_term(t) for t in self.tokenize(text))
+        terms = " ".join(term(t) for t in self.tokenize(text))
         if not terms or not self._live("units"):
             return {}
         res = self.client.search(
@@ -552,10 +370,10 @@ class MilvusStore:
         short = sorted({h["entity"]["uid"] for hits in res for h in hits})
         if not short:
             return {}
-        rows = self._query("vectors", f"uid in {_lit(short)}", ["vid", "uid", "part", "vec"])
+        rows = self._query("vectors", f"uid in {lit(short)}", ["vid", "uid", "part", "vec"])
         mats: dict[tuple[str, int], list[tuple[int, list[float]]]] = {}
         for r in rows:
-            mats.setdefault((r["uid"], int(r["part"])), []).append((_token_no(r["vid"]), r["vec"]))
+            mats.setdefault((r["uid"], int(r["part"])), []).append((token_no(r["vid"]), r["vec"]))
         keys = list(mats)
         docs = [np.asarray([v for _, v in sorted(mats[k])], np.float32) for k in keys]
         scores = maxsim_scores(q, docs)
@@ -567,106 +385,3 @@ class MilvusStore:
     def is_multi(self) -> bool:
         rows = self._query("vectors", "", ["vid"], limit=1)
         return bool(rows) and "." in rows[0]["vid"].rpartition("#")[2]
-
-
-# ---------------------------------------------------------------------------------------------- rows
-def position(uid: str) -> int:
-    """A unit's stable number on Milvus (VRAG's `indice`): 62 bits of its uid's SHA-1. Milvus has no row order,
-    and a number derived from the content-keyed uid is the same on every worker and every rerun."""
-    return int.from_bytes(hashlib.sha1(uid.encode()).digest()[:8], "big") >> 2
-
-
-def _lit(x: Any) -> str:
-    """A Milvus expression literal: a string or a list of strings, JSON-quoted."""
-    return json.dumps(x, ensure_ascii=False)
-
-
-def _term(token: str) -> str:
-    # Milvus's standard analyzer splits on non-word characters; "31.5" and "don't" stay one term as `_` joins.
-    return re.sub(r"\W", "_", token)
-
-
-def _cut(text: str, limit: int = _MAX_TEXT) -> str:
-    raw = text.encode()
-    return text if len(raw) <= limit else raw[:limit].decode(errors="ignore")
-
-
-def _filter_fields(u: Unit, path: str) -> dict:
-    return {
-        "path": path,
-        "name": Path(u.source).name,
-        "doc": u.doc or "",
-        "modality": u.modality,
-        "t_start": float(u.start or 0.0),
-        "t_end": float(u.end or 0.0),
-    }
-
-
-def _unit_row(u: Unit, path: str, tok) -> dict:
-    data = u.to_dict()
-    data.pop("text", None)
-    terms = " ".join(_term(t) for t in tok(u.text)) or "\u2205"  # an empty unit still needs one term
-    return dict(
-        _filter_fields(u, path), uid=u.uid, text=_cut(u.text), data=_cut(json.dumps(data), 65_000), terms=_cut(terms)
-    )
-
-
-def _unit(row: dict) -> Unit:
-    return Unit.from_dict(dict(json.loads(row["data"]), text=row["text"]))
-
-
-def _vector_rows(uid: str, part: int, v: np.ndarray) -> list[tuple[str, list[float]]]:
-    v = np.asarray(v, np.float32)
-    if v.ndim == 1:
-        return [(f"{uid}#{part}", v.tolist())]
-    return [(f"{uid}#{part}.{j}", row.tolist()) for j, row in enumerate(v)]  # token rows of one matrix
-
-
-def _token_no(vid: str) -> int:
-    return int(vid.rpartition(".")[2])
-
-
-def _file_row(r: FileRecord, n_units: int, now: float) -> dict:
-    return {
-        "path": r.path,
-        "root": r.root,
-        "sha256": r.sha256 or "",
-        "size": int(r.size or 0),
-        "mtime": float(r.mtime or 0.0),
-        "status": r.status,
-        "reason": _cut(r.reason or "", 4000),
-        "n_units": int(n_units),
-        "indexed_at": now,
-        "_v": [0.0, 0.0],
-    }
-
-
-def _record(row: dict) -> FileRecord:
-    return FileRecord(
-        row["path"], row["root"], row["sha256"] or None, row["size"], row["mtime"], row["status"], row["reason"],
-        row["n_units"],
-    )  # fmt: skip
-
-
-def filter_expr(filters: Filters | None) -> str:
-    """The Milvus expression for `filters` ("" for none). Documents match by name, full path or path suffix, as
-    `Filters.accepts` does; the caller still checks each hit with `accepts`, which is exact where a LIKE pattern
-    is loose (`_` matches any one character in Milvus)."""
-    if filters is None or filters.is_empty():
-        return ""
-    parts = []
-    if filters.modalities:
-        parts.append(f"modality in {_lit(list(filters.modalities))}")
-    if filters.docs:
-        alts = []
-        for d in filters.docs:
-            name = Path(d).name
-            alts += [f"path == {_lit(d)}", f"name == {_lit(d)}", f"doc == {_lit(name)}"]
-            w = d.replace("\\", "/").lstrip("./")
-            if w:
-                alts.append(f"path like {_lit('%/' + w.replace('%', '_'))}")
-        parts.append("(" + " or ".join(alts) + ")")
-    if filters.time_span is not None:
-        a, b = filters.time_span
-        parts.append(f'(modality != "video" or (t_end >= {float(a)!r} and t_start <= {float(b)!r}))')
-    return " and ".join(parts)

@@ -82,7 +82,7 @@ class Retriever:
 
     def __new__(cls, index_dir: str | Path = DEFAULT_INDEX, *args, **kwargs):
         if cls is Retriever:
-            from retrieval.milvus_store import recorded_spec
+            from retrieval.store_spec import recorded_spec
 
             spec = recorded_spec(index_dir)
             if spec is not None and spec.kind != "local":
@@ -362,7 +362,7 @@ class MilvusRetriever(Retriever):
     def _search(
         self, query, k: int, filters: Filters | None, mode: str, dynamic: bool, n_candidates: int | None
     ) -> list[Hit]:
-        from retrieval.milvus_store import filter_expr
+        from retrieval.milvus_rows import filter_expr
 
         text, image = self._query_parts(query)
         flt = filter_expr(filters)
@@ -393,7 +393,7 @@ class MilvusRetriever(Retriever):
         ]
 
     def position(self, uid: str) -> int:
-        from retrieval.milvus_store import position
+        from retrieval.milvus_rows import position
 
         return position(uid)
 

@@ -373,7 +373,7 @@ def _kept(index_dir: str | Path) -> str:
 
 def _shared_store(index_dir: str | Path) -> bool:
     """Whether the index lives in a store every rank writes to (Milvus), so there are no shards to merge."""
-    from retrieval.milvus_store import recorded_spec
+    from retrieval.store_spec import recorded_spec
 
     spec = recorded_spec(index_dir)
     return spec is not None and spec.kind != "local"

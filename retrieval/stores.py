@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from retrieval.errors import IndexOpenError
-from retrieval.milvus_store import MilvusStore, StoreSpec, recorded_spec
+from retrieval.milvus_store import MilvusStore
 from retrieval.store import DB_NAME, Store
+from retrieval.store_spec import StoreSpec, recorded_spec
 
 
 def open_store(index_dir: str | Path, create: bool = False, store: str | None = None, token: str | None = None):

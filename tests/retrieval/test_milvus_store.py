@@ -13,9 +13,11 @@ from PIL import Image
 
 from retrieval.errors import IndexOpenError
 from retrieval.ingest import Indexer, IngestConfig
-from retrieval.milvus_store import STORE_FILE, StoreSpec, _open_error, filter_expr, recorded_spec
+from retrieval.milvus_client import open_error as _open_error
+from retrieval.milvus_rows import filter_expr
 from retrieval.retriever import MilvusRetriever, Retriever
 from retrieval.server import free_port
+from retrieval.store_spec import STORE_FILE, StoreSpec, recorded_spec
 from retrieval.stores import open_store
 from retrieval.units import Filters
 
@@ -192,7 +194,7 @@ def test_milvus_token_option_reaches_the_clients(monkeypatch):
     import os
 
     from app.cli import _milvus_token, build_parser
-    from retrieval.milvus_store import TOKEN_ENV
+    from retrieval.milvus_client import TOKEN_ENV
 
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     for argv in (["index", "c/", "--milvus-token", "u:p"], ["serve-search", "--milvus-token", "u:p"]):
