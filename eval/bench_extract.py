@@ -24,7 +24,7 @@ folder's traces, rebuilds the evidence each episode's last step read (memorized 
 rest, as `EmbeddedPolicy.answer` does) and reads it again at each threshold. The answer is the episode's
 last step, so this reproduces the run's answers at its own threshold without running the agent again.
 
-Answers are scored with MMLongBench-Doc's rules by answer format (eval/answer_metrics.py). Printed: accuracy
+Answers are scored with MMLongBench-Doc's rules by answer format (eval/mmlb_rules.py). Printed: accuracy
 by format and overall for each reader, answerable Str + Int accuracy, "Not answerable" F1, the median
 seconds per question, and how many answers look like a heading or title (`agent.reader.sentences.is_heading`).
 """

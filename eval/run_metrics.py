@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-NOT_ANSWERABLE = "Not answerable"
+from eval.mmlb_rules import NOT_ANSWERABLE
+
 STATUSES = ("answered", "limit", "error")
 RETRIEVAL_KEYS = ("recall@1", "recall@5", "ndcg@5", "mrr", "memorized_hit", "retrieved_hit", "pointed_hit")
 COST_SPREAD = (  # mean/median/p90

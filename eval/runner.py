@@ -5,7 +5,7 @@
     vimrag eval compare runs/eval/A runs/eval/B
 
 A run folder holds `config.json` (the resolved config), `predictions.jsonl` (one row per question, schema
-in `eval/report.py`), `traces/ID.json`, and, at the end, `metrics.json`, `report.md` and `plots/`.
+in `eval/run_metrics.py`), `traces/ID.json`, and, at the end, `metrics.json`, `report.md` and `plots/`.
 Rows are appended and flushed one by one; a stopped or crashed run continues where it stopped when run
 again with the same settings (a half-written last line is dropped and that question runs again), so no
 question is answered twice. The settings that decide the answers (dataset, corpus, scope, and the policy
@@ -35,6 +35,7 @@ from agent.config import Config, flatten, setting
 from agent.protocols import get as get_protocol
 from agent.settings import AgentConfig
 from eval.datasets import Dataset, EvalItem, check_evidence, load_dataset
+from eval.mmlb_rules import NOT_ANSWERABLE
 from eval.retrieval_metrics import mrr, ndcg_at_k, recall_at_k
 
 # Settings that change the answers (dotted prefixes): a resumed run must use the same ones.
@@ -186,9 +187,6 @@ def cost_of(trace, wall_s: float) -> dict[str, Any]:
     }
 
 
-NOT_ANSWERABLE = "Not answerable"
-
-
 def make_row(item: EvalItem, ds: Dataset, cfg: RunConfig, trace, wall_s: float, error: str = "") -> dict[str, Any]:
     from eval.answer_metrics import score_item
 
@@ -334,7 +332,7 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
     done = read_predictions(pred_path, repair=True)
     todo = [it for it in items if it.id not in done]
     where = cfg.search_url or str(Path(cfg.index) if cfg.index else ds.default_index)
-    config = cfg.to_dict() | {  # the resolved config, and facts of the run that eval/report.py shows
+    config = cfg.to_dict() | {  # the resolved config, and facts of the run that eval/report_markdown.py shows
         "protocol": cfg.agent.protocol,
         "backend": cfg.policy.backend,
         "seed": cfg.policy.seed,
