@@ -16,6 +16,7 @@ How a run goes:
   3. rank 0 waits for every rank's done.json of this run, then copies the shards into DIR's store file by
      file, in walk order, with `Store.commit` (one SQLite transaction per batch), resolving same-content
      files across shards as a 1-process run does; then it deletes DIR/.shards.
+Step 1 is retrieval/shard_plan.py and step 2 retrieval/shard_run.py; step 3 and the launch are here.
 
 Crash safety comes from the stores: a shard commits in batches, so a killed worker keeps what it committed
 and a rerun (same plan, same shard) skips it; the merge only starts when every shard of this run has
@@ -40,58 +41,17 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from retrieval.errors import IndexOpenError, RetrievalError
 from retrieval.ingest import DELAY_ENV, Indexer, IngestConfig, IngestSummary
-from retrieval.ingest_plan import same_content, unchanged, walk
-from retrieval.store import DB_NAME, PendingFile, Store
-from retrieval.stores import open_store
+from retrieval.ingest_plan import same_content
+from retrieval.shard_plan import DONE, SHARDS, ShardPlan, plan, shard_dir
+from retrieval.shard_run import run_shard, run_share
+from retrieval.store import PendingFile, Store
 
-SHARDS = ".shards"  # under the index folder; one store per rank while a data-parallel ingest runs
-DONE = "done.json"
 _WORLD_ENV = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")  # as accelerate reads them
-
-
-@dataclass
-class ShardPlan:
-    """What every rank indexes in one run."""
-
-    run: str  # a fresh id per run: done.json files of earlier runs do not count
-    world: int
-    embedder: str  # canonical spec, the same on every rank
-    files: list[tuple[str, str, int]] = field(default_factory=list)  # (file, root, rank) in walk order, to index
-    page_of: dict[str, tuple[str, int]] = field(default_factory=dict)  # page images without their PDF
-    error: str = ""  # rank 0 could not plan: every rank stops with this
-    store: str = ""  # a shared store every rank writes to (milvus://...), or "" for local shards
-
-    def shard(self, rank: int) -> list[tuple[str, str]]:
-        return [(f, root) for f, root, r in self.files if r == rank]
-
-    def to_dict(self) -> dict:
-        return {
-            "run": self.run,
-            "world": self.world,
-            "embedder": self.embedder,
-            "files": self.files,
-            "page_of": self.page_of,
-            "error": self.error,
-            "store": self.store,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> ShardPlan:
-        return cls(
-            d["run"],
-            d["world"],
-            d["embedder"],
-            [tuple(f) for f in d["files"]],
-            {k: tuple(v) for k, v in d["page_of"].items()},
-            d.get("error", ""),
-            d.get("store", ""),
-        )
 
 
 def world_size() -> int:
@@ -102,169 +62,7 @@ def world_size() -> int:
     return 1
 
 
-def shard_dir(index_dir: str | Path, rank: int) -> Path:
-    return Path(index_dir) / SHARDS / f"rank-{rank}"
-
-
-# ---------------------------------------------------------------------------------------------- plan (rank 0)
-def plan(
-    index_dir: str | Path, paths: list[str | Path], config: IngestConfig, world: int
-) -> tuple[ShardPlan, IngestSummary]:
-    """Rank 0's plan, and the summary of what planning found (skips, unchanged files, page images)."""
-    from retrieval.embedder_specs import canonical_spec
-
-    index_dir = Path(index_dir)
-    shutil.rmtree(index_dir / (SHARDS + ".done"), ignore_errors=True)  # a merge killed while cleaning up
-    main = Indexer(index_dir, config)  # checks the embedder against the index, as a 1-process run does
-    store = getattr(main.store, "spec", None)
-    if store is not None and store.kind == "milvus-lite" and world > 1:
-        main.store.close()
-        raise IndexOpenError(
-            f"{world} processes cannot share the embedded {store.where}: it serves one process. Serve it with "
-            f"`milvus-lite server --data-dir DIR --host 127.0.0.1 --port 19530` and index into a new folder with "
-            f"--store milvus://127.0.0.1:19530/{store.collection}, or index with one process"
-        )
-    spec = canonical_spec(config.embedder) if config.embedder else (main.store.get_meta("embedder") or "minilm")
-    _check_leftover_shards(index_dir, spec)
-    summary = IngestSummary()
-    # The page-image plan needs every file of the corpus at once, so it is made here, not per shard.
-    files = main._pages_once(walk(paths, summary), summary)
-    # Rank by walk position, not by position among the files left to do: a rerun after a crash gives each
-    # file the shard that already holds it, and a shard meets same-content files in walk order every time.
-    todo = [
-        (str(f), str(root), i % world) for i, (f, root) in enumerate(files) if not _unchanged(main.store, f, summary)
-    ]
-    if main.store.kind != "local":
-        todo = _drop_twins(main.store, todo, summary)
-        main.store.create_collections()  # the collections every rank writes to exist before any rank starts
-    keep = {f for f, _, _ in todo}
-    page_of = {str(p): (doc, page) for p, (doc, page) in main._page_of.items() if str(p) in keep}
-    shared = str(main.store.spec) if main.store.kind != "local" else ""
-    main.store.close()
-    return ShardPlan(uuid.uuid4().hex, world, spec, todo, page_of, store=shared), summary
-
-
-def _drop_twins(store, todo: list[tuple[str, str, int]], summary: IngestSummary) -> list[tuple[str, str, int]]:
-    """Leave out files whose content another planned file (or the index) already has, as a 1-process run does.
-
-    Needed where ranks write into one shared collection: units are keyed by content hash, so two ranks indexing
-    the same content under two paths would write one set of units that both paths' records claim. Local shards
-    resolve this in the merge instead."""
-    from retrieval.ingest_plan import sha256_file
-
-    seen: dict[str, str] = {}
-    out = []
-    for f, root, r in todo:
-        try:
-            size = Path(f).stat().st_size
-            sha = sha256_file(f) if size else None  # empty files are reported as empty by their rank
-        except OSError:
-            out.append((f, root, r))  # its rank records why it cannot be read
-            continue
-        if not same_content(f, sha, size, seen, store, summary)[0]:
-            out.append((f, root, r))
-    return out
-
-
-def _unchanged(store: Store, path: Path, summary: IngestSummary) -> bool:
-    """Whether the main index already holds `path` as it is on disk, by a 1-process run's rule; a file that
-    cannot be read is left to its shard, which records why."""
-    try:
-        return unchanged(store, path, path.stat(), summary)[0]
-    except OSError:
-        return False
-
-
-def _check_leftover_shards(index_dir: Path, spec: str) -> None:
-    root = index_dir / SHARDS
-    for d in sorted(root.glob("rank-*")) if root.is_dir() else []:
-        if not (d / DB_NAME).exists():
-            continue
-        s = Store(d)
-        try:
-            built = s.get_meta("embedder")
-        finally:
-            s.close()
-        if built and built != spec:
-            raise IndexOpenError(
-                f"{root} holds an unfinished data-parallel ingest made with embedder {built!r}, not {spec!r}; "
-                f"finish it with --embedder {built}, or delete {root} to start over with {spec}"
-            )
-
-
-# ---------------------------------------------------------------------------------------------- shards (every rank)
-class _ShardStore(Store):
-    """A shard's store that also finds same-content files in the main index (read only while shards run), so a
-    shard skips a file the index holds under another path, as a 1-process run does, instead of embedding it."""
-
-    def __init__(self, shard: Path, main: Store) -> None:
-        super().__init__(shard, create=True)
-        self.main = main
-
-    def path_with_hash(self, sha256: str) -> str | None:
-        return super().path_with_hash(sha256) or self.main.path_with_hash(sha256)
-
-
-def run_shard(
-    index_dir: str | Path,
-    plan: ShardPlan,
-    rank: int,
-    config: IngestConfig,
-    device: str | None = None,
-    progress: bool = False,
-) -> IngestSummary:
-    """Index rank `rank`'s files into its shard store, then write its done.json (or the error that stopped it)."""
-    d = shard_dir(index_dir, rank)
-    try:
-        mine = plan.shard(rank)
-        main = Store(index_dir)  # rank 0 created it while planning
-        try:
-            store = _ShardStore(d, main)
-            try:
-                # Files of earlier plans that are not this rank's now (merged since, or moved to another rank)
-                # go, so they can never pass for an earlier copy of a file with the same content.
-                keep = {f for f, _ in mine}
-                store.remove_files([r.path for r in store.files() if r.path not in keep])
-                ix = Indexer(d, replace(config, embedder=plan.embedder, store=None), store=store, device=device)
-                summary = ix.index([], progress=progress, planned=_planned(plan, rank))
-            finally:
-                store.close()
-        finally:
-            main.close()
-    except BaseException as e:
-        if not isinstance(e, KeyboardInterrupt):
-            try:
-                d.mkdir(parents=True, exist_ok=True)
-                _write_json(d / DONE, {"run": plan.run, "rank": rank, "ok": False, "error": f"{type(e).__name__}: {e}"})
-            except OSError:
-                pass  # the shard folder itself is the problem: rank 0 waits until the launcher ends it
-        raise
-    _write_json(d / DONE, {"run": plan.run, "rank": rank, "ok": True, "summary": summary.to_dict()})
-    return summary
-
-
-def run_share(
-    index_dir: str | Path, plan: ShardPlan, rank: int, config: IngestConfig, device: str | None, progress: bool
-) -> dict:
-    """Index rank `rank`'s files straight into the shared collection the plan names: {"ok", "summary" | "error"}.
-
-    Nothing of this run goes through the index folder, so ranks on other machines need no shared filesystem:
-    rank 0 gathers these results through the process group."""
-    try:
-        store = open_store(index_dir, create=True, store=plan.store)
-        try:
-            ix = Indexer(index_dir, replace(config, embedder=plan.embedder, store=None), store=store, device=device)
-            return {"ok": True, "summary": ix.index([], progress=progress, planned=_planned(plan, rank)).to_dict()}
-        finally:
-            store.close()
-    except Exception as e:  # noqa: BLE001 - every rank must reach the gather, or rank 0 waits for it forever
-        return {"ok": False, "error": f"{type(e).__name__}: {e}"}
-
-
-def _planned(plan: ShardPlan, rank: int) -> tuple[list[tuple[Path, Path]], dict[Path, tuple[str, int]]]:
-    return [(Path(f), Path(r)) for f, r in plan.shard(rank)], {Path(p): v for p, v in plan.page_of.items()}
-
-
+# ---------------------------------------------------------------------------------------------- merge (rank 0)
 def wait_for_shards(
     index_dir: str | Path, plan: ShardPlan, timeout: float | None = None, poll: float = 0.2
 ) -> list[dict]:
@@ -296,7 +94,6 @@ def wait_for_shards(
         time.sleep(poll)
 
 
-# ---------------------------------------------------------------------------------------------- merge (rank 0)
 def merge(
     index_dir: str | Path,
     plan: ShardPlan,
@@ -547,12 +344,6 @@ def launch(argv: list[str], num_processes: int, index_dir: str | Path) -> int:
             file=sys.stderr,
         )
     return rc
-
-
-def _write_json(path: Path, obj: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(obj))
-    os.replace(tmp, path)  # atomic: a reader sees the old file or the whole new one
 
 
 def _read_json(path: Path) -> dict | None:
