@@ -1,8 +1,8 @@
 """Ingestion: turn folders of PDFs, images, videos and text into units, vectors and an index.
 
-`Indexer.index(paths)` walks the paths, skips files it already has (same size and mtime, or same
-content hash), extracts units (PDF pages with their text layer, images, ~60 s video clips with their
-keyframes, text chunks), runs OCR where there is no text layer, embeds, and commits in batches. Each
+`Indexer.index(paths)` walks the paths, skips files it already has (same size and mtime, or same content hash),
+extracts units (PDF pages with their text layer, images, ~60 s video clips with their keyframes, text chunks),
+runs OCR where there is no text layer (both in retrieval/extract_units.py), embeds, and commits in batches. Each
 batch is one SQLite transaction, so `kill -9` at any moment loses at most the batch in flight, and a rerun
 picks up from there. Bad files are recorded with their reason and never stop the run. An index on Milvus
 (`IngestConfig.store`, retrieval/milvus_store.py) goes through the same code; its batches are upserts keyed by
@@ -19,14 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-import numpy as np
-
 from retrieval import loaders
 from retrieval.embed_units import embed_units
 from retrieval.errors import IndexOpenError, IngestError
+from retrieval.extract_units import UnitExtractor
 from retrieval.ingest_plan import expected_units, same_content, sha256_file, unchanged, walk
 from retrieval.store import FileRecord, PendingFile
-from retrieval.units import Unit
 
 # Test hook: seconds to sleep after each committed batch, so a test can SIGKILL an ingest mid-run. Unset in
 # normal use.
@@ -197,8 +195,7 @@ class Indexer:
         self._embedder_spec = spec
         self._device = device
         self._delay = float(os.environ.get(DELAY_ENV, "0") or 0)
-        self._ocr = ocr
-        self._ocr_loaded = ocr is not None
+        self.extractor = UnitExtractor(self.config, ocr)
 
     # Heavy parts load on first use, so a run with nothing new costs no model load.
     @property
@@ -208,15 +205,6 @@ class Indexer:
 
             self._embedder = load_embedder(self._embedder_spec, device=self._device)
         return self._embedder
-
-    @property
-    def ocr(self):
-        if not self._ocr_loaded:
-            from retrieval.ocr import get_ocr
-
-            self._ocr = get_ocr(self.config.ocr)
-            self._ocr_loaded = True
-        return self._ocr
 
     def index(
         self,
@@ -379,7 +367,7 @@ class Indexer:
             record.status, record.reason = "failed", "the file is empty (0 bytes); replace it with the real file"
             return PendingFile(record, [], [])
         try:
-            units = self._extract(job.path, job.root, record.sha256 or "", clock)
+            units = self.extractor.extract(job.path, job.root, record.sha256 or "", clock, self._page_of)
         except IngestError as e:
             record.status, record.reason = "failed", f"{e.reason}" + (f"; {e.fix}" if e.fix else "")
             return PendingFile(record, [], [])
@@ -387,108 +375,6 @@ class Indexer:
             record.status, record.reason = "failed", f"unexpected {type(e).__name__}: {e}"
             return PendingFile(record, [], [])
         return PendingFile(record, units, [], replaces=job.replaces)
-
-    def _extract(self, path: Path, root: Path, sha: str, clock: _Clock) -> list[Unit]:
-        kind = loaders.kind_of(path)
-        base = dict(source=str(path), root=str(root), content_hash=sha)
-        c = self.config
-        if kind == "pdf":
-            units = []
-            with clock("pdf text"):
-                pages = loaders.read_pdf(path)
-            for pg in pages:
-                text, src = pg.text, "pdf-text" if pg.text else ""
-                if len(pg.text) < c.min_text_chars and self._ocr_engine(clock) is not None:
-                    with clock("render"):
-                        image = loaders.render_pdf_page(path, pg.page, dpi=c.ocr_dpi)
-                    text, src = self._ocr_text(image, clock) or text, f"ocr:{self.ocr.name}"
-                units.append(
-                    Unit(
-                        uid=f"{sha[:16]}:p{pg.page}",
-                        modality="page",
-                        page=pg.page,
-                        text=text,
-                        text_source=src,
-                        width=pg.width,
-                        height=pg.height,
-                        **base,
-                    )
-                )
-            return units
-        if kind == "image":
-            with clock("decode"):
-                image = loaders.open_image(path)
-            text = self._ocr_text(image, clock)
-            doc, page = self._page_of.get(path, ("", None))
-            return [
-                Unit(
-                    uid=f"{sha[:16]}:img",
-                    modality="image",
-                    text=text,
-                    width=image.width,
-                    height=image.height,
-                    text_source=f"ocr:{self.ocr.name}" if self.ocr else "",
-                    doc=doc,
-                    page=page,
-                    **base,
-                )
-            ]
-        if kind == "video":
-            return self._extract_video(path, base, sha, clock)
-        if kind == "text":
-            chunks = loaders.chunk_text(loaders.read_text(path), c.chunk_chars)
-            if not chunks:
-                raise IngestError(path, "the text file is empty", "nothing to index; remove the file")
-            return [
-                Unit(uid=f"{sha[:16]}:t{i}", modality="text", chunk=i, text=t, text_source="file", **base)
-                for i, t in enumerate(chunks)
-            ]
-        raise IngestError(path, "unsupported file type", "see `vimrag index --help` for the types indexed")
-
-    def _extract_video(self, path: Path, base: dict, sha: str, clock: _Clock) -> list[Unit]:
-        c = self.config
-        with clock("decode"):
-            info = loaders.video_info(path)
-        units = []
-        for i, (a, b) in enumerate(loaders.clip_spans(info.duration, c.clip_seconds)):
-            times = loaders.keyframe_times(a, b, c.keyframe_every, c.max_keyframes)
-            lines, last = [], None
-            with clock("decode"):
-                frames = loaders.read_video_frames(path, times)
-            for t, frame in frames:
-                if not _changed(frame, last):  # compared with the last frame read, so slow drifts still count
-                    continue
-                last = frame
-                text = self._ocr_text(frame, clock)
-                if text:
-                    lines.append(f"[{int(t) // 60:02d}:{int(t) % 60:02d}] {text}")
-            units.append(
-                Unit(
-                    uid=f"{sha[:16]}:c{i}",
-                    modality="video",
-                    start=round(a, 3),
-                    end=round(b, 3),
-                    keyframes=times,
-                    text="\n".join(lines),
-                    width=info.width,
-                    height=info.height,
-                    text_source=f"ocr:{self.ocr.name}" if self.ocr else "",
-                    **base,
-                )
-            )
-        return units
-
-    def _ocr_engine(self, clock: _Clock):
-        if self._ocr_loaded:
-            return self._ocr
-        with clock("model load"):
-            return self.ocr
-
-    def _ocr_text(self, image, clock: _Clock) -> str:
-        if self._ocr_engine(clock) is None:
-            return ""
-        with clock("ocr"):
-            return self.ocr.read(image).text.strip()
 
     # ------------------------------------------------------------------------------------------------
     def _flush(self, pending: list[PendingFile], summary: IngestSummary, clock: _Clock) -> None:
@@ -523,19 +409,6 @@ class Indexer:
         for pf in pending:
             pf.vectors = per_unit[i : i + len(pf.units)]
             i += len(pf.units)
-
-
-def _changed(frame, last, min_fraction: float = 0.005) -> bool:
-    """Whether a keyframe differs visibly from the previous one, so a slide shown for a minute is OCR'd once.
-
-    Counts pixels of 160x90 grey thumbnails that moved by more than 32 levels: codec noise moves none, a
-    changed line of text moves a few percent.
-    """
-    if last is None:
-        return True
-    a = np.asarray(frame.convert("L").resize((160, 90)), dtype=np.int16)  # (90, 160)
-    b = np.asarray(last.convert("L").resize((160, 90)), dtype=np.int16)
-    return float((np.abs(a - b) > 32).mean()) > min_fraction
 
 
 def _short(name: str, n: int = 30) -> str:
