@@ -8,13 +8,16 @@ Heavy parts (models, FAISS) load on first use, so importing this package is chea
 
 Where things live, in the order data flows:
     ingest.py        Indexer: files -> units -> vectors, committed in batches (ingest_plan.py: what is new;
-                     embed_units.py: passages or pixels; sharded.py: the same over N processes)
+                     extract_units.py: a file's units; embed_units.py: passages or pixels; sharded.py: the
+                     same over N processes, planned by shard_plan.py, each rank's share in shard_run.py)
     loaders.py       reading PDFs, images, videos, text; page_images.py: VRAG's X_N.jpg page images
     ocr.py           OCR engines behind one interface (ocr_rapid.py: RapidOCR, its graphs folded by
                      onnx_fold.py; reading_order.py: layout)
     embedders.py     load_embedder(spec) (embedder_specs.py: specs; embedder_base.py: the interface;
                      vl_embedders.py: GVE, Qwen3-VL; onnx_text.py: MiniLM on ONNX Runtime)
     store.py         the SQLite store, the source of truth; units.py: Unit, Hit, Filters
+    milvus_store.py  the same on Milvus (store_spec.py: where an index lives; milvus_client.py: the
+                     connection; milvus_schema.py, milvus_rows.py: collections and rows); stores.py opens either
     index.py         FAISS single-vector index; late_interaction.py: multi-vector two-stage MaxSim
                      (maxsim.py: the exact score, token pooling; index_base.py: shared checks;
                      index_file.py: the file format)
