@@ -1,9 +1,10 @@
-"""The README's fidelity tables claim "same" only where a test proves it.
+"""The protocol fidelity tables claim "same" only where a test proves it.
 
-In the README section "Protocols, exact to the published code", every line that says "same" must be a table
-row whose last cell names a test as `tests/...py::test_name`, and that test must exist (it runs in this suite,
-so a failing one fails CI). A "same" anywhere else in the section, or a row naming a test that is not there,
-fails with the line.
+The tables live on their own page, docs/protocols.md ("Protocols, exact to the published code"; the README
+links to it). On that page every line that says "same" must be a table row whose last cell names a test as
+`tests/...py::test_name`, and that test must exist (it runs in this suite, so a failing one fails CI). A "same"
+anywhere else on the page, or a row naming a test that is not there, fails with the line. A table row claiming
+"same" on any other page (README.md, docs/*.md) is held to the same rule, so a copy of a table cannot escape it.
 """
 
 import ast
@@ -11,14 +12,17 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SECTION = "## Protocols, exact to the published code"
+PAGE = REPO / "docs" / "protocols.md"
+TITLE = "# Protocols, exact to the published code"
 TEST_REF = re.compile(r"`(tests/[\w/]+\.py)::(test_\w+)`")
+SAME_ROW = re.compile(r"^\|.*\|\s*same\b", re.I)
 
 
-def fidelity_section(readme: str) -> list[str]:
-    start = readme.index(SECTION)
-    end = readme.find("\n## ", start + len(SECTION))
-    return readme[start : end if end >= 0 else len(readme)].splitlines()
+def fidelity_page(text: str) -> list[str]:
+    """The page's lines; it must open with the tables' title, so a renamed or moved page fails loudly."""
+    lines = text.splitlines()
+    assert lines and lines[0] == TITLE, f"{PAGE.relative_to(REPO)} must open with {TITLE!r}"
+    return lines
 
 
 def defined_tests(path: Path) -> set[str]:
@@ -43,10 +47,16 @@ def problems(lines: list[str], repo: Path) -> list[str]:
 
 
 def test_every_same_names_an_existing_test():
-    lines = fidelity_section((REPO / "README.md").read_text(encoding="utf-8"))
+    lines = fidelity_page(PAGE.read_text(encoding="utf-8"))
     rows = [ln for ln in lines if ln.startswith("|") and re.search(r"\|\s*same", ln)]
-    assert len(rows) >= 20, f"found only {len(rows)} 'same' rows: is {SECTION!r} still the section's title?"
+    assert len(rows) >= 20, f"found only {len(rows)} 'same' rows in {PAGE.relative_to(REPO)}"
     assert problems(lines, REPO) == []
+
+
+def test_same_rows_on_other_pages_name_their_tests_too():
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    rows = [ln for p in pages if p != PAGE for ln in p.read_text(encoding="utf-8").splitlines() if SAME_ROW.match(ln)]
+    assert problems(rows, REPO) == []
 
 
 def test_the_check_catches_a_claim_without_a_test_and_a_missing_test(tmp_path):

@@ -1,8 +1,8 @@
 """The embedded default answers plain questions about the bundled corpus, as a new user asks them.
 
-Runs the README's own commands (`vimrag eval --dataset jsonl:assets/questions_plain.jsonl --corpus
-assets/corpus --backend embedded`, and `--dataset demo`) with the real default models: MiniLM retrieval,
-OCR, SmolLM2. Marks (issue 31): all 24 plain questions and all 11 demo questions.
+Runs the commands docs/evaluation.md gives for them (`vimrag eval --dataset
+jsonl:assets/questions_plain.jsonl --corpus assets/corpus --backend embedded`, and `--dataset demo`) with the
+real default models: MiniLM retrieval, OCR, SmolLM2. Marks (issue 31): all 24 plain questions and all 11 demo questions.
 Every answer must be a short phrase read from the sentence its trace cites, never that sentence or a heading.
 """
 
