@@ -8,6 +8,8 @@ Checks over README.md and docs/*.md:
 - every path of this repository named in a code span (`retrieval/onnx_fold.py`, `tests/x.py::test_y`) exists, so
   a page does not go on naming a module after it is split or moved. Paths with placeholders (`<name>`, `*`) and
   other repositories' paths are not checked.
+- every ```python block parses, and what it imports from this repository (`from agent.loop import Agent`,
+  `import retrieval` then `retrieval.search`) is defined there, read from the source without importing it.
 - every command in a ```bash block that runs `vimrag SUB ...` (also `.venv/bin/vimrag`, and `-m app.cli SUB`
   after `accelerate launch`) names a subcommand that exists, nested ones such as `synth questions` included,
   and only `--flags` that the subcommand's --help lists. The parser is built in-process (`app.cli.build_parser`),
@@ -15,12 +17,14 @@ Checks over README.md and docs/*.md:
   vllm, milvus-lite) are not checked. `python -m MODULE` of this repository must name a module that exists, and
   `scripts/...` a script that exists.
 
-Each check has a test that feeds it a broken link, a moved module or a made-up flag and asserts that it is reported.
+Each check has a test that feeds it a broken link, a moved module, a missing name or a made-up flag and asserts
+that it is reported.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import shlex
 from pathlib import Path
@@ -105,6 +109,90 @@ def path_problems(page: Path, repo: Path = REPO) -> list[str]:
         for path in REPO_PATH.findall(line)
         if not (repo / path).exists()
     ]
+
+
+# ---- python snippets -----------------------------------------------------------------------------------------
+
+
+def fenced_blocks(text: str, lang: str) -> list[tuple[int, str]]:
+    """(first line number, body) of every fenced block in the language."""
+    out, body, start, open_lang = [], [], 0, None
+    for n, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if FENCE.match(stripped):
+            if open_lang is None:
+                open_lang, start, body = stripped.lstrip("`~").strip().lower(), n + 1, []
+            else:
+                if open_lang == lang:
+                    out.append((start, "\n".join(body)))
+                open_lang = None
+            continue
+        if open_lang is not None:
+            body.append(line)
+    return out
+
+
+def module_file(module: str, repo: Path) -> Path | None:
+    base = repo.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def top_level_names(path: Path) -> set[str]:
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def defines(module: str, name: str, repo: Path) -> bool:
+    path = module_file(module, repo)
+    if path is None:
+        return False
+    return name in top_level_names(path) or (path.name == "__init__.py" and module_file(f"{module}.{name}", repo))
+
+
+def python_problems(text: str, where: str = "", repo: Path = REPO) -> list[str]:
+    problems = []
+    for start, code in fenced_blocks(text, "python"):
+        try:
+            tree = ast.parse(code)
+        except SyntaxError as e:
+            problems.append(f"{where}:{start + (e.lineno or 1) - 1}: the python block does not parse: {e.msg}")
+            continue
+        modules = {}  # `import retrieval` -> its attributes are checked too
+        for node in ast.walk(tree):
+            line = f"{where}:{start + getattr(node, 'lineno', 1) - 1}"
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in OUR_PACKAGES:
+                if module_file(node.module, repo) is None:
+                    problems.append(f"{line}: no module {node.module} in the repository")
+                    continue
+                problems += [
+                    f"{line}: {node.module} defines no {a.name}"
+                    for a in node.names
+                    if not defines(node.module, a.name, repo)
+                ]
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] in OUR_PACKAGES:
+                        if module_file(a.name, repo) is None:
+                            problems.append(f"{line}: no module {a.name} in the repository")
+                        else:
+                            modules[a.asname or a.name] = a.name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+                module = modules[node.value.id]
+                if not defines(module, node.attr, repo):
+                    problems.append(f"{where}:{start + node.lineno - 1}: {module} defines no {node.attr}")
+    return problems
 
 
 # ---- commands -------------------------------------------------------------------------------------------------
@@ -271,6 +359,11 @@ def test_every_repository_path_named_exists():
     assert problems == [], "\n".join(problems)
 
 
+def test_every_python_snippet_imports_what_exists():
+    problems = [p for page in doc_pages() for p in python_problems(page.read_text("utf-8"), page.name)]
+    assert problems == [], "\n".join(problems)
+
+
 def test_every_vimrag_command_uses_existing_subcommands_and_flags(parser):
     problems, checked = [], 0
     for page in doc_pages():
@@ -316,6 +409,36 @@ def test_the_path_check_reports_a_module_that_moved(tmp_path):
     )
     found = path_problems(page, tmp_path)
     assert [p.split("`")[1] for p in found] == ["retrieval/sharded.py", "tests/test_x.py"], found
+
+
+def test_the_python_check_reports_a_moved_class_and_a_missing_function(tmp_path):
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "agent" / "__init__.py").write_text("from agent.settings import AgentConfig\n")
+    (tmp_path / "agent" / "loop.py").write_text("class Agent:\n    pass\n\n\nLIMIT: int = 3\n")
+    (tmp_path / "agent" / "settings.py").write_text("class AgentConfig:\n    pass\n")
+    text = "\n".join(
+        [
+            "```python",
+            "from agent.loop import Agent, LIMIT",
+            "from agent import AgentConfig, settings",
+            "from agent.loop import Runner",
+            "from agent.gone import Thing",
+            "import agent.loop",
+            "import agent",
+            "agent.search('q')",
+            "```",
+            "```python",
+            "this is not python(",
+            "```",
+        ]
+    )
+    found = python_problems(text, "README.md", tmp_path)
+    assert found[:3] == [
+        "README.md:4: agent.loop defines no Runner",
+        "README.md:5: no module agent.gone in the repository",
+        "README.md:8: agent defines no search",
+    ], found[:3]
+    assert len(found) == 4 and found[3].startswith("README.md:11: the python block does not parse"), found
 
 
 def test_the_command_check_reports_made_up_flags_and_subcommands(parser, tmp_path):
