@@ -9,9 +9,9 @@ supplies less than 1.5 A?'), and the row that a key looks up ('the market name f
                  ('Press and hold' | 'Wake up the voice assistant.')
     key row      the name printed in the same row as a code the question names ('1. Little Rock AR01')
 
-Functions over candidate sentences (agent/reader/sentences.py); the reader (extract.py) ranks and cites. One
-side effect, on purpose: a table's result cell takes its row's relevance (score and coverage), so that it ranks
-as the row does.
+Functions over candidate sentences (agent/reader/sentences.py); ranking.py ranks them and the reader (extract.py)
+cites. One side effect, on purpose: a table's result cell takes its row's relevance (score and coverage), so that
+it ranks as the row does.
 """
 
 from __future__ import annotations

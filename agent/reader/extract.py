@@ -16,16 +16,16 @@ evidence states the answer, it must answer from that sentence, with the phrase a
 
 Where each step lives: answer types in agent/reader/answer_types.py, candidate sentences in
 agent/reader/sentences.py, spans in agent/reader/spans.py (typed kinds) and agent/reader/name_spans.py
-(names and phrases), words and stems in agent/reader/words.py; this module ranks the spans and reads
-the answer.
+(names and phrases), their ranking in agent/reader/ranking.py, dates in the format a question asks for in
+agent/reader/date_format.py, words and stems in agent/reader/words.py; this module reads the answer: it
+tries the layout, table rows and arithmetic first, then picks from the ranked spans, or abstains with a note.
 
-SmolLM2-135M reorders the best free-text spans (`SmallLM.score`), where rules cannot tell a name from a
-phrase; typed answers never go through it (measured: a 135M model's numbers are guesses).
+SmolLM2-135M reorders the best free-text spans (`SmallLM.score`, in `ranking.lm_order`), where rules cannot
+tell a name from a phrase; typed answers never go through it (measured: a 135M model's numbers are guesses).
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -42,38 +42,22 @@ from agent.reader.answer_types import (
     wants_byline,
     without_pages,
 )
-from agent.reader.clause_spans import bridge, consequence_spans, definition, key_spans
+from agent.reader.clause_spans import bridge, consequence_spans, definition
 from agent.reader.confidence import confidence, features, pointers
+from agent.reader.date_format import reformat
 from agent.reader.doc_spans import byline, caption, doc_title, expansion
-from agent.reader.name_spans import entity_spans, expansion_spans, label_spans, not_siblings, phrase_spans
+from agent.reader.name_spans import not_siblings
+from agent.reader.ranking import lm_order, rank, states_change, states_total, typed_candidates
 from agent.reader.row_spans import asks_extreme_value, difference, read_rows, total
 from agent.reader.sentences import Passage, Sentence, is_heading, passage_sentences, score_sentences, visual_hint
-from agent.reader.spans import (
-    CONTACT,
-    MONTHS,
-    Span,
-    choice_spans,
-    color_spans,
-    contact_spans,
-    date_spans,
-    distance,
-    freq_spans,
-    list_spans,
-    numeric_spans,
-    q_hits,
-)
+from agent.reader.spans import CONTACT, Span, choice_spans
 from agent.reader.words import (
-    MONTH_ABBR,
     NOT_ANSWERABLE,
-    SCAFFOLD,
-    WORD,
     missing_anchors,
     missing_phrases,
     periods,
     printed_near,
     question_names,
-    stem,
-    terms,
 )
 
 _CUES = {
@@ -107,14 +91,6 @@ _CUES = {
     "list",
     "write",
 }
-# a number that is the size of a change or a gap, as the text states it: 'up 31 percent', 'rose by 5', '12 more',
-# '3 points higher'; a number beside such a word but not its size ('48.6 million dollars, up ...') is not one
-_CHANGE_BEFORE = re.compile(
-    r"\b(?:up|down|by|rose|fell|increased|decreased|grew|gained|dropped|declined|(?:difference|gap|rise|increase|"
-    r"drop|decline|fall|growth|gain) of)\s+(?:about\s+|around\s+|nearly\s+|almost\s+)?[$€£]?$",
-    re.I,
-)
-_CHANGE_AFTER = re.compile(r"^\s*(?:\w+\s+)?(?:more|less|fewer|higher|lower|above|below|ahead|behind)\b", re.I)
 # how far a page's number in the file may be from the page number a question names: printed page numbers often
 # start after a cover or a contents page
 PAGE_SLACK = 2
@@ -150,66 +126,6 @@ class Reading:
         d = asdict(self)
         d.pop("rivals")
         return d
-
-
-# -- candidates, ranked ------------------------------------------------------------------------------------
-
-
-def _spans(question: str, kind: str, sents: list[Sentence], heads: set[str]) -> list[Span]:
-    """Candidates of the expected type; never the whole of a heading, title or running header/footer line
-    (`heads`, lower case), wherever the span was found ('PEW RESEARCH CENTER' inside a joined line)."""
-    return [sp for sp in _typed(question, kind, sents) if sp.text.strip(" .").lower() not in heads]
-
-
-def _typed(question: str, kind: str, sents: list[Sentence]) -> list[Span]:
-    keyed = key_spans(question, sents) if kind in ("person", "organization", "place", "text") else []
-    return keyed + _typed_spans(question, kind, sents)
-
-
-def _typed_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]:
-    if kind in NUMERIC:
-        return numeric_spans(question, kind, sents)
-    if kind == "date":
-        return date_spans(question, kind, sents)
-    if kind == "place":
-        return entity_spans(question, kind, sents)
-    if kind == "frequency":
-        return freq_spans(question, sents)
-    if kind == "color":
-        return color_spans(question, sents)
-    if kind in CONTACT:
-        return contact_spans(question, kind, sents)
-    if kind == "expansion":
-        return expansion_spans(question, sents)
-    if kind in ("person", "organization", "text"):
-        base = (
-            entity_spans(question, kind, sents)
-            if kind != "text"
-            else phrase_spans(question, sents) + entity_spans(question, "text", sents)
-        )
-        return base + label_spans(question, kind, sents)
-    if kind == "list":
-        return list_spans(question, sents) or phrase_spans(question, sents)
-    return phrase_spans(question, sents) + entity_spans(question, "text", sents)
-
-
-def _names(question: str) -> list[str]:
-    """The capitalised words of the question past its first word: the specifics it asks about."""
-    words = WORD.findall(question)[1:]
-    return list(dict.fromkeys(stem(w) for w in words if w[0].isupper() and w.lower() not in SCAFFOLD))
-
-
-def _rank(question: str, spans: list[Span]) -> list[tuple[float, Span]]:
-    """Sentence score + type bonus + 0.15 x the share of the question's names in the sentence, minus a
-    penalty for distance (characters, log-scaled) to the question's words."""
-    names = _names(question)
-    ranked = []
-    for sp in spans:
-        d = distance(sp, q_hits(question, sp.sent.text))
-        named = sum(n in set(terms(sp.sent.text)) for n in names) / len(names) if names else 0.0
-        ranked.append((sp.sent.score + sp.bonus + 0.15 * named - 0.08 * math.log1p(d / 8), sp))
-    ranked.sort(key=lambda x: (-x[0], x[1].sent.index, x[1].start))
-    return ranked
 
 
 # -- yes / no --------------------------------------------------------------------------------------------------
@@ -374,11 +290,15 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
         if ln.strip() and (ln.strip().startswith("#") or is_heading(ln))
     }
     # what follows from a condition is a clause where the condition is stated, never a loose phrase
-    spans = consequence_spans(question, pool, sents) if kind == "consequence" else _spans(question, kind, pool, heads)
+    spans = (
+        consequence_spans(question, pool, sents)
+        if kind == "consequence"
+        else typed_candidates(question, kind, pool, heads)
+    )
     spans = not_siblings(question, spans)
     ranked = [
         (sc, sp)
-        for sc, sp in _rank(focus, spans)
+        for sc, sp in rank(focus, spans)
         if sp.text and (kind in CONTACT or sp.sent.coverage + (0.15 if sp.sent in extra else 0) >= threshold)
     ]
     # a number for a quarter, half or month the question names comes from a passage that names it too: the
@@ -387,7 +307,7 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
     if period:
         ranked = [(sc, sp) for sc, sp in ranked if period <= periods(passages[sp.sent.passage].text)]
     if kind == "text" and lm is not None and len(ranked) > 1:
-        ranked = _lm_order(lm, question, ranked)
+        ranked = lm_order(lm, question, ranked)
     if not ranked:
         note = _limit_note(question, passages, sents)
         if kind == "color":  # the text names no colour: it is drawn
@@ -401,14 +321,14 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
         if not ranked:
             return Reading(NOT_ANSWERABLE, kind, note=f"the evidence prints no {kind} beside {names[0]}")
     if apart:  # one number is not a difference, unless its sentence states the change ('up 31 percent from 2024')
-        ranked = [(sc, sp) for sc, sp in ranked if _states_change(sp)]
+        ranked = [(sc, sp) for sc, sp in ranked if states_change(sp)]
         if not ranked:
             note = (
                 _limit_note(question, passages, sents) or "the evidence's text does not print both values to subtract"
             )
             return Reading(NOT_ANSWERABLE, kind, note=note)
     if parts:  # one number is not a sum of several, unless its sentence states it as their total
-        ranked = [(sc, sp) for sc, sp in ranked if _states_total(sp)]
+        ranked = [(sc, sp) for sc, sp in ranked if states_total(sp)]
         if not ranked:
             note = _limit_note(question, passages, sents) or "the evidence's text does not print every value to add"
             return Reading(NOT_ANSWERABLE, kind, note=note)
@@ -423,98 +343,6 @@ def _near(name: str, sp: Span, passages: list[Passage]) -> bool:
     text = passages[sp.sent.passage].text
     at = text.find(sp.text)
     return printed_near(name, text, at if at >= 0 else 0)
-
-
-def _states_change(sp: Span) -> bool:
-    """Whether the span's number is the size of a change or gap its sentence states.
-
-    >>> s = Sentence("Revenue reached 48.6 million dollars, up 31 percent; 12 more robots shipped.", 0, 0, False)
-    >>> [_states_change(Span(t, s, s.text.index(t), s.text.index(t) + len(t))) for t in ("48.6", "31 percent", "12")]
-    [False, True, True]
-    """
-    text = sp.sent.text
-    return bool(_CHANGE_BEFORE.search(text[max(0, sp.start - 30) : sp.start]) or _CHANGE_AFTER.match(text[sp.end :]))
-
-
-_TOTAL_BEFORE = re.compile(
-    r"\b(?:total(?:led|ed)?(?: of)?|combined|sum(?: of)?|overall|altogether|in all)\s+(?:\w+\s+){0,2}[$€£]?$", re.I
-)
-_TOTAL_AFTER = re.compile(r"^\s*(?:\w+\s+){0,2}(?:in total|in all|combined|altogether|together|overall)\b", re.I)
-
-
-def _states_total(sp: Span) -> bool:
-    """Whether the span's sentence states its number as a total ('a total of 41 tweets', '41 in all').
-
-    >>> s = Sentence("Germanwings got 24 tweets; a total of 41 tweets went to the three.", 0, 0, False)
-    >>> [_states_total(Span(t, s, s.text.index(t), s.text.index(t) + len(t))) for t in ("24", "41")]
-    [False, True]
-    """
-    text = sp.sent.text
-    return bool(_TOTAL_BEFORE.search(text[max(0, sp.start - 30) : sp.start]) or _TOTAL_AFTER.match(text[sp.end :]))
-
-
-_MONTH_NUM = {m: i for i, m in enumerate(MONTH_ABBR, 1)}
-
-
-def iso_date(text: str) -> tuple[int, int | None, int | None] | None:
-    """(year, month, day) of a written date, or None.
-
-    >>> iso_date("March 15, 2026"), iso_date("15 March 2026"), iso_date("07/2009"), iso_date("2003-10-07")
-    ((2026, 3, 15), (2026, 3, 15), (2009, 7, None), (2003, 10, 7))
-    """
-    t = text.strip()
-    m = re.search(r"\b(\d{4})-(\d{1,2})(?:-(\d{1,2}))?\b", t)
-    if m:
-        return int(m.group(1)), int(m.group(2)), int(m.group(3)) if m.group(3) else None
-    m = re.search(r"\b(\d{1,2})/(\d{1,2})/(\d{2,4})\b", t)  # US order, as US documents write it
-    if m:
-        y = int(m.group(3))
-        return (y + 2000 if y < 50 else y + 1900 if y < 100 else y), int(m.group(1)), int(m.group(2))
-    m = re.search(r"\b(\d{1,2})/(\d{4})\b", t)
-    if m:
-        return int(m.group(2)), int(m.group(1)), None
-    mon = re.search(MONTHS, t)
-    year = re.search(r"\b(1[6-9]|20)\d\d\b", t)
-    if mon and year:
-        day = re.search(r"\b(\d{1,2})(?:st|nd|rd|th)?\b(?!\d)", t.replace(year.group(), ""))
-        return int(year.group()), _MONTH_NUM[mon.group()[:3].lower()], int(day.group(1)) if day else None
-    return None
-
-
-def reformat(question: str, answer: str, kind: str) -> str:
-    """The answer in the form the question prescribes ('Format the date as YYYY-MM-DD')."""
-    fmt = re.search(r"\b(YYYY-MM-DD|YYYY-MM|MM/DD/YYYY|DD/MM/YYYY)\b", question, re.I)
-    if not fmt or kind not in ("date", "year", "text"):
-        return answer
-    d = iso_date(answer)
-    if not d:
-        return answer
-    y, m, day = d
-    f = fmt.group(1).upper()
-    if f == "YYYY-MM" and m:
-        return f"{y:04d}-{m:02d}"
-    if f == "YYYY-MM-DD" and m and day:
-        return f"{y:04d}-{m:02d}-{day:02d}"
-    if f == "MM/DD/YYYY" and m and day:
-        return f"{m:02d}/{day:02d}/{y:04d}"
-    if f == "DD/MM/YYYY" and m and day:
-        return f"{day:02d}/{m:02d}/{y:04d}"
-    return answer
-
-
-def _lm_order(lm: Any, question: str, ranked: list[tuple[float, Span]]) -> list[tuple[float, Span]]:
-    """SmolLM2's likelihood of each of the best 8 free-text spans as the answer, added to the rule score."""
-    from agent.reader.smollm import SPAN_PROMPT
-
-    top = ranked[:8]
-    ctx = "\n".join(dict.fromkeys(sp.sent.text for _, sp in top))[:600]
-    try:
-        lps = lm.score(SPAN_PROMPT.format(ctx=ctx, q=question.strip()), [sp.text for _, sp in top])
-    except Exception:  # noqa: BLE001 - the rules' order stands
-        return ranked
-    rescored = [(sc + 0.1 * lp, sp) for (sc, sp), lp in zip(top, lps)]
-    rescored.sort(key=lambda x: -x[0])
-    return rescored + ranked[8:]
 
 
 def _from_layout(question: str, kind: str, passages: list[Passage]) -> Reading | None:

@@ -3,7 +3,7 @@ side of a change they are on), dates, frequencies, colours, e-mails / phones / U
 an either-or question. Names, places and free-text phrases are agent/reader/name_spans.py's.
 
 A `Span` is a piece of a candidate sentence with a type-specific bonus ("fell from X to Y": X is the before,
-Y the after); the reader (agent/reader/extract.py) ranks them.
+Y the after); agent/reader/ranking.py ranks them for the reader (agent/reader/extract.py).
 """
 
 from __future__ import annotations

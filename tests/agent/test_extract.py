@@ -3,7 +3,8 @@
 import pytest
 
 from agent.reader.answer_types import answer_type, wants_side
-from agent.reader.extract import NOT_ANSWERABLE, Passage, read_answer, reformat
+from agent.reader.date_format import reformat
+from agent.reader.extract import NOT_ANSWERABLE, Passage, read_answer
 from agent.reader.sentences import axis_ticks, is_heading
 
 NOTES = Passage(
