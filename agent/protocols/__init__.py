@@ -1,6 +1,7 @@
 """The agent's protocols, one module each, behind one registry.
 
-- `vimrag` (vimrag.py): DAG memory in the VimRAG demo's exact layout; the default.
+- `vimrag` (vimrag.py): DAG memory in the VimRAG demo's exact layout; the default. Its tools and prompts are in
+  vimrag_prompts.py, the making of its pictures in vimrag_pictures.py.
 - `vrag` (vrag.py): VRAG-RL's tags in its exact layout, to run the released checkpoint as trained.
 - `react` (react.py): the same tools as vimrag in a linear, growing history (a baseline).
 - `vanilla` (vanilla.py): the top-k pages in context and one answer (a baseline).

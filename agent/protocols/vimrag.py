@@ -1,7 +1,7 @@
 """VimRAG's protocol: a DAG memory, in the official demo's exact context layout.
 
-The layout follows `demo/vimrag_agent.py` and `demo/vimrag_utils.py` of the VimRAG demo (the README's protocol
-table and tests/agent/golden/vimrag.txt give the line ranges each part follows):
+The layout follows `demo/vimrag_agent.py` and `demo/vimrag_utils.py` of the VimRAG demo (the protocol table in
+docs/protocols.md and tests/agent/golden/vimrag.txt give the line ranges each part follows):
 
 1. The context is rebuilt only after a memorize step (and at the start): a system message, then one user
    turn holding the user prompt (question and action graph as JSON) and, once something is memorized, the
@@ -13,30 +13,29 @@ table and tests/agent/golden/vimrag.txt give the line ranges each part follows):
 4. Memorize keeps only useful pictures and videos (a video only the sampled frames its key timestamps
    name, matched to 0.1 s); energy and allocation see nothing else (memory_graph/energy.py).
 5. Pictures travel as the demo encodes them: JPEG quality 75 under 38,000 bytes (agent/media.py); results
-   capped at 1,003,520 pixels, video frames at 401,408, memory at its allocated budget.
+   capped at 1,003,520 pixels, video frames at 401,408, memory at its allocated budget
+   (agent/protocols/vimrag_pictures.py).
 
-Where we knowingly differ (README): crop and scale are ours (the demo has neither); they answer like a search,
-with one `Picture 1` and the summary prompt. A reply that cannot be run gets the reply and a corrective
-observation appended; the demo re-sends the same context. The prompts' wording is ours unless the user
-supplies the official text (`--prompt-file`); `demo/vimrag_prompt.py` is not public.
+The tools and prompts are in agent/protocols/vimrag_prompts.py.
+
+Where we knowingly differ (docs/protocols.md): crop and scale are ours (the demo has neither); they answer like
+a search, with one `Picture 1` and the summary prompt. A reply that cannot be run gets the reply and a corrective
+observation appended; the demo re-sends the same context. The prompts' wording is ours unless the user supplies
+the official text (`--prompt-file`); `demo/vimrag_prompt.py` is not public.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-
-from PIL import Image
 
 from agent.actions import Action
 from agent.events import Event, Memorized, MemorizedItem, Scaled, SearchResults
 from agent.evidence import KIND_LABEL
-from agent.media import VRAG_MIN_PIXELS, demo_jpeg, fit_budget, model_view, time_key, vrag_size
-from agent.protocols import schema as S
+from agent.media import time_key
 from agent.protocols.base import Protocol, cropped, fresh_id, join_text, result_rows
+from agent.protocols.vimrag_pictures import in_parallel, picture, raw_view, result_cap
+from agent.protocols.vimrag_prompts import COORDS, SUMMARY, SYSTEM, TOOLS, USER
 from agent.state import EpisodeState
 from agent.tools import ToolError
 from agent.validate import Context
@@ -52,116 +51,6 @@ NODE_LABEL = "Node: {id}"
 FRAME_LABEL = "<{t} seconds>"
 RESPONSE_ORDER = ("text", "image", "video")  # texts, then pictures, then videos (vimrag_agent.py line 136)
 ANSWER_ID = "answer"  # the demo's answer node id (vimrag_agent.py line 431)
-
-_MEMO_ITEM = {
-    "type": "object",
-    "required": ["information_id", "is_useful", "priority_score"],
-    "x-aliases": {
-        "info_id": "information_id",
-        "id": "information_id",
-        "useful": "is_useful",
-        "priority": "priority_score",
-        "score": "priority_score",
-        "key_timestamps": "key_timestamp",
-        "timestamps": "key_timestamp",
-    },
-    "properties": {
-        "information_id": S.ref('label of one of the current results, e.g. "Picture 2"', "memorizable"),
-        "is_useful": {"type": "boolean", "description": "whether it helps answer the question"},
-        "priority_score": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 5,
-            "description": "1 (marginal) .. 5 (decisive): decides how many pixels it keeps",
-        },
-        "key_timestamp": {
-            "type": "array",
-            "items": {"type": "number", "minimum": 0},
-            "description": "videos only: seconds of the frames to keep, as labelled",
-        },
-    },
-}
-
-TOOLS = {
-    "add_search_node": S.tool(
-        "search",
-        "Open a search step: retrieve evidence for a sub-query. The results come back as Text k / "
-        "Picture k / Video k. To search with a region of a picture, give `image` (and `bbox`).",
-        {
-            "id": S.NEW_ID,
-            "query": S.text("the search query", nonempty=False),
-            "parent_ids": S.PARENTS,
-            "image": S.IMAGE,
-            "bbox": S.BBOX,
-        },
-        ["id", "parent_ids"],
-        S.NODE_ALIASES,
-    ),
-    "summarize_and_memorize": S.tool(
-        "memorize",
-        "Close the current step: summarize what its results show and memorize the useful ones with "
-        "a priority (memorize may be empty).",
-        {
-            "summarize": S.text("what the results show, in a few sentences", nonempty=False),
-            "memorize": {"type": "array", "items": _MEMO_ITEM, "description": "the results worth keeping"},
-        },
-        ["summarize", "memorize"],
-        {"summary": "summarize", "memory": "memorize", "items": "memorize"},
-    ),
-    "crop": S.tool(
-        "crop",
-        "Zoom into a region of a picture you were shown; the crop comes back as Picture 1 of a new "
-        "step, a child of the step that showed the picture.",
-        {"image": S.IMAGE, "bbox": S.BBOX, "id": S.NEW_ID, "parent_ids": S.PARENTS},
-        ["image", "bbox"],
-        S.NODE_ALIASES,
-    ),
-    "scale": S.tool(
-        "scale",
-        "Show a picture you were shown again at another resolution, as Picture 1 of a new step.",
-        {
-            "image": S.ref('label of the picture, e.g. "Picture 1"', "info"),
-            "factor": S.FACTOR,
-            "id": S.NEW_ID,
-            "parent_ids": S.PARENTS,
-        },
-        ["image", "factor"],
-        {**S.NODE_ALIASES, "scale": "factor"},
-    ),
-    "add_answer_node": S.tool(
-        "answer",
-        "Give the final answer, citing the steps it rests on. Ends the episode.",
-        {"answer": S.text("the final answer"), "parent_ids": S.PARENTS},
-        ["answer", "parent_ids"],
-        S.NODE_ALIASES,
-    ),
-}
-
-# Our wording. The official prompts (demo/vimrag_prompt.py) are not public: supply them with --prompt-file.
-SYSTEM = """You are a research agent that answers questions about a collection of documents, images and videos.
-You work in steps and keep a graph of them. Each turn you see the question, your action graph so far (JSON)
-and your Multimodal Memory: the pictures you memorized, at a resolution that reflects how important they have been.
-
-Each turn, think briefly, then make exactly one tool call:
-<tool_call>{{"name": "<tool>", "arguments": {{...}}}}</tool_call>
-{tools}
-How to work:
-- Start with add_search_node (parent "root"); a later search may build on earlier steps as its parents.
-- After each search (or crop, or scale), call summarize_and_memorize before anything else: keep only the
-  useful results, give each a priority from 1 to 5 (5 = decisive), and for a video list the seconds of the
-  key frames, as labelled.
-- {coords}
-- When the memory holds the answer, call add_answer_node with a short answer and the steps it rests on as
-  parent_ids. If the collection does not contain the answer, answer "Not answerable".
-"""
-USER = "Question: {query}\n\nAction graph:\n{action_graph}"
-SUMMARY = "Summarize what these results show about the question, then call summarize_and_memorize with the useful ones."
-COORDS = {
-    "absolute": "Use crop when a detail (small text, a table cell, a chart label) needs a closer look; "
-    "give bbox in pixels of the picture exactly as you see it.",
-    "relative": "Use crop when a detail (small text, a table cell, a chart label) needs a closer look; "
-    "give bbox as [x1, y1, x2, y2] from 0 to 1000, relative to the picture's width and height.",
-}
 
 
 class VimragProtocol(Protocol):
@@ -234,78 +123,12 @@ class VimragProtocol(Protocol):
             if ev.kind == "video":
                 frames = st.evidence.frames(ev, list(slot.item.key_timestamps))
                 return [
-                    self._picture(st, ev, img, st.config.max_frame_pixels, slot.per_frame, time=t)
+                    picture(self.toolbox.patch, st, ev, img, st.config.max_frame_pixels, slot.per_frame, time=t)
                     for (img, _), t in zip(frames, slot.item.key_timestamps)
                 ]
-            return [self._picture(st, ev, self._raw_view(st, ev), st.config.max_image_pixels, slot.per_frame)]
+            return [picture(self.toolbox.patch, st, ev, raw_view(st, ev), st.config.max_image_pixels, slot.per_frame)]
         except Exception:  # noqa: BLE001 - a file gone since it was memorized: its node summary remains
             return []
-
-    def _picture(
-        self, st: EpisodeState, ev, image, cap: int, budget: int | None = None, time: float | None = None
-    ) -> dict[str, Any]:
-        """An image part as the demo sends it: JPEG under 38 KB at most `cap` pixels, then `budget` pixels."""
-        patch, jpeg = self.toolbox.patch, st.config.demo_jpeg
-        base_key = ("vimrag", id(image), cap, jpeg, patch)  # the encoding at the cap, shared by every budget
-        base = st.resize_cache.get(base_key)
-        if base is None:
-            if jpeg:
-                img, data = demo_jpeg(image, cap, self._identity(st, ev, time))
-            else:
-                img, data = fit_budget(image.convert("RGB"), cap, patch), None
-            base = st.resize_cache[base_key] = (image, img, data)  # holding `image` keeps its id from being reused
-        _, img, data = base
-        if budget is not None and img.width * img.height > budget:  # the server's resize for the budget, here
-            key = base_key + (budget,)
-            if key not in st.resize_cache:
-                st.resize_cache[key] = (image, fit_budget(img, budget, patch), None)
-            _, img, data = st.resize_cache[key]
-        limit = budget if budget is not None else cap
-        if ev.kind == "image":
-            ev.seen_size = model_view(img.width, img.height, self.toolbox.patch, limit)
-        part = {"type": "image", "image": img, "ref": ev.info_id, "max_pixels": limit}
-        if data is not None:
-            part.update(data=data, mime="image/jpeg")
-        if time is not None:
-            part["time"] = time
-        return part
-
-    def _identity(self, st: EpisodeState, ev, time: float | None) -> tuple | None:
-        """What a picture handed to `_picture` is, for the process-wide encoding cache: its file (by content),
-        page, crop, frame time, and the settings the view was made with; None when the file's content is
-        unknown (a remote search server's result)."""
-        u = ev.unit
-        try:
-            stat = os.stat(u.source)  # the file as it is now: a file rewritten in place is another picture
-        except OSError:
-            return None
-        if not u.content_hash:
-            return None
-        crop = tuple(ev.crop_box) if ev.crop_box else ()
-        file = (u.source, stat.st_size, stat.st_mtime_ns, u.content_hash, u.uid, u.page)
-        return (file, crop, time, st.config.max_image_pixels, st.evidence.raw_max_pixels)
-
-    def _cap(self, st: EpisodeState, ev) -> int:
-        """A result's pixel cap: the demo's 1,003,520, or a scaled view's own budget."""
-        return self.toolbox.budget(st, ev)[0] if ev.scale != 1.0 else st.config.max_image_pixels
-
-    def _raw_view(self, st: EpisodeState, ev):
-        """The pixels to show; a small crop is brought up to VRAG-RL's floor of 256*28*28 pixels, so zooming in
-        gives the model more tokens on the region (ours: the demo has no crop). A page region is rendered from
-        the PDF at the size it is shown, not enlarged from the 200 dpi page."""
-        if not ev.crop_box:
-            return st.evidence.raw_image(ev)
-        bw, bh = st.evidence.raw_size(ev)
-        if bw * bh >= VRAG_MIN_PIXELS:
-            return st.evidence.raw_image(ev)
-        target = vrag_size(bw, bh, st.config.max_image_pixels)
-        img = st.evidence.raw_image(ev, at_least=target)
-        if img.size == target:
-            return img
-        key = ("vimrag-zoom", id(img), target)
-        if key not in st.resize_cache:
-            st.resize_cache[key] = (img, img.resize(target, Image.Resampling.BICUBIC))
-        return st.resize_cache[key][1]
 
     def _tool_response(self, st: EpisodeState, ids: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
         """The user turn holding fresh results, and their labels (label -> information id)."""
@@ -337,9 +160,9 @@ class VimragProtocol(Protocol):
                 times = st.evidence.sampled_times(ev)
                 for (img, _), t in zip(st.evidence.frames(ev, times), times):
                     parts.append({"type": "text", "text": FRAME_LABEL.format(t=time_key(t))})
-                    parts.append(self._picture(st, ev, img, st.config.max_frame_pixels, time=t))
+                    parts.append(picture(self.toolbox.patch, st, ev, img, st.config.max_frame_pixels, time=t))
                 return parts
-            return [self._picture(st, ev, self._raw_view(st, ev), self._cap(st, ev))]
+            return [picture(self.toolbox.patch, st, ev, raw_view(st, ev), result_cap(self.toolbox, st, ev))]
         except Exception as e:  # noqa: BLE001 - a vanished or broken file must not end the episode
             return [{"type": "text", "text": f"(its pixels could not be loaded: {e})"}]
 
@@ -489,34 +312,3 @@ class VimragProtocol(Protocol):
         events = super().reject(st, message, raw)
         st.history += [{"role": "assistant", "content": raw}, {"role": "user", "content": message}]
         return events
-
-
-PICTURE_THREADS = 4  # pictures prepared at once; above a 2-core box's cores on purpose (see in_parallel)
-_pool: ThreadPoolExecutor | None = None  # made on first use, kept for the process
-_pool_lock = threading.Lock()
-
-
-def _picture_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=PICTURE_THREADS, thread_name_prefix="vimrag-picture")
-        return _pool
-
-
-def _forget_pool() -> None:  # a forked child inherits the pool but not its threads: it makes its own
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool)
-
-
-def in_parallel(fn, items: list) -> list:
-    """[fn(x) for x in items], on a few threads when there are several: resizing and JPEG-encoding pictures
-    releases the GIL, so a response's pictures are prepared side by side. The threads are kept for the process
-    (starting and joining them cost about 0.3 ms a call), and there are up to 4 even on a 2-core box: with 2,
-    the third of a search's 3 pictures would be done alone, a core idle. `fn` must not call in_parallel."""
-    if len(items) < 2:
-        return [fn(x) for x in items]
-    return list(_picture_pool().map(fn, items))

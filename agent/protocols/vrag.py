@@ -16,7 +16,7 @@ prompt) and `demo/vrag_agent.py` (the demo's limits); tests/agent/golden/ cites 
 5. The demo allows 10 actions and, on the last observation, asks for the answer now; so `max_steps` is 11
    model calls, and the observation before the last call carries the nudge.
 
-Where we knowingly differ (README): a crop of a crop cuts from the crop the model saw, as the demo does
+Where we knowingly differ (docs/protocols.md): a crop of a crop cuts from the crop the model saw, as the demo does
 (training maps a second box against the page while measuring it on the crop). When all top-10 results were
 inserted before, the 10th is shown again, as the demo does (training reads a stale variable there). A
 search that finds nothing, or a non-picture result, is shown as text. Our instruction, nudge and invalid-
