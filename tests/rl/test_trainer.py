@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from retrieval.server import free_port
 from retrieval.sharded import launch_command
 from rl.tiny import build_tiny_causal_lm, build_tiny_qwen2_5_vl
 from tests.rl.tiny_config import tiny_config
@@ -140,7 +141,7 @@ def test_two_processes_give_the_gradients_of_one_process_on_the_doubled_batch(tm
         "--nproc_per_node",
         "2",
         "--master_port",
-        str(29500 + os.getpid() % 1000),
+        str(free_port()),  # a port nothing else holds, whatever else runs beside this test
     ]
     two = subprocess.run(
         torchrun + [worker, str(model), str(tmp_path / "g2.pt")], env=env, capture_output=True, text=True, timeout=300
