@@ -10,6 +10,8 @@ The rest: picking a device, batching with a progress bar only when there are eno
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import threading
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Iterator
@@ -91,7 +93,16 @@ def import_torch():
     return torch
 
 
+def no_gpu_driver() -> bool:
+    """True on a Linux machine with no NVIDIA or AMD GPU driver, where torch could see no GPU: the CPU is chosen
+    without importing torch (about 2 s), so a process that embeds on ONNX Runtime never loads it."""
+    gpu_paths = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/kfd")
+    return sys.platform.startswith("linux") and not any(os.path.exists(p) for p in gpu_paths)
+
+
 def pick_device(device: str | None) -> str:
+    if not device and no_gpu_driver():
+        return "cpu"
     torch = import_torch()
     if not device:
         return "cuda" if torch.cuda.is_available() else "cpu"

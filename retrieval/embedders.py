@@ -71,21 +71,37 @@ def _pooled(out: Any):
 
 
 class SentenceTransformerEmbedder(Embedder):
-    """Any sentence-transformers model; also embeds images when the model has an image modality (CLIP)."""
+    """Any sentence-transformers model; also embeds images when the model has an image modality (CLIP).
+
+    A plain text model in a local folder whose ONNX graph is cached encodes on ONNX Runtime without loading
+    sentence-transformers or torch (retrieval/onnx_text.py `from_folder`); `model` then loads on first use."""
 
     def __init__(self, spec: str, path: str, device: str) -> None:
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError as e:
-            raise missing_dependency("sentence-transformers", purpose=f"the {spec!r} embedder") from e
         self.spec = spec
         self.device = device
-        self.model = from_pretrained(_STLoader(SentenceTransformer), path, spec, device=device)
+        self.path = path
+        self._model: Any = None
+        self._onnx = _light_encoder(path, spec) if device == "cpu" else None
+        if self._onnx is not None:
+            self.supports_images = False
+            self.dim = int(self._onnx.dim)
+            return
         self.model.eval()
         self.supports_images = bool(self.model.supports("image"))
         self._onnx = None if self.supports_images else _onnx_encoder(self.model, path, spec)
         dim = self.model.get_embedding_dimension()
         self.dim = int(dim) if dim else int(self._encode(["dimension probe"], "document", 1).shape[1])
+
+    @property
+    def model(self) -> Any:
+        """The sentence-transformers model, loaded on first use."""
+        if self._model is None:
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as e:
+                raise missing_dependency("sentence-transformers", purpose=f"the {self.spec!r} embedder") from e
+            self._model = from_pretrained(_STLoader(SentenceTransformer), self.path, self.spec, device=self.device)
+        return self._model
 
     def _encode(self, inputs: list, role: str, batch_size: int) -> np.ndarray:
         if not inputs:
@@ -116,6 +132,21 @@ class SentenceTransformerEmbedder(Embedder):
         return self._encode(rgb(list(images)), "image", batch_size)
 
 
+def _light_encoder(path: str, spec: str):
+    """The torch-free ONNX Runtime encoder of a plain text model folder whose graph is cached, else None."""
+    from retrieval import onnx_text
+
+    if not onnx_text.wanted():
+        return None
+    try:
+        return onnx_text.from_folder(path)
+    except Exception as e:  # noqa: BLE001 - no onnxruntime or tokenizers, or an unreadable graph: load the model
+        import warnings
+
+        warnings.warn(f"embedder {spec!r}: loading the model, the cached ONNX graph did not open ({e})", stacklevel=3)
+        return None
+
+
 def _onnx_encoder(model: Any, path: str, spec: str):
     """The ONNX Runtime encoder for a plain text model in a local folder (retrieval/onnx_text.py), else None."""
     from retrieval import onnx_text
@@ -124,7 +155,7 @@ def _onnx_encoder(model: Any, path: str, spec: str):
     if not (onnx_text.wanted() and weights.is_file() and onnx_text.supported(model)):
         return None
     try:
-        return onnx_text.OnnxTextEncoder(model, weights)
+        return onnx_text.OnnxTextEncoder.for_model(model, weights)
     except Exception as e:  # noqa: BLE001 - no onnxruntime, or an exporter that cannot trace this model: torch still works
         import warnings
 

@@ -13,11 +13,19 @@ The graph is exported from the loaded torch weights with torch's own exporter on
 and cached under `$VIMRAG_CACHE` (default `~/.cache/vimrag`), keyed by the weights file, so nothing is
 downloaded. A model whose pipeline is not plain transformer + mean pooling (+ normalise), that adds prompts,
 or that runs on a GPU stays on torch, and so does any model whose export fails (with a warning).
+
+Once the graph is cached, a plain text model in a local folder loads without torch or sentence-transformers
+(`from_folder`): its tokenizer runs from the folder's `tokenizer.json` with sentence-transformers' settings
+(truncation to `max_seq_length`, padding to the longest text), giving the same token ids, so the same vectors
+(`tests/retrieval/test_onnx_text.py`). That takes a process's first encode from ~7 s of imports and loading to
+~1 s, which every `vimrag index`, `search` and `serve-search` pays at its start.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import json
 import os
 import threading
 import warnings
@@ -60,14 +68,73 @@ def supported(model: Any) -> bool:
     )
 
 
-class OnnxTextEncoder:
-    """Encodes texts like `SentenceTransformer.encode(..., normalize_embeddings=True)`, through ONNX Runtime."""
+def plain_folder(folder: str | Path) -> dict[str, int] | None:
+    """`{"max_length", "dim"}` for a local sentence-transformers folder whose pipeline is exactly transformer ->
+    mean pooling (-> normalise), without prompts, read from its config files alone; None for anything else."""
+    root = Path(folder)
 
-    def __init__(self, model: Any, weights: Path, threads: int | None = None) -> None:
+    def read(name: str) -> Any:
+        try:
+            return json.loads((root / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    modules, st_cfg = read("modules.json"), read("sentence_bert_config.json")
+    if not isinstance(modules, list) or not isinstance(st_cfg, dict) or not (root / "tokenizer.json").is_file():
+        return None
+    types = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+    if types not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]) or modules[0].get("path"):
+        return None
+    pooling = read(f"{modules[1].get('path', '')}/config.json") or {}
+    flags = {k: v for k, v in pooling.items() if k.startswith("pooling_mode_") and v is True}
+    mean = pooling.get("pooling_mode") == "mean" or (
+        not pooling.get("pooling_mode") and list(flags) == ["pooling_mode_mean_tokens"]
+    )
+    prompts = (read("config_sentence_transformers.json") or {}).get("prompts") or {}
+    if not mean or any(prompts.values()) or st_cfg.get("do_lower_case") or not pooling.get("word_embedding_dimension"):
+        return None
+    return {"max_length": int(st_cfg.get("max_seq_length") or 512), "dim": int(pooling["word_embedding_dimension"])}
+
+
+def from_folder(folder: str | Path, threads: int | None = None) -> OnnxTextEncoder | None:
+    """The encoder of a plain text model folder (`plain_folder`) whose graph is already cached, built without
+    torch or sentence-transformers; None when the ONNX backend is not wanted, the folder is not plain, or the graph
+    is not exported yet (the caller loads the model, which exports it)."""
+    from tokenizers import Tokenizer
+
+    weights = Path(folder) / "model.safetensors"
+    plain = plain_folder(folder) if wanted() and weights.is_file() else None
+    if plain is None or not graph_path(weights).is_file():
+        return None
+    tok = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
+    pad = tok.padding or {}
+    pad_token = pad.get("pad_token", "[PAD]")
+    # what sentence-transformers asks of the tokenizer: cut at max_seq_length, pad to the longest in the batch
+    tok.enable_truncation(max_length=plain["max_length"], strategy="longest_first")
+    tok.enable_padding(
+        pad_id=tok.token_to_id(pad_token) or 0, pad_type_id=pad.get("pad_type_id", 0), pad_token=pad_token
+    )
+
+    def tokenize(texts: list[str]) -> dict[str, np.ndarray]:
+        enc = tok.encode_batch(texts)
+        return {
+            "input_ids": np.array([e.ids for e in enc], dtype=np.int64),  # (b, seq)
+            "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),  # (b, seq)
+            "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64),  # (b, seq)
+        }
+
+    return OnnxTextEncoder(tokenize, graph_path(weights), threads, dim=plain["dim"])
+
+
+class OnnxTextEncoder:
+    """Encodes texts like `SentenceTransformer.encode(..., normalize_embeddings=True)`, through ONNX Runtime.
+    `tokenize` turns a batch of texts into int64 arrays (`for_model` uses the model's own tokenizer)."""
+
+    def __init__(self, tokenize: Any, path: Path, threads: int | None = None, dim: int | None = None) -> None:
         import onnxruntime as ort
 
-        self._model = model  # kept for its tokenizer (`preprocess`), so tokens match torch's exactly
-        path = _exported(model, weights)
+        self._tokenize = tokenize
+        self.dim = dim
         opts = ort.SessionOptions()
         env = os.environ.get(THREADS_ENV, "").strip()
         if env and not env.isdigit():
@@ -81,6 +148,16 @@ class OnnxTextEncoder:
         self._inputs = {i.name for i in self._session.get_inputs()}
         self.path = path
 
+    @classmethod
+    def for_model(cls, model: Any, weights: Path, threads: int | None = None) -> OnnxTextEncoder:
+        """The encoder of a loaded sentence-transformers `model`, exporting its graph first if not cached; tokens
+        come from the model's own tokenizer (`preprocess`)."""
+
+        def tokenize(texts: list[str]) -> dict[str, np.ndarray]:
+            return {k: v.numpy().astype(np.int64) for k, v in model.preprocess(texts).items() if hasattr(v, "numpy")}
+
+        return cls(tokenize, _exported(model, weights), threads)
+
     # Texts per run. 400 dev passages on 2 cores: 6.4 s at 1, 2 or 4, 7.0 s at 8, 7.7 s at 32, 8.5 s at 64
     # (larger batches outgrow the cache); a caller's larger batch is cut into runs of this size.
     RUN_BATCH = 4
@@ -92,11 +169,9 @@ class OnnxTextEncoder:
         out: np.ndarray | None = None
         for s in range(0, len(texts), step):
             rows = order[s : s + step]
-            enc = self._model.preprocess([texts[i] for i in rows])
+            enc = self._tokenize([texts[i] for i in rows])
             feed = {
-                k: enc[k].numpy().astype(np.int64)
-                for k in ("input_ids", "attention_mask", "token_type_ids")
-                if k in self._inputs and k in enc
+                k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in self._inputs and k in enc
             }
             hidden = self._session.run(None, feed)[0]  # (b, seq, dim)
             mask = feed["attention_mask"][..., None].astype(np.float32)  # (b, seq, 1)
@@ -106,6 +181,14 @@ class OnnxTextEncoder:
             out[rows] = vecs
         assert out is not None, "encode() needs at least one text"
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+def graph_path(weights: Path) -> Path:
+    """Where the graph of `weights` is cached: keyed by the weights file and the installed torch (which exports
+    it), read from the package metadata so that finding the graph needs no torch import."""
+    st = weights.stat()
+    key = f"{weights.resolve()}|{st.st_size}|{st.st_mtime_ns}|{importlib.metadata.version('torch')}"
+    return cache_dir() / "onnx" / f"{weights.parent.name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.onnx"
 
 
 def _exported(model: Any, weights: Path) -> Path:
@@ -120,9 +203,7 @@ def _exported(model: Any, weights: Path) -> Path:
         def forward(self, *inputs):
             return self.inner(**dict(zip(self.names, inputs))).last_hidden_state  # (batch, tokens, dim)
 
-    st = weights.stat()
-    key = hashlib.sha256(f"{weights.resolve()}|{st.st_size}|{st.st_mtime_ns}|{torch.__version__}".encode())
-    path = cache_dir() / "onnx" / f"{weights.parent.name}-{key.hexdigest()[:16]}.onnx"
+    path = graph_path(weights)
     with _EXPORT_LOCK:
         if path.is_file():
             return path

@@ -329,9 +329,14 @@ def launch_command(num_processes: int, program: list[str], cpu: bool = False) ->
 
 def launch(argv: list[str], num_processes: int, index_dir: str | Path) -> int:
     """Run `vimrag ARGV` in `num_processes` processes via accelerate launch (one per GPU, or CPU with gloo)."""
-    import torch
+    from retrieval.embedder_base import no_gpu_driver
 
-    gpus = torch.cuda.device_count()
+    if no_gpu_driver():
+        gpus = 0  # torch could see none: its import (seconds) is saved
+    else:
+        import torch
+
+        gpus = torch.cuda.device_count()
     if gpus and num_processes > gpus:
         raise RetrievalError(
             f"--num-processes {num_processes} asks for more processes than this machine's {gpus} "

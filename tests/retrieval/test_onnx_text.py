@@ -56,7 +56,9 @@ def test_onnx_runtime_matches_torch(onnx_minilm, minilm):
 def test_the_export_is_cached_and_reused(onnx_minilm):
     path = onnx_minilm._onnx.path
     stamp = path.stat().st_mtime_ns
-    again = onnx_text.OnnxTextEncoder(onnx_minilm.model, onnx_text.Path(embedders._minilm_path()) / "model.safetensors")
+    again = onnx_text.OnnxTextEncoder.for_model(
+        onnx_minilm.model, onnx_text.Path(embedders._minilm_path()) / "model.safetensors"
+    )
     assert again.path == path and again.path.stat().st_mtime_ns == stamp
 
 
@@ -83,3 +85,67 @@ def test_a_failed_export_falls_back_to_torch_with_a_warning(minilm, monkeypatch,
     with pytest.warns(UserWarning, match="running on torch.*exporter exploded"):
         assert embedders._onnx_encoder(minilm.model, embedders._minilm_path(), "minilm") is None
     assert not list(tmp_path.rglob("*.onnx")) and not list(tmp_path.rglob("*.tmp"))  # no half-written graph
+
+
+TRICKY = ["", "x", "  leading and trailing  ", "Ünïcödé Café naïve 東京 🙂", "tab\tand\nnewline", "word " * 600]
+
+
+def test_a_cached_graph_loads_from_the_folder_with_the_models_tokens_and_vectors(onnx_minilm):
+    """`from_folder` (no sentence-transformers) tokenizes as the loaded model does and gives the same vectors."""
+    folder = onnx_text.Path(embedders._minilm_path())
+    light = onnx_text.from_folder(folder)
+    loaded = onnx_text.OnnxTextEncoder.for_model(onnx_minilm.model, folder / "model.safetensors")
+    assert light is not None and light.path == loaded.path and light.dim == 384
+    texts = _texts() + TRICKY
+    for batch in (texts[:8], texts[8:30], TRICKY, [texts[5]]):
+        want = {k: v for k, v in loaded._tokenize(batch).items()}
+        got = light._tokenize(batch)
+        assert got.keys() == want.keys() and all(np.array_equal(got[k], want[k]) for k in want), batch[:2]
+    assert np.array_equal(light.encode(texts, batch_size=8), loaded.encode(texts, batch_size=8))
+
+
+@pytest.mark.slow
+def test_a_new_process_encodes_without_importing_torch(onnx_minilm):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from retrieval.embedders import load_embedder; e = load_embedder('minilm'); "
+        "v = e.encode_queries(['defect rate']); "
+        "print(v.shape, 'torch' in sys.modules, 'sentence_transformers' in sys.modules)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split("\n")[0] == "(1, 384) False False"  # the default device is found without torch too
+    q = onnx_minilm.encode_queries(["defect rate"])
+    assert q.shape == (1, 384)
+
+
+def test_only_a_plain_folder_loads_without_the_model(tmp_path, onnx_minilm, monkeypatch):
+    import json
+    import shutil
+
+    src = onnx_text.Path(embedders._minilm_path())
+    assert onnx_text.plain_folder(src) == {"max_length": 256, "dim": 384}
+
+    def variant(name: str, file: str, change) -> onnx_text.Path:
+        folder = tmp_path / name
+        shutil.copytree(src, folder, ignore=shutil.ignore_patterns("*.safetensors"))
+        (folder / "model.safetensors").symlink_to(src / "model.safetensors")
+        data = json.loads((folder / file).read_text()) if (folder / file).is_file() else {}
+        (folder / file).write_text(json.dumps(change(data)))
+        return folder
+
+    prompts = variant("prompts", "config_sentence_transformers.json", lambda d: d | {"prompts": {"query": "q: "}})
+    lower = variant("lower", "sentence_bert_config.json", lambda d: d | {"do_lower_case": True})
+    cls = variant(
+        "cls",
+        "1_Pooling/config.json",
+        lambda d: d | {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False},
+    )
+    dense = variant("dense", "modules.json", lambda d: d + [{"idx": 3, "path": "3_Dense", "type": "x.models.Dense"}])
+    monkeypatch.setattr(onnx_text, "graph_path", lambda weights: onnx_minilm._onnx.path)  # MiniLM's cached graph
+    for folder in (prompts, lower, cls, dense):
+        assert onnx_text.plain_folder(folder) is None, folder.name
+    assert onnx_text.from_folder(prompts) is None  # and so it is never loaded without the model
+    assert onnx_text.from_folder(variant("plain", "modules.json", lambda d: d)) is not None  # the graph is found
