@@ -12,38 +12,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
-# The files that take longest, longest first (measured in one process with --durations on a quiet 2-core box).
-# They run first so that, on pytest-xdist workers (scripts/test.sh, a file's tests on one worker), no long file
-# starts last while the other worker sits idle; within a file the order is unchanged.
-LONGEST_FIRST = (
-    "tests/rl/test_trainer.py",
-    "tests/retrieval/test_milvus_server.py",
-    "tests/rl/test_synth.py",
-    "tests/rl/test_gym.py",
-    "tests/retrieval/test_sharded_ingest.py",
-    "tests/retrieval/test_remote.py",
-    "tests/app/test_web.py",
-    "tests/app/test_browser.py",
-    "tests/rl/test_served.py",
-    "tests/agent/test_smollm.py",
-)
-
-
-def pytest_collection_modifyitems(config, items):
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda it: rank.get(Path(str(it.fspath)).relative_to(REPO).as_posix(), len(rank)))
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _one_torch_thread_per_worker():
-    """On pytest-xdist workers torch computes on one thread: two workers on two cores, each with a team of OpenMP
-    threads, oversubscribe them, and idle OpenMP threads spin. A single process keeps torch's default."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        import torch
-
-        torch.set_num_threads(1)
-    yield
-
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
