@@ -25,8 +25,8 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False TO
 set +e
 # VIMRAG_TEST_WORKERS=N runs N pytest-xdist workers, a file's tests on one worker so its module fixtures (a demo
 # app, a search server, a converted model) are built once. One process by default: on the 2-core box the full
-# suite took 337 s in one process and 408 s on two workers (torch threads, subprocess servers and accelerate
-# launches oversubscribe the cores); `make test-fast`, lighter, uses two.
+# suite took 860 s in one process and 843 s on two workers (2026-11-28; torch work, subprocess servers and
+# accelerate launches already fill both cores); `make test-fast`, lighter, uses two (130 s against 158 s).
 .venv/bin/python -m pytest -n "${VIMRAG_TEST_WORKERS:-0}" --dist loadfile "$@"
 rc=$?
 set -e
