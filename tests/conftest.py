@@ -8,6 +8,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The same vectors on every CI machine: `auto` would pick bf16 where the CPU has it (retrieval/precision.py).
+# tests/retrieval/test_precision.py sets auto and bf16 itself.
+os.environ.setdefault("VIMRAG_PRECISION", "fp32")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"

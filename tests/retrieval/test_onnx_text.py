@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from retrieval import embedders, onnx_text
+from retrieval import embedders, onnx_text, st_embedder
 
 pytest.importorskip("onnxruntime")
 
@@ -13,7 +13,7 @@ def minilm():
     """MiniLM on torch, as VIMRAG_TEXT_BACKEND=torch loads it."""
     mp = pytest.MonkeyPatch()
     mp.setenv(onnx_text.BACKEND_ENV, "torch")
-    emb = embedders.SentenceTransformerEmbedder("minilm", embedders._minilm_path(), "cpu")
+    emb = embedders.SentenceTransformerEmbedder("minilm", st_embedder.minilm_path(), "cpu")
     mp.undo()
     return emb
 
@@ -23,7 +23,7 @@ def onnx_minilm(minilm):
     """MiniLM as it loads by default: on ONNX Runtime."""
     mp = pytest.MonkeyPatch()
     mp.delenv(onnx_text.BACKEND_ENV, raising=False)
-    emb = embedders.SentenceTransformerEmbedder("minilm", embedders._minilm_path(), "cpu")
+    emb = embedders.SentenceTransformerEmbedder("minilm", st_embedder.minilm_path(), "cpu")
     mp.undo()
     return emb
 
@@ -57,15 +57,15 @@ def test_the_export_is_cached_and_reused(onnx_minilm):
     path = onnx_minilm._onnx.path
     stamp = path.stat().st_mtime_ns
     again = onnx_text.OnnxTextEncoder.for_model(
-        onnx_minilm.model, onnx_text.Path(embedders._minilm_path()) / "model.safetensors"
+        onnx_minilm.model, onnx_text.Path(st_embedder.minilm_path()) / "model.safetensors"
     )
     assert again.path == path and again.path.stat().st_mtime_ns == stamp
 
 
 def test_torch_when_asked_or_when_the_pipeline_is_not_plain(minilm, monkeypatch):
-    path = embedders._minilm_path()
+    path = st_embedder.minilm_path()
     monkeypatch.setenv(onnx_text.BACKEND_ENV, "torch")
-    assert embedders._onnx_encoder(minilm.model, path, "minilm") is None
+    assert st_embedder._onnx_encoder(minilm.model, path, "minilm") is None
     monkeypatch.setenv(onnx_text.BACKEND_ENV, "fastest")
     with pytest.raises(ValueError, match="onnx .the default. or torch"):
         onnx_text.wanted()
@@ -83,7 +83,7 @@ def test_a_failed_export_falls_back_to_torch_with_a_warning(minilm, monkeypatch,
 
     monkeypatch.setattr("torch.onnx.export", broken)
     with pytest.warns(UserWarning, match="running on torch.*exporter exploded"):
-        assert embedders._onnx_encoder(minilm.model, embedders._minilm_path(), "minilm") is None
+        assert st_embedder._onnx_encoder(minilm.model, st_embedder.minilm_path(), "minilm") is None
     assert not list(tmp_path.rglob("*.onnx")) and not list(tmp_path.rglob("*.tmp"))  # no half-written graph
 
 
@@ -92,7 +92,7 @@ TRICKY = ["", "x", "  leading and trailing  ", "Ünïcödé Café naïve 東京 
 
 def test_a_cached_graph_loads_from_the_folder_with_the_models_tokens_and_vectors(onnx_minilm):
     """`from_folder` (no sentence-transformers) tokenizes as the loaded model does and gives the same vectors."""
-    folder = onnx_text.Path(embedders._minilm_path())
+    folder = onnx_text.Path(st_embedder.minilm_path())
     light = onnx_text.from_folder(folder)
     loaded = onnx_text.OnnxTextEncoder.for_model(onnx_minilm.model, folder / "model.safetensors")
     assert light is not None and light.path == loaded.path and light.dim == 384
@@ -125,7 +125,7 @@ def test_only_a_plain_folder_loads_without_the_model(tmp_path, onnx_minilm, monk
     import json
     import shutil
 
-    src = onnx_text.Path(embedders._minilm_path())
+    src = onnx_text.Path(st_embedder.minilm_path())
     assert onnx_text.plain_folder(src) == {"max_length": 256, "dim": 384}
 
     def variant(name: str, file: str, change) -> onnx_text.Path:
