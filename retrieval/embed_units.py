@@ -24,6 +24,11 @@ def embed_units(embedder: Embedder, units: list[Unit], passage_words: int, max_p
         return _embed_passages(embedder, units, passage_words, max_passages)
 
 
+def passage_count(units: list[Unit], words: int, max_passages: int) -> int:
+    """How many texts a text embedder is given for `units` (`_embed_passages`)."""
+    return sum(len(passages_of(u.text or Path(u.source).stem, words, max_passages)) for u in units)
+
+
 def _embed_passages(embedder: Embedder, units: list[Unit], words: int, max_passages: int) -> list[list[np.ndarray]]:
     passages, owner = [], []
     for j, u in enumerate(units):

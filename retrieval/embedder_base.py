@@ -59,6 +59,11 @@ class Embedder(ABC):
         (qwen3vl-emb) frame a query differently from a document."""
         return self.encode_images(images, batch_size)
 
+    def prepare(self, expected_texts: int | None = None) -> None:
+        """Load what `encode_texts` runs on, where that loads lazily, so that ingest times it as model load;
+        `expected_texts` is how many texts the caller expects to embed, where it knows."""
+        return None
+
     def _empty(self) -> np.ndarray | list[np.ndarray]:
         return [] if self.multi_vector else np.zeros((0, self.dim), dtype=np.float32)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from retrieval import loaders
-from retrieval.embed_units import embed_units
+from retrieval.embed_units import embed_units, passage_count
 from retrieval.errors import IndexOpenError, IngestError
 from retrieval.extract_units import UnitExtractor
 from retrieval.ingest_plan import expected_units, same_content, sha256_file, unchanged, walk
@@ -204,6 +204,7 @@ class Indexer:
                 f"use --embedder {built_with} or index into a new folder"
             )
         self._embedder = embedder
+        self._prepared = False
         self._embedder_spec = spec
         self._device = device
         self._delay = float(os.environ.get(DELAY_ENV, "0") or 0)
@@ -264,13 +265,13 @@ class Indexer:
                 pending.append(pf)
                 n_pending += len(pf.units)
                 if n_pending >= self.config.batch_units:
-                    self._flush(pending, summary, clock)
+                    self._flush(pending, summary, clock, total)
                     bar.update(n_pending)
                     done += n_pending
                     pending, n_pending = [], 0
                     if on_progress is not None:  # the bar counts nothing when it is disabled: count here
                         on_progress(done, max(done, total))
-            self._flush(pending, summary, clock)
+            self._flush(pending, summary, clock, total)
             bar.update(n_pending)
             done += n_pending
             if on_progress is not None:
@@ -401,18 +402,23 @@ class Indexer:
         merged = merge_precisions(before, now)
         if merged != before:
             self.store.set_meta("precision", merged)
-        choice = getattr(emb, "choice", None)
-        summary.precision = f"{now} ({choice.documents}: {choice.reason})" if choice else now
+        summary.precision = emb.describe() if hasattr(emb, "describe") else now
 
     # ------------------------------------------------------------------------------------------------
-    def _flush(self, pending: list[PendingFile], summary: IngestSummary, clock: _Clock) -> None:
+    def _flush(self, pending: list[PendingFile], summary: IngestSummary, clock: _Clock, total: int = 0) -> None:
+        """Embed and commit `pending`; `total` is the run's expected units (for `Embedder.prepare`)."""
         if not pending:
             return
         from retrieval.embedder_base import quiet
 
-        if self._embedder is None and any(pf.units for pf in pending):
+        units = [u for pf in pending for u in pf.units]
+        if not self._prepared and units:
+            c = self.config
+            # this batch's passages per unit, over the whole run: what a bf16 route must outweigh to load
+            expected = passage_count(units, c.passage_words, c.max_passages) * max(total, len(units)) // len(units)
             with clock("model load"), quiet():
-                self.embedder  # noqa: B018 - load it here so its seconds are not counted as embedding
+                self.embedder.prepare(expected)  # loaded here, so its seconds are not counted as embedding
+            self._prepared = True
         with clock("embed"):
             self._embed(pending)
         with clock("commit"):

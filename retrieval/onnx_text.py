@@ -96,15 +96,14 @@ def plain_folder(folder: str | Path) -> dict[str, int] | None:
     return {"max_length": int(st_cfg.get("max_seq_length") or 512), "dim": int(pooling["word_embedding_dimension"])}
 
 
-def from_folder(folder: str | Path, threads: int | None = None) -> OnnxTextEncoder | None:
-    """The encoder of a plain text model folder (`plain_folder`) whose graph is already cached, built without
-    torch or sentence-transformers; None when the ONNX backend is not wanted, the folder is not plain, or the graph
-    is not exported yet (the caller loads the model, which exports it)."""
+def folder_tokenizer(folder: str | Path) -> tuple[Any, dict[str, int]] | None:
+    """`(tokenize, plain)` for a plain text model folder (`plain_folder`): `tokenize(texts)` gives the int64 arrays
+    the transformer takes, with sentence-transformers' settings (truncation to `max_seq_length`, padding to the
+    longest text), built from the folder's `tokenizer.json` without torch; None for a folder that is not plain."""
     from tokenizers import Tokenizer
 
-    weights = Path(folder) / "model.safetensors"
-    plain = plain_folder(folder) if wanted() and weights.is_file() else None
-    if plain is None or not graph_path(weights).is_file():
+    plain = plain_folder(folder)
+    if plain is None:
         return None
     tok = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
     pad = tok.padding or {}
@@ -123,17 +122,64 @@ def from_folder(folder: str | Path, threads: int | None = None) -> OnnxTextEncod
             "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64),  # (b, seq)
         }
 
+    return tokenize, plain
+
+
+def from_folder(folder: str | Path, threads: int | None = None) -> OnnxTextEncoder | None:
+    """The encoder of a plain text model folder (`plain_folder`) whose graph is already cached, built without
+    torch or sentence-transformers; None when the ONNX backend is not wanted, the folder is not plain, or the graph
+    is not exported yet (the caller loads the model, which exports it)."""
+    weights = Path(folder) / "model.safetensors"
+    found = folder_tokenizer(folder) if wanted() and weights.is_file() and graph_path(weights).is_file() else None
+    if found is None:
+        return None
+    tokenize, plain = found
     return OnnxTextEncoder(tokenize, graph_path(weights), threads, dim=plain["dim"])
 
 
-class OnnxTextEncoder:
+class PlainTextEncoder:
+    """Transformer -> mean pooling -> normalise over tokenized batches; a subclass runs the transformer
+    (`_hidden`). Encodes texts like `SentenceTransformer.encode(..., normalize_embeddings=True)`."""
+
+    RUN_BATCH = 32  # texts per run; a caller's larger batch is cut into runs of this size
+    dim: int | None = None
+
+    def __init__(self, tokenize: Any) -> None:
+        self._tokenize = tokenize
+
+    def _hidden(self, feed: dict[str, np.ndarray]) -> np.ndarray:
+        """(b, seq, dim) float32 token states."""
+        raise NotImplementedError
+
+    def _feed(self, enc: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc}
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """(n, dim) float32, L2-normalised. Runs are cut from texts sorted by length, so padding is small."""
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        step = max(1, min(batch_size, self.RUN_BATCH))
+        out: np.ndarray | None = None
+        for s in range(0, len(texts), step):
+            rows = order[s : s + step]
+            feed = self._feed(self._tokenize([texts[i] for i in rows]))
+            hidden = self._hidden(feed)  # (b, seq, dim)
+            mask = feed["attention_mask"][..., None].astype(np.float32)  # (b, seq, 1)
+            vecs = (hidden * mask).sum(1) / np.maximum(mask.sum(1), 1e-9)  # (b, dim)
+            if out is None:
+                out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float32)
+            out[rows] = vecs
+        assert out is not None, "encode() needs at least one text"
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+class OnnxTextEncoder(PlainTextEncoder):
     """Encodes texts like `SentenceTransformer.encode(..., normalize_embeddings=True)`, through ONNX Runtime.
     `tokenize` turns a batch of texts into int64 arrays (`for_model` uses the model's own tokenizer)."""
 
     def __init__(self, tokenize: Any, path: Path, threads: int | None = None, dim: int | None = None) -> None:
         import onnxruntime as ort
 
-        self._tokenize = tokenize
+        super().__init__(tokenize)
         self.dim = dim
         opts = ort.SessionOptions()
         env = os.environ.get(THREADS_ENV, "").strip()
@@ -162,25 +208,11 @@ class OnnxTextEncoder:
     # (larger batches outgrow the cache); a caller's larger batch is cut into runs of this size.
     RUN_BATCH = 4
 
-    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        """(n, dim) float32, L2-normalised. Runs are cut from texts sorted by length, so padding is small."""
-        order = np.argsort([-len(t) for t in texts], kind="stable")
-        step = max(1, min(batch_size, self.RUN_BATCH))
-        out: np.ndarray | None = None
-        for s in range(0, len(texts), step):
-            rows = order[s : s + step]
-            enc = self._tokenize([texts[i] for i in rows])
-            feed = {
-                k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in self._inputs and k in enc
-            }
-            hidden = self._session.run(None, feed)[0]  # (b, seq, dim)
-            mask = feed["attention_mask"][..., None].astype(np.float32)  # (b, seq, 1)
-            vecs = (hidden * mask).sum(1) / np.maximum(mask.sum(1), 1e-9)  # (b, dim)
-            if out is None:
-                out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float32)
-            out[rows] = vecs
-        assert out is not None, "encode() needs at least one text"
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+    def _feed(self, enc: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {k: v for k, v in super()._feed(enc).items() if k in self._inputs}
+
+    def _hidden(self, feed: dict[str, np.ndarray]) -> np.ndarray:
+        return self._session.run(None, feed)[0]  # (b, seq, dim)
 
 
 def graph_path(weights: Path) -> Path:

@@ -24,14 +24,17 @@ from retrieval import onnx_text, precision
 from retrieval.embedder_base import Embedder, normalize, rgb, show_progress
 from retrieval.embedder_specs import from_pretrained, is_offline
 from retrieval.errors import missing_dependency
+from retrieval.torch_text import BF16_BATCH, TorchTextEncoder
 
 if TYPE_CHECKING:
     from PIL import Image
 
 ONNX, TORCH, BF16 = "onnx-fp32", "torch-fp32", "torch-bf16"
-# Texts per forward pass under bf16 autocast. 160 dev pages on 2 cores (AMD EPYC, avx512_bf16): 3.7 s at 8,
-# 4.1 s at 16 and 32, 4.2 s at 64; a caller's larger batch is cut to this.
-BF16_BATCH = 8
+# Where `auto` chose bf16 for documents, fewer texts than this stay on ONNX Runtime fp32: loading torch and
+# transformers costs ~4 s more than the ONNX session, and bf16 saves ~12 ms a passage (805 dev passages: 26.3 s
+# ONNX Runtime, 16.5-17.5 s bf16; AMD EPYC, 2 threads), so smaller jobs (a one-file upload, the reader's
+# sentences) would be slower. Ingest tells `prepare` how many texts it expects.
+BF16_MIN_TEXTS = 400
 
 
 class SentenceTransformerEmbedder(Embedder):
@@ -44,6 +47,8 @@ class SentenceTransformerEmbedder(Embedder):
         self.spec, self.device, self.path = spec, device, path
         self._model: Any = None
         self._onnx: onnx_text.OnnxTextEncoder | None = None
+        self._bf16: TorchTextEncoder | None | bool = None  # the light bf16 encoder; False: none for this model
+        self._small: bool | None = None  # documents stay on ONNX Runtime: a job too small for bf16 (None: undecided)
         self.supports_images = False
         weights = Path(path) / "model.safetensors"
         self.choice: precision.Choice | None = None
@@ -69,7 +74,25 @@ class SentenceTransformerEmbedder(Embedder):
 
     @property
     def precision(self) -> str:
-        return self.choice.precision("documents") if self.choice else "fp32"
+        return "fp32" if self._small else self.choice.precision("documents") if self.choice else "fp32"
+
+    def describe(self) -> str:
+        """What documents are computed in, and why: "bf16 (torch-bf16: auto, measured: ...)"."""
+        if self.choice is None:
+            return "fp32 (torch-fp32)"
+        if self._small:
+            return (
+                f"fp32 ({ONNX}: a job under {BF16_MIN_TEXTS} texts, too small to gain from loading bf16; "
+                f"{self.choice.reason})"
+            )
+        return f"{self.precision} ({self.choice.documents}: {self.choice.reason})"
+
+    def _small_job(self, n_texts: int) -> bool:
+        """Whether these documents stay on ONNX Runtime although `auto` chose bf16 (`BF16_MIN_TEXTS`)."""
+        auto_bf16 = self._routes[0] == BF16 and self._onnx is not None and self.choice.reason.startswith("auto")
+        if not auto_bf16 or self._small is False:
+            return False
+        return bool(self._small) or (self._bf16 is None and n_texts < BF16_MIN_TEXTS)
 
     @property
     def model(self) -> Any:
@@ -133,8 +156,12 @@ class SentenceTransformerEmbedder(Embedder):
             return self._empty()
         if route is None:
             route = TORCH if role == "image" else self._routes[role == "query"]
+            if role == "document" and self._small_job(len(inputs)):
+                route = ONNX
         if route == ONNX and self._onnx is not None:
             return self._onnx.encode(inputs, batch_size)
+        if route == BF16 and role != "image" and self._light_bf16():
+            return self._bf16.encode(inputs, batch_size)
         fn = {"document": self.model.encode_document, "query": self.model.encode_query, "image": self.model.encode}[
             role
         ]
@@ -148,6 +175,29 @@ class SentenceTransformerEmbedder(Embedder):
                 show_progress_bar=show_progress(len(inputs), batch_size),
             )  # (n, dim)
         return normalize(vecs)
+
+    def _light_bf16(self) -> bool:
+        """Load the bf16 route of a plain folder without sentence-transformers (retrieval/torch_text.py)."""
+        if self._bf16 is None:
+            self._bf16 = False
+            try:
+                self._bf16 = TorchTextEncoder.from_folder(self.path) or False
+            except Exception as e:  # noqa: BLE001 - a folder transformers cannot load alone: sentence-transformers
+                warnings.warn(f"embedder {self.spec!r}: bf16 through sentence-transformers ({e})", stacklevel=3)
+        return self._bf16 is not False
+
+    def prepare(self, expected_texts: int | None = None) -> None:
+        """Load what `encode_texts` runs on, so that a caller can time it apart from encoding; `expected_texts`
+        (ingest's estimate) keeps a job smaller than `BF16_MIN_TEXTS` on ONNX Runtime where `auto` chose bf16."""
+        if expected_texts is not None and self._small is None and self._small_job(expected_texts):
+            self._small = True
+            return
+        if self._routes[0] == BF16:
+            self._small = False
+        if self._routes[0] == BF16 and not self._light_bf16():
+            self.model  # noqa: B018
+        elif self._routes[0] == TORCH:
+            self.model  # noqa: B018
 
     def encode_texts(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         return self._encode(list(texts), "document", batch_size)

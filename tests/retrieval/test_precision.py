@@ -115,14 +115,24 @@ def test_auto_measures_once_caches_the_choice_and_reads_it_back(monkeypatch, fre
     monkeypatch.setattr(precision, "measure", lambda *a, **k: pytest.fail("measured twice"))
     again = SentenceTransformerEmbedder("minilm", st_embedder.minilm_path(), "cpu", "auto")
     assert again.choice.to_dict() == saved
-    # where documents run in bf16 and queries on ONNX Runtime, the torch model loads only when documents come
+    # where documents run in bf16 and queries on ONNX Runtime, neither needs sentence-transformers
     cached.write_text(json.dumps({**saved, "documents": BF16, "queries": ONNX}))
     light = SentenceTransformerEmbedder("minilm", st_embedder.minilm_path(), "cpu", "auto")
     assert light._model is None and light.precision == "bf16" and light.dim == 384
     q = light.encode_queries(["defect rate"])
-    assert light._model is None and q.shape == (1, 384)
-    d = light.encode_texts(["the defect rate fell to 0.8 percent"])
-    assert light._model is not None and d.shape == (1, 384) and d.dtype == np.float32
+    assert light._bf16 is None and q.shape == (1, 384)  # queries on ONNX Runtime: no torch model
+    text = ["the defect rate fell to 0.8 percent"]
+    small = light.encode_texts(text)  # a few texts do not pay for loading torch: ONNX Runtime, fp32
+    assert light._bf16 is None and np.array_equal(small, light._onnx.encode(text))
+    light.prepare(expected_texts=st_embedder.BF16_MIN_TEXTS)  # an ingest this large loads the bf16 encoder
+    assert isinstance(light._bf16, st_embedder.TorchTextEncoder) and light._model is None
+    big = light.encode_texts(text)
+    assert big.dtype == np.float32 and not np.array_equal(big, small) and float(big[0] @ small[0]) >= 0.999
+    # an ingest too small for bf16 says so, and records fp32
+    tiny = SentenceTransformerEmbedder("minilm", st_embedder.minilm_path(), "cpu", "auto")
+    tiny.prepare(expected_texts=10)
+    assert tiny.precision == "fp32" and tiny.describe().startswith("fp32 (onnx-fp32: a job under 400 texts")
+    assert tiny._bf16 is None
     # another CPU keys another file
     other = precision.choice_path(cached.with_name("x.onnx"), NO_BF16)
     assert other.name != cached.name
