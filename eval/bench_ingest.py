@@ -118,7 +118,27 @@ def _quality(retriever, corpus: Path) -> dict[str, float]:
         q = br.quality(retriever, questions, scoped=False)["hybrid"]
     finally:
         br.MODES = modes
-    return {"R@5": q["R@5"], "NDCG@5": q["NDCG@5"], "questions": len(questions)}
+    return {
+        "R@5": q["R@5"],
+        "NDCG@5": q["NDCG@5"],
+        "questions": len(questions),
+        "query ms": _latency(retriever, questions),
+    }
+
+
+def _latency(retriever, questions: list[dict], n: int = 60) -> float:
+    """Median milliseconds of one hybrid `Retriever.search` (k=5) over the first `n` questions, after 3 warm-ups."""
+    import statistics
+
+    texts = [q["question"] for q in questions[:n]] or ["a question"]
+    for t in texts[:3]:
+        retriever.search(t, k=5)
+    times = []
+    for t in texts:
+        t0 = time.perf_counter()
+        retriever.search(t, k=5)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
 
 
 def report(runs: dict[str, dict]) -> str:
@@ -126,8 +146,8 @@ def report(runs: dict[str, dict]) -> str:
     ref = "baseline" if "baseline" in runs else "current-fp32"
     lines = [
         f"| ingest | precision | pages | s end to end | one-time s | pages/s | vs {ref} | hybrid R@5 | NDCG@5 "
-        "| ΔR@5 | ΔNDCG@5 |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| ΔR@5 | ΔNDCG@5 | query ms |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in runs.items():
         rate = r["pages"] / r["seconds"]
@@ -137,7 +157,7 @@ def report(runs: dict[str, dict]) -> str:
         dn = f"{q['NDCG@5'] - base['quality']['NDCG@5']:+.4f}" if base else "-"
         lines.append(
             f"| {name} | {r.get('precision', '-')} | {r['pages']} | {r['seconds']:.1f} | {r.get('one-time', 0):.1f} "
-            f"| {rate:.2f} | {up} | {q['R@5']:.4f} | {q['NDCG@5']:.4f} | {d5} | {dn} |"
+            f"| {rate:.2f} | {up} | {q['R@5']:.4f} | {q['NDCG@5']:.4f} | {d5} | {dn} | {q.get('query ms', 0):.1f} |"
         )
     lines += [
         "",

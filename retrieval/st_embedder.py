@@ -55,10 +55,13 @@ class SentenceTransformerEmbedder(Embedder):
         if device == "cpu":
             fp32 = ONNX if onnx_text.wanted() else TORCH
             self.choice = precision.fixed(precision.setting(asked), fp32)
-            if self.choice is None and weights.is_file() and onnx_text.plain_folder(path):
+            plain = onnx_text.plain_folder(path) if weights.is_file() else None
+            if self.choice is None and plain:
                 self.choice = precision.load_choice(choice_file(weights))
-            if self.choice is not None and ONNX in self._routes and self._light():
-                return
+            if self.choice is not None and plain and TORCH not in self._routes:  # no sentence-transformers needed
+                if ONNX not in self._routes or self._light():
+                    self.dim = plain["dim"]
+                    return
         self.model.eval()
         self.supports_images = bool(self.model.supports("image"))
         if device == "cpu" and not self.supports_images:
@@ -106,12 +109,9 @@ class SentenceTransformerEmbedder(Embedder):
         return self._model
 
     def _light(self) -> bool:
-        """Use the cached graph without loading the model (it loads later if a role runs on torch)."""
+        """Use the cached graph without loading the model (it loads later if a role needs it)."""
         self._onnx = _light_encoder(self.path, self.spec)
-        if self._onnx is None:
-            return False
-        self.dim = int(self._onnx.dim)
-        return True
+        return self._onnx is not None
 
     def _plan_cpu(self, weights: Path) -> None:
         """Settle each role's route on a CPU with the model loaded: measure where `auto` has no cached choice."""

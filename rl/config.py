@@ -235,6 +235,12 @@ class SFTConfig(Config):
     warmup: float = setting(0.0, "share of the optimizer steps with a linear warm-up of the learning rate")
     max_grad_norm: float = setting(1.0, "gradient clipping norm (0: none), TRL's default")
     seed: int = setting(0, "seed of the example order and initialisation")
+    mixed_precision: str = setting(
+        "no",
+        "no: fp32; bf16: forward passes under bf16 autocast (accelerate's), on a GPU or on a CPU with native bf16 "
+        "(rl/bench_precision.py measures it); off by default, since rl/RESULTS.md's runs are fp32",
+        choices=("no", "bf16"),
+    )
 
     def __post_init__(self) -> None:
         missing = [f"--{n.replace('_', '-')}" for n in ("traces", "model", "output_dir") if not getattr(self, n)]

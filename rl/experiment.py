@@ -195,6 +195,7 @@ def warm_start(args, g: Gym, out: Path, retriever) -> Path:
         schedule="linear",
         warmup=0.02,
         seed=args.sft_seed,
+        mixed_precision="bf16" if args.mixed_precision == "bf16" else "no",
     )
     hist = train_sft(cfg, examples=exs, progress=True)["history"]
     losses = ", ".join(f"{h['loss']:.3f}" for h in hist)
@@ -311,6 +312,7 @@ def train_one(args, g: Gym, sft: Path, out: Path, method: str, seed: int) -> tup
         seed=seed,
         log_with=[],
         lockstep=args.lockstep,
+        mixed_precision=args.mixed_precision,
         **kw,
     )
     cfg.validate()
@@ -586,6 +588,13 @@ class ExperimentConfig(Config):
     sft_epochs: int = setting(9, "epochs of the SFT warm start")
     sft_lr: float = setting(1e-3, "learning rate of the SFT warm start")
     sft_batch: int = setting(16, "SFT examples per forward pass")
+    mixed_precision: str = setting(
+        "auto",
+        "auto: the trainer's default (bf16 on a GPU that has it, else fp32: rl/RESULTS.md's CPU runs, bit for bit), "
+        "SFT in fp32; bf16: SFT and RL forward passes under bf16 autocast, on a CPU too (rollout sampling stays "
+        "fp32); on the gym's tiny LM bf16 measured slower on a CPU (python -m rl.bench_precision)",
+        choices=("auto", "no", "bf16"),
+    )
     sft_seed: int = setting(
         2,
         "seed of the tiny LM's initial weights and of the SFT example order (2: the start whose GRPO gain on 2-hop "

@@ -192,7 +192,7 @@ def train_sft(
 
     from rl.trainer import TrainConfig, load_model, make_policy
 
-    acc = Accelerator(gradient_accumulation_steps=sft.grad_accum)
+    acc = Accelerator(gradient_accumulation_steps=sft.grad_accum, mixed_precision=sft.mixed_precision)
     rng = random.Random(sft.seed)
     torch.manual_seed(sft.seed)
     cfg = TrainConfig(model=sft.model, dataset="-")

@@ -178,3 +178,41 @@ def test_an_index_records_its_precision_and_answers_queries_from_the_other(both,
     (tmp_path / "c" / "3.md").write_text("# wind\n\n" + "Wind turbine output by month. " * 30)
     Indexer(tmp_path / "idx", IngestConfig(), embedder=fp32).index([tmp_path / "c"], progress=False)
     assert Retriever(tmp_path / "idx").store.get_meta("precision") == "bf16+fp32"
+
+
+@pytest.mark.slow
+def test_a_bf16_index_gives_fp32_queries_the_fp32_index_top_5_on_dev_smoke_questions(both, shared_data, tmp_path):
+    """The smoke questions of the three smallest smoke-set PDFs (45 pages): an index built in bf16 and one built in
+    fp32, both searched with fp32 query vectors, return the same top 5 for each question (the full smoke set:
+    `python -m eval.bench_ingest --only current-fp32,current`, which reports both indexes' R@5 and NDCG@5)."""
+    import shutil
+    from pathlib import Path
+
+    from retrieval.ingest import Indexer, IngestConfig
+    from retrieval.retriever import Retriever
+
+    fp32, bf16 = both
+    root = shared_data / "mmlongbench_doc"
+    rows = [json.loads(line) for line in (root / "mmlongbench_doc.smoke.jsonl").read_text().splitlines()]
+    docs = sorted({r["doc"] for r in rows}, key=lambda d: ((root / d).stat().st_size, d))[:3]
+    (tmp_path / "c").mkdir()
+    for d in docs:
+        shutil.copy2(root / d, tmp_path / "c" / Path(d).name)
+    tops = []
+    for emb, name in ((bf16, "bf16"), (fp32, "fp32")):
+        Indexer(tmp_path / name, IngestConfig(precision=name), embedder=emb).index([tmp_path / "c"], progress=False)
+        r = Retriever(tmp_path / name)
+        assert r.store.get_meta("precision") == name
+        r._embedder = fp32  # fp32 queries for both
+        tops.append(
+            [
+                [
+                    (h.unit.name, h.unit.page)
+                    for h in r.search(q["question"], k=5, filters={"docs": [Path(q["doc"]).name]})
+                ]
+                for q in rows
+                if q["doc"] in docs
+            ]
+        )
+    assert len(tops[0]) >= 20 and all(len(t) == 5 for t in tops[0])
+    assert tops[0] == tops[1]
