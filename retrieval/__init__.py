@@ -14,7 +14,8 @@ Where things live, in the order data flows:
     ocr.py           OCR engines behind one interface (ocr_rapid.py: RapidOCR, its graphs folded by
                      onnx_fold.py; reading_order.py: layout)
     embedders.py     load_embedder(spec) (embedder_specs.py: specs; embedder_base.py: the interface;
-                     vl_embedders.py: GVE, Qwen3-VL; onnx_text.py: MiniLM on ONNX Runtime)
+                     vl_embedders.py: GVE, Qwen3-VL; st_embedder.py: MiniLM and st: models, on ONNX Runtime
+                     (onnx_text.py) or torch (torch_text.py: bf16), in the precision.py chooses per CPU)
     store.py         the SQLite store, the source of truth; units.py: Unit, Hit, Filters
     milvus_store.py  the same on Milvus (store_spec.py: where an index lives; milvus_client.py: the
                      connection; milvus_schema.py, milvus_rows.py: collections and rows); stores.py opens either

@@ -103,6 +103,9 @@ def test_a_forced_no_bf16_cpu_gets_fp32_from_auto_and_nothing_is_measured(monkey
 def test_auto_measures_once_caches_the_choice_and_reads_it_back(monkeypatch, fresh_cache):
     tmp_path = fresh_cache
     monkeypatch.setattr(precision, "cpu_report", lambda *a: WITH_BF16)
+    real = precision.measure
+    small = {"rounds": 1, "docs": precision.sample_texts(4, 60), "queries": precision.sample_texts(2, 8)}
+    monkeypatch.setattr(precision, "measure", lambda c, reference: real(c, reference, **small))  # fewer texts
     emb = SentenceTransformerEmbedder("minilm", st_embedder.minilm_path(), "cpu", "auto")
     [cached] = tmp_path.rglob("*.precision-*.json")
     saved = json.loads(cached.read_text())
@@ -182,7 +185,7 @@ def test_an_index_records_its_precision_and_answers_queries_from_the_other(both,
 
 @pytest.mark.slow
 def test_a_bf16_index_gives_fp32_queries_the_fp32_index_top_5_on_dev_smoke_questions(both, shared_data, tmp_path):
-    """The smoke questions of the three smallest smoke-set PDFs (45 pages): an index built in bf16 and one built in
+    """The smoke questions of the two smallest smoke-set PDFs (30 pages): an index built in bf16 and one built in
     fp32, both searched with fp32 query vectors, return the same top 5 for each question (the full smoke set:
     `python -m eval.bench_ingest --only current-fp32,current`, which reports both indexes' R@5 and NDCG@5)."""
     import shutil
@@ -194,7 +197,7 @@ def test_a_bf16_index_gives_fp32_queries_the_fp32_index_top_5_on_dev_smoke_quest
     fp32, bf16 = both
     root = shared_data / "mmlongbench_doc"
     rows = [json.loads(line) for line in (root / "mmlongbench_doc.smoke.jsonl").read_text().splitlines()]
-    docs = sorted({r["doc"] for r in rows}, key=lambda d: ((root / d).stat().st_size, d))[:3]
+    docs = sorted({r["doc"] for r in rows}, key=lambda d: ((root / d).stat().st_size, d))[:2]
     (tmp_path / "c").mkdir()
     for d in docs:
         shutil.copy2(root / d, tmp_path / "c" / Path(d).name)
@@ -214,5 +217,5 @@ def test_a_bf16_index_gives_fp32_queries_the_fp32_index_top_5_on_dev_smoke_quest
                 if q["doc"] in docs
             ]
         )
-    assert len(tops[0]) >= 20 and all(len(t) == 5 for t in tops[0])
+    assert len(tops[0]) >= 10 and all(len(t) == 5 for t in tops[0])
     assert tops[0] == tops[1]
