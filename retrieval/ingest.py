@@ -416,8 +416,10 @@ class Indexer:
             c = self.config
             # this batch's passages per unit, over the whole run: what a bf16 route must outweigh to load
             expected = passage_count(units, c.passage_words, c.max_passages) * max(total, len(units)) // len(units)
+            prepare = getattr(self.embedder, "prepare", None)  # an embedder passed in need not have it
             with clock("model load"), quiet():
-                self.embedder.prepare(expected)  # loaded here, so its seconds are not counted as embedding
+                if prepare is not None:
+                    prepare(expected)  # loaded here, so its seconds are not counted as embedding
             self._prepared = True
         with clock("embed"):
             self._embed(pending)

@@ -1,7 +1,7 @@
 """Which number format a CPU model path computes in: fp32, or bf16 where the processor has it natively.
 
-    python -m retrieval.precision            # this CPU, its bf16 flags, and the choices cached for it
-    python -m retrieval.precision --measure  # measure MiniLM's candidates again and cache the choice
+`python -m retrieval.show_precision` prints this CPU, its bf16 flags and the choices cached for it (`--measure`:
+measure MiniLM's candidates again).
 
 The setting is `auto` (the default), `fp32` or `bf16`, from `$VIMRAG_PRECISION` or a caller (the CLI's
 `--precision`). `auto` never picks bf16 on a CPU without a native bf16 instruction (x86 `avx512_bf16` or
@@ -20,7 +20,6 @@ outright were no faster and fell to cosine 0.998, so only autocast is offered.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib.metadata
 import json
@@ -232,31 +231,3 @@ def decide(seconds: dict[str, dict[str, float]], cosine: dict[str, float], cpu: 
         seconds,
         cosine,
     )
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--measure", action="store_true", help="measure the default text embedder's candidates again")
-    args = ap.parse_args()
-    cpu = cpu_report()
-    print(f"CPU: {cpu.name}")
-    print(f"flags: {' '.join(cpu.shown_flags()) or '(none reported)'}")
-    print(f"native bf16: {'yes' if cpu.bf16_native else 'no'}; setting: {setting()} (${ENV})")
-    from retrieval import onnx_text
-
-    if args.measure:
-        from retrieval.embedders import load_embedder
-        from retrieval.st_embedder import choice_file, minilm_path
-
-        choice_file(Path(minilm_path()) / "model.safetensors", cpu).unlink(missing_ok=True)
-        emb = load_embedder("minilm", precision="auto")
-        print(f"minilm: documents {emb.choice.documents}, queries {emb.choice.queries}: {emb.choice.reason}")
-    for path in sorted((onnx_text.cache_dir() / "onnx").glob("*.precision-*.json")):
-        c = load_choice(path)
-        if c is not None:
-            mark = "" if c.cpu == cpu.name else "  (another CPU)"
-            print(f"{path.name}: documents {c.documents}, queries {c.queries}{mark}\n  {c.reason}")
-
-
-if __name__ == "__main__":
-    main()
