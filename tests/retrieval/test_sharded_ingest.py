@@ -114,6 +114,8 @@ def test_two_processes_build_the_one_process_index(corpus, reference, tmp_path):
     summary = json.loads(run.stdout[run.stdout.index("{") :])
     assert_same_index(idx, reference)
     assert summary["files_indexed"] == 23 and summary["total_units"] == Store(reference).count_units()
+    # the shards' precision reaches the merged index, as one process records it (the suite runs fp32)
+    assert Store(idx).get_meta("precision") == Store(reference).get_meta("precision") == "fp32"
     assert [p for p, why in summary["skipped"] if "duplicate of" in why] == [str(corpus / "doc_03_copy.txt")]
     assert summary["page_images"] == 2
 
