@@ -24,10 +24,10 @@ lint=0
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False TOKENIZERS_PARALLELISM=false
 set +e
 # VIMRAG_TEST_WORKERS=N runs N pytest-xdist workers, a file's tests on one worker so its module fixtures (a demo
-# app, a search server, a converted model) are built once. One process by default: on the 2-core box the full
-# suite took 860 s in one process and 843 s on two workers (2026-11-28; torch work, subprocess servers and
-# accelerate launches already fill both cores); `make test-fast`, lighter, uses two (130 s against 158 s).
-.venv/bin/python -m pytest -n "${VIMRAG_TEST_WORKERS:-0}" --dist loadfile "$@"
+# app, a search server, a converted model) are built once; 0 runs one process. Two by default: on the 2-core box a
+# clean clone's full suite took 523 s on two workers against 607 s in one process, back to back (2026-11-28; an
+# earlier pair, with a one-thread fixture since removed, gave 843 s against 860 s).
+.venv/bin/python -m pytest -n "${VIMRAG_TEST_WORKERS:-2}" --dist loadfile "$@"
 rc=$?
 set -e
 # pytest exits 5 when it collected no test: that is a failure of the suite, not a pass.
