@@ -192,12 +192,11 @@ class SentenceTransformerEmbedder(Embedder):
         if expected_texts is not None and self._small is None and self._small_job(expected_texts):
             self._small = True
             return
-        if self._routes[0] == BF16:
+        route = self._routes[0]
+        if route == BF16:
             self._small = False
-        if self._routes[0] == BF16 and not self._light_bf16():
-            self.model  # noqa: B018
-        elif self._routes[0] == TORCH:
-            self.model  # noqa: B018
+        if route == TORCH or (route == BF16 and not self._light_bf16()):
+            self.model  # noqa: B018 - sentence-transformers, loaded now
 
     def encode_texts(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         return self._encode(list(texts), "document", batch_size)

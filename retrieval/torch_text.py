@@ -35,6 +35,7 @@ class TorchTextEncoder(PlainTextEncoder):
         self._torch = torch
         self.model = AutoModel.from_pretrained(str(folder), local_files_only=True).eval()  # float32 weights
         self.dim, self.bf16 = dim, bf16
+        self._inputs = set(inspect.signature(self.model.forward).parameters)  # read once, not per batch
         if bf16:
             self.RUN_BATCH = BF16_BATCH
 
@@ -48,8 +49,7 @@ class TorchTextEncoder(PlainTextEncoder):
         return cls(tokenize, folder, plain["dim"], bf16)
 
     def _feed(self, enc: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        names = inspect.signature(self.model.forward).parameters
-        return {k: v for k, v in super()._feed(enc).items() if k in names}
+        return {k: v for k, v in super()._feed(enc).items() if k in self._inputs}
 
     def _hidden(self, feed: dict[str, np.ndarray]) -> np.ndarray:
         torch = self._torch
