@@ -83,8 +83,20 @@ class TrainConfig(Config):
     weight_decay: float = setting(0.0, "AdamW weight decay")
     warmup_updates: int = setting(0, "updates of linear learning-rate warm-up")
     max_grad_norm: float = setting(1.0, "gradient clipping norm (0: none)")
-    clip_eps: float = setting(0.2, "PPO clip range below 1")
-    clip_eps_high: float | None = setting(None, "PPO clip range above 1 (default: clip_eps)")
+    clip_eps: float | None = setting(
+        None,
+        "clip range below 1 (default: the level's published one, 0.2 for token ratios, GSPO's 3e-4 for sequence "
+        "ratios: rl/methods.py clip_range)",
+    )
+    clip_eps_high: float | None = setting(
+        None, "clip range above 1 (default: clip_eps if set, else 0.2 for token ratios and 4e-4 for sequence ratios)"
+    )
+    ppo_epochs: int = setting(1, "passes over each update's batch of rollouts (verl's ppo_epochs; rl/update.py)")
+    mini_batch_size: int | None = setting(
+        None,
+        "trajectories per optimizer step, over all processes (verl's ppo_mini_batch_size x rollouts); each update "
+        "takes ppo_epochs x ceil(batch / mini_batch_size) steps (default: the whole batch, one step)",
+    )
     kl_coef: float = setting(0.0, "k3 KL to the frozen initial policy (0: no reference model is kept)")
     length_norm: str = setting(
         "token_mean",
@@ -142,6 +154,11 @@ class TrainConfig(Config):
         "async: tokens whose pi_prox / pi_behav exceeds this are left out of the loss (AReaL's default 5; null: none)",
     )
 
+    @property
+    def batch_size(self) -> int:
+        """Trajectories in one update, over all processes."""
+        return self.questions_per_update * self.group_size
+
     @classmethod
     def load(
         cls, path: str | Path | None = None, overrides: Sequence[str] = (), values: Mapping | None = None
@@ -166,6 +183,17 @@ class TrainConfig(Config):
             raise ValueError(
                 f"tool_advantage gives each token its own advantage, which needs token-level ratios; {self.method} "
                 "trains at sequence level here (use level=token with ggpo, or a token-level method)"
+            )
+        if self.ppo_epochs < 1 or (self.mini_batch_size is not None and self.mini_batch_size < 1):
+            raise ValueError(
+                f"ppo_epochs must be >= 1 and mini_batch_size >= 1 (or unset); got {self.ppo_epochs}, "
+                f"{self.mini_batch_size}"
+            )
+        several = self.ppo_epochs > 1 or (self.mini_batch_size or 0) and self.mini_batch_size < self.batch_size
+        if several and self.grad_accum != 1:
+            raise ValueError(
+                "several optimizer steps per update (ppo_epochs, mini_batch_size) and grad_accum (several updates per "
+                "step) pull opposite ways; set grad_accum=1"
             )
         if self.branching != "none" and not 0 <= self.initial_rollouts <= self.group_size:
             raise ValueError(f"initial_rollouts must be between 0 (half the group) and group_size={self.group_size}")

@@ -70,7 +70,7 @@ def ppo_clip_loss(
         every segment weighs the same, whatever its length.
     level="sequence" (GSPO): one ratio per segment, s = exp(mean over its tokens of (new - old)),
     objective min(s·A, clip(s)·A) per segment, mean over segments; `length_norm` does not apply. (GSPO
-    itself uses a much narrower clip range, 3e-4 / 4e-4; pass it explicitly.)
+    itself uses a much narrower clip range, 3e-4 / 4e-4: rl/methods.py `clip_range` gives it by level.)
 
     `preserve` ("both": GPPO, "high": AEPO) keeps the same values but lets clipped ratios pass a bounded gradient, and
     `clip_c` caps the loss of negative advantages at -A c (verl's dual clip); see rl/clipping.py.
@@ -99,7 +99,8 @@ def ppo_clip_loss(
     Returns (loss, stats): stats holds floats "policy_loss", "kl" (the averaged, weighted k3 term that
     was multiplied by kl_coef; 0 without logp_ref), "clip_frac" (fraction of unmasked tokens, or of
     non-empty segments at sequence level, whose gradient the clip removed: ratio above 1 + eps_high
-    with A > 0, or below 1 - eps with A < 0) and "ratio_mean" (mean ratio over the same).
+    with A > 0, or below 1 - eps with A < 0), "ratio_mean" and "ratio_max" (the mean and the largest ratio over
+    the same).
 
     >>> new = torch.log(torch.tensor([[1.5, 1.0], [0.5, 1.0]]))   # ratios against old = 0
     >>> old, mask = torch.zeros(2, 2), torch.tensor([[1.0, 0.0], [1.0, 0.0]])
@@ -156,6 +157,9 @@ def ppo_clip_loss(
         return {
             "clip_frac": float((clipped.to(where.dtype) * where).sum() / count),
             "ratio_mean": float((ratio.detach() * where).sum() / count),
+            "ratio_max": float(torch.where(where > 0, ratio.detach(), torch.zeros_like(ratio)).max())
+            if ratio.numel()
+            else 0.0,
         }
 
     behav_log = None

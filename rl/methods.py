@@ -31,6 +31,9 @@ from rl.loss import ppo_clip_loss
 
 GGPO_DEFAULT_LEVEL = "sequence"  # the paper builds GGPO on its GSPO baseline
 KLEAR_CLIP_C = 3.0  # verl's dual-clip bound, on in Klear-Reasoner's and AEPO's published runs
+TOKEN_CLIP = (0.2, 0.2)  # PPO's range below and above 1 (Schulman et al. 2017, arXiv 1707.06347, section 6.1)
+# GSPO's own sequence-level range: "the left and right clipping ranges ... 3e-4 and 4e-4" (arXiv 2507.18071, 5.1)
+SEQUENCE_CLIP = (3e-4, 4e-4)
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,23 @@ def method_level(method: str, level: str | None = None) -> str:
     if level not in ("token", "sequence"):
         raise ValueError(f"level {level!r} must be 'token' or 'sequence'")
     return level
+
+
+def clip_range(level: str, clip_eps: float | None = None, clip_eps_high: float | None = None) -> tuple[float, float]:
+    """The clip range (below 1, above 1) a ratio level trains with: the settings where given, else the level's
+    published default, PPO's 0.2 at token level and GSPO's 3e-4 / 4e-4 at sequence level. A sequence ratio is a
+    geometric mean over the segment's tokens, so it moves far less than a token's: PPO's 0.2 would never clip it.
+    An explicit `clip_eps` alone sets both sides (clip_eps_high defaults to it, as before).
+
+    >>> clip_range("token"), clip_range("sequence"), clip_range("sequence", 0.2), clip_range("token", 0.2, 0.28)
+    ((0.2, 0.2), (0.0003, 0.0004), (0.2, 0.2), (0.2, 0.28))
+    """
+    if level not in ("token", "sequence"):
+        raise ValueError(f"level {level!r} must be 'token' or 'sequence'")
+    low, high = TOKEN_CLIP if level == "token" else SEQUENCE_CLIP
+    if clip_eps is not None:
+        low, high = clip_eps, clip_eps
+    return low, high if clip_eps_high is None else clip_eps_high
 
 
 def uses_step_mask(method: str, step_mask: bool | None = None) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 import torch
@@ -219,3 +220,45 @@ class TextPolicy(_Sampler):
 
     def describe(self) -> str:
         return f"trainable text policy ({type(self.model).__name__}, T={self.temperature})"
+
+
+# -- the trainer's model and its sampling policy (cfg: rl/config.py TrainConfig) ----------------------------
+def load_model(cfg):
+    """(model, processor_or_tokenizer, is_vl) from a folder or id; LoRA applied when configured."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
+
+    local = Path(cfg.model).exists()
+    mcfg = AutoConfig.from_pretrained(cfg.model, local_files_only=local)
+    is_vl = hasattr(mcfg, "vision_config")
+    if is_vl:
+        model = AutoModelForImageTextToText.from_pretrained(cfg.model, local_files_only=local)
+        proc = AutoProcessor.from_pretrained(cfg.model, local_files_only=local)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(cfg.model, local_files_only=local)
+        proc = AutoTokenizer.from_pretrained(cfg.model, local_files_only=local)
+    if cfg.lora:
+        try:
+            from peft import LoraConfig, get_peft_model
+        except ImportError as e:
+            raise ImportError("LoRA needs peft: install the training extra with `scripts/setup.sh train`") from e
+        lc = dict(cfg.lora)
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=lc.get("r", 16),
+                lora_alpha=lc.get("alpha", 32),
+                lora_dropout=lc.get("dropout", 0.0),
+                target_modules=lc.get("target_modules", ["q_proj", "v_proj"]),
+            ),
+        )
+    return model, proc, is_vl
+
+
+def make_policy(model, proc, is_vl: bool, cfg):
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if is_vl:
+        pol = VLPolicy(base, proc, cfg.temperature, cfg.max_new_tokens)
+    else:
+        pol = TextPolicy(base, proc, cfg.temperature, cfg.max_new_tokens)
+    pol.model = model  # sample with the adapter (if any) active
+    return pol

@@ -6,13 +6,15 @@
 
 One update: take the next `questions_per_update` questions (split across processes), sample
 `group_size` trajectories each through the real agent loop (rl/rollout.py), score them, normalise
-rewards within each group and reshape them per the method, mask steps by the graph (GGPO), and take one
-optimizer step on the clipped surrogate over every step segment's generated tokens (rl/loss.py). Observation
-tokens are context only. Groups may branch (ARPO / AEPO) and the step cap may follow a curriculum.
+rewards within each group and reshape them per the method, mask steps by the graph (GGPO), and optimize the
+clipped surrogate over every step segment's generated tokens (rl/loss.py): `ppo_epochs` passes over the batch in
+mini-batches of `mini_batch_size` trajectories, one optimizer step each, as verl does (rl/update.py; the default is
+one step on the whole batch). Observation tokens are context only. Groups may branch (ARPO / AEPO) and the step
+cap may follow a curriculum.
 Rollouts sample with the model being trained (`rollout: local`), or on a vLLM server that hot-loads each
 update's LoRA adapter (`rollout: served`, rl/served.py).
 
-Loss normalisation (`length_norm`): "token_mean" averages over every generated token of the update on
+Loss normalisation (`length_norm`): "token_mean" averages over every generated token of the mini-batch on
 all processes (each token weighs the same); "seq_mean" averages within each segment, then over
 segments. Segments are forwarded one at a time (memory stays flat with long multimodal prompts) and
 their losses are scaled so the summed gradient equals that of the whole batch at once; every process
@@ -31,7 +33,6 @@ import json
 import logging
 import random
 import time
-import zlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -39,192 +40,11 @@ import torch
 
 from agent.config import flatten
 from rl.config import TrainConfig
+from rl.policy import load_model, make_policy
+from rl.update import Piece, reduce_sums, update_policy
 
 logger = logging.getLogger(__name__)
 GAP_WARN = 0.1  # mean |served - local| log-prob per token that earns a warning (a judgement call, not measured on GPUs)
-
-
-# -- model loading ------------------------------------------------------------------------------------
-def load_model(cfg: TrainConfig):
-    """(model, processor_or_tokenizer, is_vl) from a folder or id; LoRA applied when configured."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
-
-    local = Path(cfg.model).exists()
-    mcfg = AutoConfig.from_pretrained(cfg.model, local_files_only=local)
-    is_vl = hasattr(mcfg, "vision_config")
-    if is_vl:
-        model = AutoModelForImageTextToText.from_pretrained(cfg.model, local_files_only=local)
-        proc = AutoProcessor.from_pretrained(cfg.model, local_files_only=local)
-    else:
-        model = AutoModelForCausalLM.from_pretrained(cfg.model, local_files_only=local)
-        proc = AutoTokenizer.from_pretrained(cfg.model, local_files_only=local)
-    if cfg.lora:
-        try:
-            from peft import LoraConfig, get_peft_model
-        except ImportError as e:
-            raise ImportError("LoRA needs peft: install the training extra with `scripts/setup.sh train`") from e
-        lc = dict(cfg.lora)
-        model = get_peft_model(
-            model,
-            LoraConfig(
-                r=lc.get("r", 16),
-                lora_alpha=lc.get("alpha", 32),
-                lora_dropout=lc.get("dropout", 0.0),
-                target_modules=lc.get("target_modules", ["q_proj", "v_proj"]),
-            ),
-        )
-    return model, proc, is_vl
-
-
-def make_policy(model, proc, is_vl: bool, cfg: TrainConfig):
-    from rl.policy import TextPolicy, VLPolicy
-
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    if is_vl:
-        pol = VLPolicy(base, proc, cfg.temperature, cfg.max_new_tokens)
-    else:
-        pol = TextPolicy(base, proc, cfg.temperature, cfg.max_new_tokens)
-    pol.model = model  # sample with the adapter (if any) active
-    return pol
-
-
-# -- the update -------------------------------------------------------------------------------------
-def segment_loss(
-    model,
-    seg,
-    advantage: float | torch.Tensor,
-    weight: float,
-    cfg: TrainConfig,
-    scale: float,
-    ref_logp: torch.Tensor | None = None,
-    version: int | None = None,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """The clipped surrogate of one segment, scaled so summing over segments gives the batch loss. `advantage` is
-    one number, or (N,) one per token (rl/methods.py `segment_advantages`).
-
-    Async rollouts (`version`: the weights this update starts from): a segment sampled by an older version is
-    trained with AReaL's decoupled objective (rl/loss.py), its recorded log-probs the behaviour policy's and the
-    proximal policy the weights this update starts from. The trainer takes one optimizer step per update, so
-    those are the weights of this very forward pass: pi_prox = sg(pi_theta) needs no second forward. A segment
-    of the current version keeps its recorded log-probs as pi_old, exactly the synchronous loss."""
-    from rl.loss import ppo_clip_loss
-    from rl.methods import clip_kwargs, method_level
-    from rl.policy import sequence_logprobs
-
-    logp = sequence_logprobs(model, seg.inputs, seg.gen_ids, cfg.temperature)[None]  # (1, N)
-    old = seg.old_logp.to(logp.device)[None]  # (1, N)
-    behav = None
-    if cfg.rollout_mode == "async" and version is not None and seg.version != version:
-        behav, old = old, logp.detach()  # (1, N) each: the behaviour policy's, and the proximal policy's
-    ref = ref_logp.to(logp.device)[None] if ref_logp is not None else None  # (1, N)
-    if isinstance(advantage, torch.Tensor):
-        adv = advantage.to(logp.device, logp.dtype).view(1, -1)  # (1, N)
-    else:
-        adv = torch.tensor([advantage], device=logp.device)  # (1,)
-    loss, stats = ppo_clip_loss(
-        logp,
-        old,
-        torch.ones_like(logp),
-        adv,
-        torch.tensor([weight], device=logp.device),
-        ref,
-        level=method_level(cfg.method, cfg.level),
-        clip_eps=cfg.clip_eps,
-        clip_eps_high=cfg.clip_eps_high,
-        kl_coef=cfg.kl_coef,
-        length_norm=cfg.length_norm,
-        logp_behav=behav,
-        behav_cap=cfg.behav_cap,
-        **clip_kwargs(cfg.method, cfg.clip_c),
-    )
-    return loss * scale, stats
-
-
-def loss_scales(
-    n_tokens: list[int], cfg: TrainConfig, total_tokens: int, total_segments: int, world: int
-) -> list[float]:
-    """Per-segment factors turning single-segment losses into the whole (all-process) batch loss.
-
-    DDP averages gradients over `world` processes, hence the factor `world`.
-
-    >>> cfg = TrainConfig(model="m", dataset="d", method="grpo")
-    >>> loss_scales([2, 6], cfg, total_tokens=16, total_segments=4, world=2)   # token_mean: n_s / N · W
-    [0.25, 0.75]
-    """
-    from rl.methods import method_level
-
-    if method_level(cfg.method, cfg.level) == "token" and cfg.length_norm == "token_mean":
-        return [n * world / max(1, total_tokens) for n in n_tokens]
-    return [world / max(1, total_segments) for _ in n_tokens]
-
-
-def reduce_sums(accelerator, sums: dict[str, float]) -> dict[str, float]:
-    """Each named count summed over all processes. The names say which value is which, so a method may add a
-    metric without renumbering anyone's; every process must pass the same names, or a clear error says so.
-
-    >>> class One:  # a single process: the gather is the tensor itself
-    ...     device = "cpu"
-    ...     def gather(self, t):
-    ...         return t
-    >>> reduce_sums(One(), {"tokens": 12, "reward": 1.5})
-    {'reward': 1.5, 'tokens': 12.0}
-    """
-    names = sorted(sums)
-    tag = float(zlib.crc32("\0".join(names).encode()))  # the same on every process, or the names differ
-    vec = torch.tensor([tag] + [float(sums[k]) for k in names], dtype=torch.float64, device=accelerator.device)
-    rows = accelerator.gather(vec).view(-1, len(names) + 1)  # (processes, 1 + K)
-    if bool((rows[:, 0] != tag).any()):
-        raise RuntimeError(f"processes reduced different metrics ({names} here); every process must log the same names")
-    return dict(zip(names, rows[:, 1:].sum(0).tolist()))
-
-
-def compute_gradients(
-    accelerator, model, segments, advantages, weights, cfg: TrainConfig, ref_model=None, version: int | None = None
-) -> dict[str, float]:
-    """Backward over this process's segments (padded to the same count on every process); `version` is the
-    weights' version, which async rollouts' stale segments are corrected against (`segment_loss`)."""
-    world = accelerator.num_processes
-    counts = torch.tensor(
-        [len(segments), sum(int(s.gen_ids.numel()) for s in segments)], device=accelerator.device
-    )  # (2,)
-    totals = accelerator.reduce(counts.clone(), reduction="sum")  # (2,)
-    most = accelerator.gather(counts[:1].clone()).max().item()
-    scales = loss_scales([int(s.gen_ids.numel()) for s in segments], cfg, int(totals[1]), int(totals[0]), world)
-    plan = list(zip(segments, advantages, weights, scales))
-    while len(plan) < most:  # keep collectives in step: a zero-weight replay of a real segment
-        plan.append((segments[0] if segments else None, 0.0, 0.0, 0.0))
-    stats: dict[str, float] = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0}
-    n = 0
-    for i, (seg, adv, w, sc) in enumerate(plan):
-        if seg is None:
-            continue
-        ref = None
-        if ref_model is not None and cfg.kl_coef > 0:
-            from rl.policy import sequence_logprobs
-
-            with torch.no_grad():
-                ref = sequence_logprobs(ref_model, seg.inputs, seg.gen_ids, cfg.temperature)  # (N,)
-        last = i == len(plan) - 1
-        ctx = accelerator.no_sync(model) if not last and world > 1 else _null()
-        with ctx:
-            loss, st = segment_loss(model, seg, adv, w, cfg, sc, ref, version)
-            accelerator.backward(loss)
-        stats["loss"] += float(loss.detach())
-        if sc:
-            stats["clip_frac"] += st["clip_frac"]
-            stats["kl"] += st["kl"]
-            n += 1
-    stats["clip_frac"] /= max(1, n)
-    stats["kl"] /= max(1, n)
-    return stats
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 # -- the trainer ------------------------------------------------------------------------------------
@@ -469,7 +289,7 @@ class Trainer:
 
     def step(self) -> dict[str, float]:
         """One update: rollouts on this process's share of questions (or the async threads' next batch), then
-        one gradient step."""
+        its optimizer steps (rl/update.py)."""
         from rl.curriculum import horizon
         from rl.ggpo import dead_end_searches
         from rl.methods import segment_advantages, segment_weights
@@ -484,26 +304,30 @@ class Trainer:
         else:
             groups, gaps = self.sync_groups()
         shaped = segment_advantages(groups, cfg, getattr(self.proc, "tokenizer", self.proc))
-        segs, wts, rewards, masked, steps, dead_ends = [], [], [], 0, 0, 0
+        pieces, rewards, masked, steps, dead_ends, at = [], [], 0, 0, 0, 0
         for trajs in groups:
             for t in trajs:
                 w = segment_weights(cfg.method, t.masks, cfg.step_mask).tolist()
                 masked += sum(1 for x in w if x == 0.0)
-                segs += t.segments
-                wts += w
+                pieces.append(Piece(t.segments, shaped.values[at : at + len(t.segments)], w))
+                at += len(t.segments)
                 rewards.append(t.reward)
                 steps += len(t.trace.steps)
                 dead_ends += dead_end_searches(t.trace.graph)
-        advs = shaped.values
+        segs = [s for p in pieces for s in p.segments]
         t_roll = time.perf_counter() - t0
         self.model.train()
-        with acc.accumulate(self.model):
-            stats = compute_gradients(acc, self.model, segs, advs, wts, cfg, self.ref_model, version=self.update)
-            if acc.sync_gradients and cfg.max_grad_norm:
-                acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-            self.opt.step()
-            self.sched.step()
-            self.opt.zero_grad()
+        upd = update_policy(
+            acc,
+            self.model,
+            self.opt,
+            pieces,
+            cfg,
+            self.ref_model,
+            version=self.update,
+            seed=cfg.seed * 100_003 + self.update,
+        )
+        self.sched.step()  # once per update, as verl steps it (rl/update.py)
         self.update += 1
         if self.pipe is not None:  # the rollout threads sample from the new weights from now on
             self.publish(self.pipe)
@@ -529,15 +353,24 @@ class Trainer:
                 "groups": len(groups),
                 "attenuated": shaped.attenuated_groups,
                 "tool_tokens": shaped.tool_tokens,
+                "clip_sum": upd.clip_sum,
+                "ratio_sum": upd.ratio_sum,
+                "kl_sum": upd.kl_sum,
+                "counted": upd.counted,
             },
         )
+        ratio_max = acc.gather(torch.tensor([upd.ratio_max], device=acc.device)).max().item()
         n_traj = max(1.0, r["trajectories"])
         log = {
             "update": self.update,
             "reward": r["reward"] / n_traj,
-            "loss": stats["loss"],
-            "clip_frac": stats["clip_frac"],
-            "kl": stats["kl"],
+            "loss": upd.loss,
+            "optimizer_steps": upd.optimizer_steps,
+            # over every segment of every optimizer step, all processes: the share the clip acted on
+            "clip_frac": r["clip_sum"] / max(1.0, r["counted"]),
+            "ratio_mean": r["ratio_sum"] / max(1.0, r["counted"]),
+            "ratio_max": ratio_max,
+            "kl": r["kl_sum"] / max(1.0, r["counted"]),
             "segments": int(r["segments"]),
             "masked_fraction": r["masked"] / max(1.0, r["segments"]),
             "tokens": int(r["tokens"]),

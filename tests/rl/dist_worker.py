@@ -29,7 +29,7 @@ def main() -> None:
     from accelerate import Accelerator
     from transformers import AutoModelForCausalLM
 
-    from rl.trainer import TrainConfig, compute_gradients
+    from rl.update import TrainConfig, compute_gradients
 
     model_dir, out = sys.argv[1], sys.argv[2]
     acc = Accelerator(cpu=True)

@@ -205,7 +205,7 @@ def test_trainer_loss_at_staleness_zero_equals_the_synchronous_loss_bit_for_bit(
     """`compute_gradients` on one fixed batch: sync, and async with every segment of the current version."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rl.trainer import TrainConfig, compute_gradients
+    from rl.update import TrainConfig, compute_gradients
 
     class One:
         num_processes, device = 1, "cpu"
@@ -239,7 +239,7 @@ def test_a_stale_segment_is_weighted_by_prox_over_behaviour(tiny_lm):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from rl.policy import sequence_logprobs
-    from rl.trainer import TrainConfig, segment_loss
+    from rl.update import TrainConfig, segment_loss
 
     tok = AutoTokenizer.from_pretrained(tiny_lm)
     model = AutoModelForCausalLM.from_pretrained(tiny_lm)
@@ -275,12 +275,12 @@ def test_async_training_never_trains_on_a_trajectory_older_than_the_bound(
     read from the segments' recorded versions."""
     import json
 
-    import rl.trainer
+    import rl.update
     from rl.trainer import Trainer
     from tests.rl.tiny_config import tiny_config
 
     seen = []
-    real = rl.trainer.compute_gradients
+    real = rl.update.compute_gradients
 
     def spy(acc, model, segments, *a, version=None, **kw):
         seen.append((version, [s.version for s in segments]))
@@ -292,10 +292,10 @@ def test_async_training_never_trains_on_a_trajectory_older_than_the_bound(
     )
     tr = Trainer(cfg)
     try:
-        rl.trainer.compute_gradients = spy
+        rl.update.compute_gradients = spy
         tr.train(progress=False)
     finally:
-        rl.trainer.compute_gradients = real
+        rl.update.compute_gradients = real
     assert [v for v, _ in seen] == [0, 1, 2, 3]
     assert all(0 <= v - sv <= 1 for v, svs in seen for sv in svs) and all(svs for _, svs in seen)
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
