@@ -39,18 +39,22 @@ MMLB = SHARED / "mmlongbench_doc"
 
 @dataclass
 class Gold:
-    """One piece of gold evidence: a file, optionally a 1-indexed page or a time span in seconds."""
+    """One piece of gold evidence: a file, optionally a 1-indexed page, a time span in seconds, or a text file's
+    0-indexed chunk (the unit's `chunk`, as the index numbers them)."""
 
     file: str  # file name (matched against the unit's source by name)
     page: int | None = None
     time: tuple[float, float] | None = None
+    chunk: int | None = None
 
     def key(self) -> tuple:
-        return (self.file, self.page, self.time)
+        return (self.file, self.page, self.time, self.chunk)
 
     def matches(self, unit: dict[str, Any]) -> bool:
         """Whether a retrieved unit (Unit.to_dict()) is this evidence. Pages compare by retrieval.units.page_id,
         so page 3 of X.pdf is the indexed PDF page or the page image X_3.jpg alike."""
+        if self.chunk is not None:  # one chunk of a text file
+            return Path(unit.get("source", "")).name == self.file and unit.get("chunk") == self.chunk
         if self.page is None and self.time is None and Path(unit.get("source", "")).name == self.file:
             return True  # the file itself, named as it is (a gold "X_3.jpg")
         doc, page = page_id(unit)
@@ -155,10 +159,12 @@ _PAGE_REF = re.compile(r"^(?P<file>.+?)#page=(?P<page>\d+)$")
 
 def gold_of(e: Any, page_base: int = 1, where: str = "") -> Gold:
     """One evidence entry in the forms people write: "file", "dir/file.pdf#page=N", or {"file", "page"?,
-    "time"?}; pages are read as `page_base`-based (1 unless the file counts from 0).
+    "time"?, "chunk"?}; pages are read as `page_base`-based (1 unless the file counts from 0), chunks from 0.
 
     >>> gold_of("documents/X.pdf#page=60"), gold_of({"file": "a/b.png"}).file, gold_of("X.pdf#page=0", 0).page
-    (Gold(file='X.pdf', page=60, time=None), 'b.png', 1)
+    (Gold(file='X.pdf', page=60, time=None, chunk=None), 'b.png', 1)
+    >>> gold_of({"file": "notes.md", "chunk": 2}).chunk
+    2
     """
     if isinstance(e, str):
         m = _PAGE_REF.match(e.strip())
@@ -171,7 +177,8 @@ def gold_of(e: Any, page_base: int = 1, where: str = "") -> Gold:
         )
     t = e.get("time")
     page = int(e["page"]) + 1 - page_base if e.get("page") is not None else None
-    return Gold(Path(e["file"]).name, page, (float(t[0]), float(t[1])) if t else None)
+    chunk = int(e["chunk"]) if e.get("chunk") is not None else None
+    return Gold(Path(e["file"]).name, page, (float(t[0]), float(t[1])) if t else None, chunk)
 
 
 def check_evidence(ds: Dataset, items: list[EvalItem] | None = None) -> list[str]:

@@ -58,7 +58,7 @@ class BenchConfig(Config):
 
 def run_mode(cfg: BenchConfig, g, model: str, mode: str, seed: int, out: Path) -> dict:
     from rl.config import TrainConfig
-    from rl.gym import agent_config
+    from rl.gym_agents import agent_config
     from rl.trainer import Trainer
 
     rollout_mode, staleness = MODES[mode]

@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     from retrieval.retriever import Retriever
     from retrieval.units import Filters
-    from rl.gym import expert_traces, make_env
+    from rl.gym import make_env
+    from rl.gym_agents import expert_traces
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", required=True, help="an rl.experiment folder holding gym/index")

@@ -39,8 +39,6 @@ them: `--sft-seed 0 --copy-pretrain 0 --copy-rounds 1 --no-varied-layouts --nois
 from __future__ import annotations
 
 import json
-import math
-import statistics
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -50,46 +48,6 @@ from agent.config import Config, setting, setting_like
 from rl.config import TrainConfig
 
 CURRICULA = ("none", "scalinginter")
-# two-sided 95% quantiles of Student's t by degrees of freedom (any statistics table); 1.96 beyond
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
-
-
-def interval(xs: list[float]) -> tuple[float, float, float]:
-    """(mean, low, high): the mean and its 95% t-interval over seeds (a single value has no width).
-
-    >>> interval([0.1, 0.2, 0.3, 0.4, 0.5])   # sd 0.158, t(4) 2.776: 0.3 -/+ 0.196
-    (0.3, 0.104, 0.496)
-    """
-    m = statistics.fmean(xs)
-    if len(xs) < 2:
-        return (round(m, 3), round(m, 3), round(m, 3))
-    half = T95.get(len(xs) - 1, 1.96) * statistics.stdev(xs) / math.sqrt(len(xs))
-    return (round(m, 3), round(m - half, 3), round(m + half, 3))
-
-
-def paired(base_runs: list[dict], runs: list[dict]) -> tuple[float, float, float] | None:
-    """The held-out 2-hop accuracy of `runs` minus that of `base_runs`, seed by seed, as `interval` gives it; None
-    when the two do not hold the same seeds.
-
-    >>> held = lambda *a: [{"seed": i, "held": {2: {"accuracy": x}}} for i, x in enumerate(a)]
-    >>> paired(held(0.5, 0.6, 0.7), held(0.6, 0.6, 0.8))   # differences 0.1, 0, 0.1: sd 0.058, t(2) 4.303
-    (0.067, -0.077, 0.21)
-    """
-    if [r["seed"] for r in base_runs] != [r["seed"] for r in runs]:
-        return None
-    return interval([r["held"][2]["accuracy"] - b["held"][2]["accuracy"] for b, r in zip(base_runs, runs)])
-
-
-def updates_to(curve: list[float], threshold: float, window: int = 3) -> int | None:
-    """The first update at which the running mean over `window` updates reaches `threshold`.
-
-    >>> updates_to([0.0, 0.5, 1.0, 1.0], 0.5, window=2), updates_to([0.0, 0.1], 0.5)
-    (3, None)
-    """
-    for i in range(window - 1, len(curve)):
-        if statistics.fmean(curve[i - window + 1 : i + 1]) >= threshold:
-            return i + 1
-    return None
 
 
 @dataclass
@@ -106,6 +64,24 @@ class Gym:
         return self.root / "index"
 
 
+PROTOCOL_DEFAULTS = {"vrag": (6, 24), "vimrag": (10, 64)}  # agent steps per episode, new tokens per step
+VIMRAG_TRAPS = 3  # dead-end pages per vimrag environment: a name's first search misses its page more often
+
+
+def gym_traps(protocol: str) -> int:
+    """Dead-end pages per environment: the vrag gym's 1 (as rl/RESULTS.md's runs had), VIMRAG_TRAPS for vimrag."""
+    return VIMRAG_TRAPS if protocol == "vimrag" else 1
+
+
+def resolve(args) -> None:
+    """Fill the settings whose default is the protocol's (0), and refuse what the protocol cannot run."""
+    steps, tokens = PROTOCOL_DEFAULTS[args.protocol]
+    args.max_steps = args.max_steps or steps
+    args.max_new_tokens = args.max_new_tokens or tokens
+    if args.protocol == "vimrag" and args.fine_print:
+        raise SystemExit("--fine-print needs picture environments, which the gym runs on --protocol vrag only")
+
+
 RECALL_HINT = 0.5  # copy pre-training's recall below which rl/RESULTS.md's two starts near zero stayed (0.21, 0.44)
 VALIDATION_ENVS = 10  # RL-pool environments the warm start is also measured on (30 questions)
 FINE_SHARE = 0.5  # in a training picture environment, the chance that a person's code is in fine print
@@ -116,16 +92,18 @@ def make_gym(args, root: Path) -> Gym:
 
     from rl.gym import build_index, make_env, write_corpus, write_questions
 
+    traps = gym_traps(args.protocol)
+
     def train_env(s: int, pool: str):  # a share `fine_print` of the training environments are pictures
         fine = FINE_SHARE if args.fine_print and random.Random(f"pictures:{s}").random() < args.fine_print else 0.0
         pool = pool if args.fresh_rl_names else "all"
         kw = {"syllables": args.name_syllables, "varied": args.varied_layouts, "noise": args.noise_words}
-        return make_env(s, "train", hops=(1, 2), fine_print=fine, pool=pool, **kw)
+        return make_env(s, "train", hops=(1, 2), fine_print=fine, pool=pool, traps=traps, **kw)
 
     g = Gym(root)
     g.sft = [train_env(s, "sft") for s in range(args.sft_envs)]
     g.rl = [train_env(s, "rl") for s in range(args.sft_envs, args.sft_envs + args.rl_envs)]
-    held = partial(make_env, split="test", syllables=args.name_syllables)
+    held = partial(make_env, split="test", syllables=args.name_syllables, traps=traps)
     g.held = {h: [held(10_000 * h + s, hops=(h,)) for s in range(args.test_envs)] for h in (1, 2)}
     if args.fine_print:  # held-out 1-hop questions whose every code is in fine print: the crop skill alone
         g.held["fine"] = [held(30_000 + s, hops=(1,), fine_print=1.0) for s in range(args.test_envs)]
@@ -141,7 +119,7 @@ def make_gym(args, root: Path) -> Gym:
 def warm_start(args, g: Gym, out: Path, retriever) -> Path:
     """The SFT checkpoint: expert traces on the SFT pool, a tokenizer and tiny LM built on training text only."""
     from rl.config import SFTConfig
-    from rl.gym import expert_traces
+    from rl.gym_agents import expert_traces
     from rl.sft import load_examples, train_sft
     from rl.tiny import build_tiny_causal_lm
 
@@ -151,7 +129,7 @@ def warm_start(args, g: Gym, out: Path, retriever) -> Path:
         return sft_dir
     traces = out / "expert"
     pairs = [(e, q) for e in g.sft for q in e.questions]
-    n = expert_traces(pairs, retriever, traces, args.max_steps, pictures=bool(args.fine_print))
+    n = expert_traces(pairs, retriever, traces, args.max_steps, pictures=bool(args.fine_print), protocol=args.protocol)
     ids = {q.id for _, q in pairs}
     for f in [*traces.glob("*.json"), *traces.glob("*.key")]:  # an earlier run's questions that this one lacks
         if f.stem not in ids:
@@ -207,6 +185,30 @@ def warm_start(args, g: Gym, out: Path, retriever) -> Path:
     return sft_dir
 
 
+def search_query(output: str) -> str | None:
+    """The query of a reply that searches, in either protocol's syntax; None for any other reply.
+
+    >>> search_query("<search>Tufo Misu</search>"), search_query('<tool_call>{"name": "add_search_node", '
+    ...     '"arguments": {"id": "s1", "query": "Tufo Misu", "parent_ids": ["root"]}}</tool_call>')
+    ('Tufo Misu', 'Tufo Misu')
+    >>> search_query("<answer>4</answer>") is None
+    True
+    """
+    import re
+
+    m = re.search(r"<search>(.*?)</search>", output, re.S)
+    if m:
+        return m.group(1).strip()
+    m = re.search(r"<tool_call>(.*?)</tool_call>", output, re.S)
+    try:
+        call = json.loads(m.group(1)) if m else None
+    except ValueError:
+        return None
+    if isinstance(call, dict) and call.get("name") == "add_search_node" and isinstance(call.get("arguments"), dict):
+        return str(call["arguments"].get("query", "")).strip()
+    return None
+
+
 def episode_facts(question, outputs: list[str], seen: list[str]) -> dict[str, bool]:
     """Where a gym episode went: did it search, was its first search the question's name letter for letter, and
     was it shown (in `seen`, the observations) the page text holding the answer.
@@ -219,10 +221,10 @@ def episode_facts(question, outputs: list[str], seen: list[str]) -> dict[str, bo
     >>> episode_facts(q, ["<answer>3466</answer>"], [])
     {'searched': False, 'name_copied': False, 'answer_shown': False}
     """
-    first = next((o.strip() for o in outputs if o.lstrip().startswith("<search>")), None)
+    first = next((q for q in map(search_query, outputs) if q is not None), None)
     return {
         "searched": first is not None,
-        "name_copied": first == f"<search>{question.chain[0]}</search>",
+        "name_copied": first == question.chain[0],
         "answer_shown": any(question.answer in text for text in seen),
     }
 
@@ -236,21 +238,20 @@ def evaluate(model, tok, retriever, envs, args, seed: int = 0) -> dict[str, floa
 
     from agent.loop import Agent
     from rl.ggpo import dead_end_searches
-    from rl.gym import agent_config
+    from rl.gym_agents import agent_config
     from rl.policy import TextPolicy
 
     torch.manual_seed(seed)
     greedy = args.eval_temperature == 0
     temperature = 1.0 if greedy else args.eval_temperature
     pol = TextPolicy(model, tok, temperature=temperature, max_new_tokens=args.max_new_tokens, greedy=greedy)
-    right, dead, tokens, steps, n = 0, 0, 0, 0, 0
+    right, dead, tokens, steps, n, dead_won = 0, 0, 0, 0, 0, 0
     searched, name_copied, shown, shown_right = 0, 0, 0, 0
     asked = [(env, q) for env in envs for q in env.questions]
 
     def episode(env, q, policy):
-        return Agent(retriever, policy, agent_config(args.max_steps, bool(args.fine_print), docs=[env.doc])).ask(
-            q.question
-        )
+        cfg = agent_config(args.max_steps, bool(args.fine_print), args.protocol, docs=[env.doc])
+        return Agent(retriever, policy, cfg).ask(q.question)
 
     if args.lockstep:  # every episode at once, model calls batched round by round
         from rl.rollout import run_lockstep
@@ -262,6 +263,7 @@ def evaluate(model, tok, retriever, envs, args, seed: int = 0) -> dict[str, floa
         ok = (trace.answer or "").strip() == q.answer
         right += ok
         dead += dead_end_searches(trace.graph)
+        dead_won += dead_end_searches(trace.graph) if ok else 0
         tokens += sum(len(tok(s.output, add_special_tokens=False)["input_ids"]) for s in trace.steps)
         steps += len(trace.steps)
         n += 1
@@ -275,6 +277,7 @@ def evaluate(model, tok, retriever, envs, args, seed: int = 0) -> dict[str, floa
     return {
         "accuracy": right / n,
         "dead_ends": dead / n,
+        "dead_ends_per_success": dead_won / right if right else None,
         "tokens": tokens / n,
         "steps": steps / n,
         "searched": searched / n,
@@ -285,7 +288,7 @@ def evaluate(model, tok, retriever, envs, args, seed: int = 0) -> dict[str, floa
 
 
 def train_one(args, g: Gym, sft: Path, out: Path, method: str, seed: int) -> tuple[list[dict], object]:
-    from rl.gym import agent_config
+    from rl.gym_agents import agent_config
     from rl.trainer import Trainer
 
     kw = {}
@@ -296,9 +299,10 @@ def train_one(args, g: Gym, sft: Path, out: Path, method: str, seed: int) -> tup
         dataset=f"jsonl:{g.root / 'rl.jsonl'}",
         corpus=str(g.root / "corpus"),
         index=str(g.index),
-        agent=agent_config(args.max_steps, bool(args.fine_print)),
-        method=method,
-        level="token" if method == "ggpo" else None,
+        agent=agent_config(args.max_steps, bool(args.fine_print), args.protocol),
+        method=method,  # ggpo at sequence level: GSPO's objective plus the graph mask, as the paper builds it
+        ppo_epochs=args.ppo_epochs,
+        mini_batch_size=args.mini_batch_size,
         temperature=args.temperature,
         group_size=args.group,
         questions_per_update=args.questions,
@@ -320,6 +324,20 @@ def train_one(args, g: Gym, sft: Path, out: Path, method: str, seed: int) -> tup
     return trainer.train(progress=False), trainer
 
 
+# what each update's log says about the method at work, kept per update for the report (rl/experiment_report.py)
+TRAIN_METRICS = (
+    "optimizer_steps",
+    "clip_frac",
+    "ratio_mean",
+    "ratio_max",
+    "successes_with_dead_end",
+    "dead_ends_per_success",
+    "masked_success",
+    "masked_failure",
+    *(f"masked_{o}_{k}" for o in ("success", "failure") for k in ("dead_end", "valuable", "answer", "malformed")),
+)
+
+
 def one_run(args, g: Gym, sft: Path, out: Path, method: str, seed: int, retriever) -> tuple[str, dict, str]:
     """RL with one method and seed from the SFT checkpoint, then its held-out accuracy: (method, record, log line)."""
     t0 = time.perf_counter()
@@ -334,7 +352,9 @@ def one_run(args, g: Gym, sft: Path, out: Path, method: str, seed: int, retrieve
         f"{method} seed {seed}: reward {logs[0]['reward']:.2f} -> {logs[-1]['reward']:.2f}, held-out {shown} "
         f"({wall:.0f} s)"
     )
-    return method, {"seed": seed, "curve": [lg["reward"] for lg in logs], "held": held, "wall_s": wall}, line
+    train = {k: [lg.get(k) for lg in logs] for k in TRAIN_METRICS}
+    record = {"seed": seed, "curve": [lg["reward"] for lg in logs], "held": held, "wall_s": wall, "train": train}
+    return method, record, line
 
 
 _WORKER: dict = {}  # a parallel job's process: its retriever, opened once
@@ -407,6 +427,7 @@ def run(args) -> dict:
     unknown = [m for m in methods if m not in TrainConfig.__dataclass_fields__["method"].metadata["choices"]]
     if unknown:
         raise SystemExit(f"unknown methods {unknown}; `vimrag train --help` lists them")
+    resolve(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(args.to_dict(), indent=1))
@@ -446,125 +467,9 @@ def run(args) -> dict:
         runs[method].append(record)
     for rs in runs.values():  # parallel jobs finish in any order
         rs.sort(key=lambda r: r["seed"])
+    from rl.experiment_report import summarize
+
     return summarize(runs, base, args, out, time.perf_counter() - t_start)
-
-
-def summarize(runs: dict[str, list[dict]], base: dict, args, out: Path, total_s: float) -> dict:
-    """The table (markdown + JSON) and the two figures."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = []
-    first = next(iter(runs))  # the other methods are compared with it seed by seed (the same start and draws)
-    for method, rs in runs.items():
-        acc = {h: [r["held"][h]["accuracy"] for r in rs] if h in rs[0]["held"] else None for h in (1, 2, "fine")}
-        held2 = [r["held"][2] for r in rs]
-        rows.append(
-            {
-                "method": method,
-                "seeds": len(rs),
-                "held_1hop": interval(acc[1]) if acc[1] else None,
-                "held_2hop": interval(acc[2]),
-                "gain_2hop": interval([a - base[2]["accuracy"] for a in acc[2]]),
-                "vs_first": paired(runs[first], rs) if method != first else None,
-                "per_seed_2hop": acc[2],
-                "held_fine": interval(acc["fine"]) if acc["fine"] else None,
-                "dead_ends": statistics.fmean(h["dead_ends"] for h in held2),
-                "tokens": statistics.fmean(h["tokens"] for h in held2),
-                "steps": statistics.fmean(h["steps"] for h in held2),
-                "reach": [updates_to(r["curve"], args.threshold) for r in rs],
-                "wall_s": statistics.fmean(r["wall_s"] for r in rs),
-            }
-        )
-    fmt = lambda t: f"{t[0]:.3f} [{t[1]:.3f}, {t[2]:.3f}]" if t else "not measured"  # noqa: E731
-    signed = lambda t: f"{t[0]:+.3f} [{t[1]:+.3f}, {t[2]:+.3f}]" if t else "-"  # noqa: E731
-    fine = "fine" in base
-    one = any(r["held_1hop"] for r in rows)  # held-out 1-hop after RL: only with --eval-hops 1 2
-    vs = len(rows) > 1
-    lines = [
-        f"SFT start: held-out 1-hop {base[1]['accuracy']:.3f}, 2-hop {base[2]['accuracy']:.3f}"
-        + (f", fine print (1-hop) {base['fine']['accuracy']:.3f}" if fine else "")
-        + (f"; RL-pool environments (training split) {base['train']['accuracy']:.3f}" if "train" in base else "")
-        + f" (dead-end searches {base[2]['dead_ends']:.2f}, tokens {base[2]['tokens']:.1f}, steps "
-        f"{base[2]['steps']:.2f} per 2-hop episode)",
-        "",
-        "| method | "
-        + ("held-out 1-hop | " if one else "")
-        + "held-out 2-hop | 2-hop gain over SFT | "
-        + (f"2-hop, minus {first}'s (seed by seed) | " if vs else "")
-        + ("held-out fine print (1-hop) | " if fine else "")
-        + f"dead-end searches | tokens | steps | updates to reward {args.threshold} (per seed) | wall s per run |",
-        "|---|---|---|" + "---|" * (one + vs + fine) + "---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['method']} | "
-            + (f"{fmt(r['held_1hop'])} | " if one else "")
-            + f"{fmt(r['held_2hop'])} | {signed(r['gain_2hop'])} | "
-            + (f"{signed(r['vs_first'])} | " if vs else "")
-            + (f"{fmt(r['held_fine'])} | " if fine else "")
-            + f"{r['dead_ends']:.2f} | {r['tokens']:.1f} | {r['steps']:.2f} | "
-            + ", ".join(str(x) if x is not None else "-" for x in r["reach"])
-            + f" | {r['wall_s']:.0f} |"
-        )
-    n_q = args.test_envs * 3
-    start = round(base[2]["accuracy"] * n_q)
-    lines += ["", f"Held-out 2-hop questions answered right, of {n_q}, seed by seed (SFT start: {start}):"]
-    lines += ["", "| method | " + " | ".join(f"seed {r['seed']}" for r in runs[first]) + " |"]
-    lines.append("|---|" + "---|" * len(runs[first]))
-    for r in rows:
-        lines.append(f"| {r['method']} | " + " | ".join(str(round(a * n_q)) for a in r["per_seed_2hop"]) + " |")
-    lines.append("")
-    lines.append(
-        f"Mean and 95% t-interval over {args.seeds} seeds; one {'greedy' if args.eval_temperature == 0 else 'sampled'} "
-        "episode per held-out question "
-        f"({n_q} per hop count); per-episode figures are on 2-hop questions. "
-        + (
-            f"A method minus {first}: the t-interval of the seed-by-seed differences (each seed starts from the same "
-            "checkpoint with the same random draws). "
-            if vs
-            else ""
-        )
-        + f"Total {total_s / 60:.1f} min."
-    )
-    md = "\n".join(lines)
-    (out / "results.md").write_text(md + "\n")
-    (out / "results.json").write_text(
-        json.dumps({"base": base, "rows": rows, "runs": runs, "total_s": total_s}, indent=1)
-    )
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for method, rs in runs.items():
-        curves = [r["curve"] for r in rs]
-        mean = [statistics.fmean(v) for v in zip(*curves)]
-        ax.plot(range(1, len(mean) + 1), mean, lw=2, label=f"{method} (mean of {len(curves)})")
-    ax.set_xlabel("update")
-    ax.set_ylabel("mean training reward")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "reward_curves.png", dpi=130)
-    fig, ax = plt.subplots(figsize=(8, 4))
-    names = [r["method"] for r in rows]
-    shown = (("held_1hop", "1-hop"), ("held_2hop", "2-hop"), ("held_fine", "fine print, 1-hop"))
-    series = [(key, label) for key, label in shown if rows[0][key]]
-    width = 0.8 / len(series)
-    for k, (key, label) in enumerate(series):
-        mids = [r[key][0] for r in rows]
-        errs = [[r[key][0] - r[key][1] for r in rows], [r[key][2] - r[key][0] for r in rows]]
-        xs = [i + width * (k - (len(series) - 1) / 2) for i in range(len(rows))]
-        ax.bar(xs, mids, width, yerr=errs, capsize=4, label=f"held-out {label}")
-    ax.axhline(base[2]["accuracy"], color="grey", ls="--", lw=1, label="SFT, 2-hop")
-    ax.set_xticks(range(len(rows)), names)
-    ax.set_ylabel("accuracy (95% interval over seeds)")
-    ax.set_ylim(0, 1)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "held_out.png", dpi=130)
-    print("\n" + md)
-    print(f"figures: {out / 'reward_curves.png'}, {out / 'held_out.png'}")
-    return {"rows": rows, "markdown": md}
 
 
 @dataclass
@@ -578,6 +483,14 @@ class ExperimentConfig(Config):
         factory=lambda: ["grpo,gspo,ggpo,gppo,aepo,adora"], help="methods, comma-separated", nargs="+"
     )
     seeds: int = setting(5, "RL seeds per method (each from the same SFT checkpoint); 0 measures the warm start alone")
+    protocol: str = setting(
+        "vimrag",
+        "vimrag: the gym on VimRAG's DAG protocol (search nodes with parents, memorize, an answer with parents; dead "
+        "ends exist); vrag: VRAG's linear chain of tag actions, the setting of rl/RESULTS.md's earlier sections",
+        choices=("vimrag", "vrag"),
+    )
+    ppo_epochs: int = setting_like(TrainConfig, "ppo_epochs", 2)
+    mini_batch_size: int | None = setting_like(TrainConfig, "mini_batch_size", 12)
     curriculum: str = setting("none", "scalinginter: agent.max_steps 3, then max_steps, halfway", choices=CURRICULA)
     sft_envs: int = setting(1000, "training environments whose expert traces the SFT warm start imitates")
     rl_envs: int = setting(300, "fresh training environments RL draws its questions from")
@@ -625,10 +538,10 @@ class ExperimentConfig(Config):
     eval_temperature: float = setting(
         0.0, "held-out episodes: 0 decodes greedily (the usual evaluation), above 0 samples at that temperature"
     )
-    max_new_tokens: int = setting_like(TrainConfig, "max_new_tokens", 24)
-    max_steps: int = setting(6, "agent steps per episode")
+    max_new_tokens: int = setting(0, "cap on generated tokens per agent step (0: the protocol's, vrag 24, vimrag 64)")
+    max_steps: int = setting(0, "agent steps per episode (0: the protocol's, vrag 6, vimrag 10)")
     eval_hops: list[int] = setting(
-        factory=lambda: [2],
+        factory=lambda: [1, 2],
         help="held-out hop counts measured after RL (the SFT start is measured on 1 and 2)",
         nargs="+",
     )
@@ -656,24 +569,25 @@ class ExperimentConfig(Config):
     )
     name_syllables: int = setting(
         2,
-        "syllables of each word of a person's name (rl/gym.py word_pools): 2 gives 461 training words, which a tiny "
-        "model can memorize; 3 gives 11,060, each seen about once, so names must be copied (a new gym and warm start)",
+        "syllables of each word of a person's name (rl/gym_words.py word_pools): 2 gives 461 training words, which a "
+        "tiny model can memorize; 3 gives 11,060, each seen about once, so names must be copied (a new gym and warm "
+        "start)",
         choices=[2, 3],
     )
     varied_layouts: bool = setting(
         True,
-        "assemble each training page and question frame from parts (rl/gym.py varied_layout) instead of 5 page and "
-        "4 question templates, so a code is found by its label, not its place (a new gym and warm start)",
+        "assemble each training page and question frame from parts (rl/gym_words.py varied_layout) instead of 5 page "
+        "and 4 question templates, so a code is found by its label, not its place (a new gym and warm start)",
     )
     noise_words: float = setting(
         0.5,
         "with --varied-layouts: the share of training pages and questions that also carry made-up words "
-        "(rl/gym.py noise_word), so that a word never seen in training does not change what the model does",
+        "(rl/gym_words.py noise_word), so that a word never seen in training does not change what the model does",
     )
     fresh_rl_names: bool = setting(
         False,
         "name the SFT environments' people with four fifths of the training words and the RL environments' with "
-        "the other fifth (rl/gym.py RL_WORDS), so RL rewards copying names the warm start never saw, as held-out "
+        "the other fifth (rl/gym_words.py RL_WORDS), so RL rewards copying names the warm start never saw, as held-out "
         "questions need (a new gym and warm start: do not --reuse-sft one made without it)",
     )
 

@@ -171,6 +171,81 @@ def valid_retrievals(trace: Any, gold: Callable[[dict[str, Any]], bool]) -> set[
     return found
 
 
+MASK_KINDS = ("dead_end", "valuable", "answer", "malformed", "path")
+
+
+def step_kinds(node_ids: Sequence[str], graph: Any, valid_retrieval: set[str]) -> list[str]:
+    """What each step is, for the mask's report: "malformed" (no node: a reply that could not run), "answer", "valuable"
+    (its node is in R_val), "dead_end" (its node is off every path to the answer; every node, when nothing was
+    answered), else "path". The masks themselves come from `step_masks`; this says which kind they fell on.
+
+    >>> g = {"question": "q", "nodes": [
+    ...     {"id": "root", "kind": "root", "parents": []},
+    ...     {"id": "s1", "kind": "search", "parents": ["root"]},
+    ...     {"id": "s2", "kind": "search", "parents": ["root"]},
+    ...     {"id": "a", "kind": "answer", "parents": ["s2"]}]}
+    >>> step_kinds(["s1", "s1", "", "s2", "s2", "a"], g, {"s2"})
+    ['dead_end', 'dead_end', 'malformed', 'valuable', 'valuable', 'answer']
+    """
+    nodes = _graph_nodes(graph)
+    p_ans = answer_ancestors(graph)
+    out = []
+    for nid in node_ids:
+        if not nid or nid not in nodes:
+            out.append("malformed")
+        elif nodes[nid][0] == "answer":
+            out.append("answer")
+        elif nid in valid_retrieval:
+            out.append("valuable")
+        elif nid not in p_ans:
+            out.append("dead_end")
+        else:
+            out.append("path")
+    return out
+
+
+def mask_report(episodes: Sequence[tuple[float, Sequence[str], Any, set[str], Sequence[float]]]) -> dict[str, float]:
+    """Counts for the mask's report over (reward, step node ids, graph, R_val, step loss weights) episodes, with a fixed
+    set of names (so processes can sum them): steps in successes and failures, the masked ones (weight 0) by kind,
+    successful episodes, and those holding a dead-end search with their dead-end searches.
+
+    >>> g = {"question": "q", "nodes": [{"id": "root", "kind": "root", "parents": []},
+    ...     {"id": "s1", "kind": "search", "parents": ["root"]}, {"id": "s2", "kind": "search", "parents": ["root"]},
+    ...     {"id": "a", "kind": "answer", "parents": ["s2"]}]}
+    >>> r = mask_report([(1.0, ["s1", "s1", "s2", "s2", "a"], g, set(), [0, 0, 1, 1, 1])])
+    >>> r["success_steps"], r["success_masked_dead_end"], r["successes_with_dead_end"], r["success_dead_ends"]
+    (5.0, 2.0, 1.0, 1.0)
+    """
+    out = {f"{o}_{k}": 0.0 for o in ("success", "failure") for k in ("steps", *(f"masked_{m}" for m in MASK_KINDS))}
+    out.update(successes=0.0, successes_with_dead_end=0.0, success_dead_ends=0.0)
+    for reward, ids, graph, valid, weights in episodes:
+        o = "success" if is_success(reward) else "failure"
+        out[f"{o}_steps"] += len(ids)
+        for kind, w in zip(step_kinds(ids, graph, valid), weights):
+            if float(w) == 0.0:
+                out[f"{o}_masked_{kind}"] += 1
+        if o == "success":
+            dead = dead_end_searches(graph)
+            out["successes"] += 1
+            out["successes_with_dead_end"] += float(dead > 0)
+            out["success_dead_ends"] += dead
+    return out
+
+
+def mask_shares(r: Mapping[str, float]) -> dict[str, float]:
+    """From summed `mask_report` counts: the share of success and failure steps masked, in all and by kind, dead-end
+    searches per successful episode, and the share of successful episodes holding one."""
+    out = {}
+    for o in ("success", "failure"):
+        n = max(1.0, r[f"{o}_steps"])
+        out[f"masked_{o}"] = sum(r[f"{o}_masked_{k}"] for k in MASK_KINDS) / n
+        out.update({f"masked_{o}_{k}": r[f"{o}_masked_{k}"] / n for k in MASK_KINDS})
+    wins = max(1.0, r["successes"])
+    out["dead_ends_per_success"] = r["success_dead_ends"] / wins
+    out["successes_with_dead_end"] = r["successes_with_dead_end"] / wins
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------
 # Group-normalised advantages
 # ---------------------------------------------------------------------------------------------------

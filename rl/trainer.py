@@ -291,7 +291,7 @@ class Trainer:
         """One update: rollouts on this process's share of questions (or the async threads' next batch), then
         its optimizer steps (rl/update.py)."""
         from rl.curriculum import horizon
-        from rl.ggpo import dead_end_searches
+        from rl.ggpo import dead_end_searches, mask_report, mask_shares
         from rl.methods import segment_advantages, segment_weights
 
         cfg, acc = self.cfg, self.acc
@@ -304,11 +304,13 @@ class Trainer:
         else:
             groups, gaps = self.sync_groups()
         shaped = segment_advantages(groups, cfg, getattr(self.proc, "tokenizer", self.proc))
-        pieces, rewards, masked, steps, dead_ends, at = [], [], 0, 0, 0, 0
+        pieces, rewards, masked, steps, dead_ends, at, episodes = [], [], 0, 0, 0, 0, []
         for trajs in groups:
             for t in trajs:
                 w = segment_weights(cfg.method, t.masks, cfg.step_mask).tolist()
                 masked += sum(1 for x in w if x == 0.0)
+                valid = {s.node_id for s in t.segments if s.gold_hit}
+                episodes.append((t.reward, [s.node_id for s in t.segments], t.trace.graph, valid, w))
                 pieces.append(Piece(t.segments, shaped.values[at : at + len(t.segments)], w))
                 at += len(t.segments)
                 rewards.append(t.reward)
@@ -357,6 +359,7 @@ class Trainer:
                 "ratio_sum": upd.ratio_sum,
                 "kl_sum": upd.kl_sum,
                 "counted": upd.counted,
+                **mask_report(episodes),
             },
         )
         ratio_max = acc.gather(torch.tensor([upd.ratio_max], device=acc.device)).max().item()
@@ -376,6 +379,7 @@ class Trainer:
             "tokens": int(r["tokens"]),
             "steps": r["steps"] / n_traj,
             "dead_end_searches": r["dead_ends"] / n_traj,
+            **mask_shares(r),  # GGPO's masks by outcome and kind, dead ends per successful episode
             "rollout_s": round(t_roll, 3),
             "update_s": round(t_upd, 3),
             "tokens_per_s": r["tokens"] / max(1e-9, t_roll + t_upd),

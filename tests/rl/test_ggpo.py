@@ -397,7 +397,7 @@ def test_loss_shapes_stats_and_bad_inputs():
     for level in ("token", "sequence"):
         loss, stats = ppo_clip_loss(*args, logp_ref=torch.randn(S, L), level=level, kl_coef=0.01)
         assert loss.shape == () and loss.requires_grad
-        assert set(stats) == {"policy_loss", "kl", "clip_frac", "ratio_mean"}
+        assert set(stats) == {"policy_loss", "kl", "clip_frac", "ratio_mean", "ratio_max"}
         assert all(isinstance(v, float) for v in stats.values())
         assert 0.0 <= stats["clip_frac"] <= 1.0
         assert loss.item() == pytest.approx(stats["policy_loss"] + 0.01 * stats["kl"], rel=1e-5)

@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from rl.gym import (
-    CHUNK_CHARS,
+from rl.gym import CHUNK_CHARS, build_index, make_env, write_corpus, write_questions
+from rl.gym_agents import expert_traces
+from rl.gym_words import (
     HELD_LAYOUTS,
     HELD_MARKS,
     HELD_QUESTIONS,
@@ -17,15 +18,10 @@ from rl.gym import (
     TRAIN_LAYOUTS,
     TRAIN_QUESTIONS,
     WORDS,
-    build_index,
-    expert_traces,
-    make_env,
     noise_word,
     varied_layout,
     varied_question,
     word_pools,
-    write_corpus,
-    write_questions,
 )
 
 
@@ -63,7 +59,7 @@ def test_three_syllable_names_are_too_many_to_memorize_and_still_split_held_out_
     word recurs so rarely that a model cannot learn names by heart; 2 syllables keep every earlier environment."""
     from collections import Counter
 
-    from rl.gym import word_pools
+    from rl.gym_words import word_pools
 
     held3, train3, rl3 = word_pools(3)
     assert not held3 & set(train3) and rl3 <= set(train3) and len(train3) == 11_060
@@ -131,7 +127,7 @@ def test_noise_words_are_new_words_and_leave_the_names_and_answers_alone():
 def test_rl_names_are_words_the_sft_pool_never_uses():
     """pool="sft" and pool="rl" split the training words: an RL environment's people, look-alikes included,
     are named only with RL_WORDS, which no SFT environment uses; held-out environments refuse a pool."""
-    from rl.gym import RL_WORDS
+    from rl.gym_words import RL_WORDS
 
     def name_words(pool):
         return {w.lower() for s in range(40) for p in make_env(s, "train", pool=pool).people for w in p.name.split()}
@@ -274,7 +270,7 @@ def test_the_expert_crops_fine_print_through_the_agent_and_a_text_policy_sees_wh
 def test_experiment_gym_with_fresh_rl_names(tmp_path):
     """`rl.experiment --fresh-rl-names`: the SFT pool's names avoid RL_WORDS and the RL pool's use only them."""
     from rl.experiment import ExperimentConfig, make_gym
-    from rl.gym import RL_WORDS
+    from rl.gym_words import RL_WORDS
 
     args = ExperimentConfig(sft_envs=4, rl_envs=3, test_envs=1, fresh_rl_names=True)
     g = make_gym(args, tmp_path / "gym")
@@ -361,23 +357,48 @@ def test_experiment_parallel_jobs_match_sequential_runs(tmp_path, monkeypatch):
     assert [r["held_2hop"] for r in one] == [list(r["held_2hop"]) for r in par["rows"]]
 
 
+def table_runs(per_method: dict[str, list[float]], clip: dict[str, float]) -> dict:
+    held = lambda a: {2: {"accuracy": a, "dead_ends": 0.0, "tokens": 30.0, "steps": 3.0}}  # noqa: E731
+    train = lambda m: {"clip_frac": [clip[m]] * 3, "masked_success": [0.1] * 3, "masked_failure": [0.2] * 3}  # noqa: E731
+    return {
+        m: [
+            {"seed": s, "held": held(a), "curve": [0.2, 0.6, 0.7], "wall_s": 10.0, "train": train(m)}
+            for s, a in enumerate(accs)
+        ]
+        for m, accs in per_method.items()
+    }
+
+
+BASE = {1: {"accuracy": 0.8}, 2: {"accuracy": 0.5, "dead_ends": 0.0, "tokens": 30.0, "steps": 3.0}}
+
+
 def test_the_table_compares_each_method_with_the_first_seed_by_seed(tmp_path):
     """`summarize`: each method's held-out 2-hop accuracy minus the first method's, seed by seed, with its
     t-interval, and the questions each seed got right; the 1-hop column only when 1-hop was measured after RL."""
-    from rl.experiment import ExperimentConfig, summarize
+    from rl.experiment import ExperimentConfig
+    from rl.experiment_report import summarize
 
-    held = lambda a: {2: {"accuracy": a, "dead_ends": 0.0, "tokens": 30.0, "steps": 3.0}}  # noqa: E731
-    per_method = {"grpo": [0.5, 2 / 3, 0.5], "gspo": [2 / 3, 2 / 3, 5 / 6]}
-    runs = {
-        m: [{"seed": s, "held": held(a), "curve": [0.2, 0.6, 0.7], "wall_s": 10.0} for s, a in enumerate(accs)]
-        for m, accs in per_method.items()
-    }
-    base = {1: {"accuracy": 0.8}, 2: {"accuracy": 0.5, "dead_ends": 0.0, "tokens": 30.0, "steps": 3.0}}
-    got = summarize(runs, base, ExperimentConfig(seeds=3, test_envs=2), tmp_path, 60.0)
+    runs = table_runs({"grpo": [0.5, 2 / 3, 0.5], "gspo": [2 / 3, 2 / 3, 5 / 6]}, {"grpo": 0.02, "gspo": 0.01})
+    got = summarize(runs, BASE, ExperimentConfig(seeds=3, test_envs=2), tmp_path, 60.0)
     gspo = next(r for r in got["rows"] if r["method"] == "gspo")
     # differences 1/6, 0, 1/3: mean 0.167, sd 0.167, t(2) 4.303: half-width 0.414
     assert gspo["vs_first"] == (0.167, -0.247, 0.581)
     md = got["markdown"]
-    assert "minus grpo's (seed by seed)" in md and "| gspo | 0.722 [" in md and "+0.167 [-0.247, +0.581]" in md
+    assert "minus grpo's (seed by seed)" in md and "| gspo | yes | 0.722 [" in md and "+0.167 [-0.247, +0.581]" in md
     assert "| grpo | 3 | 4 | 3 |" in md and "| gspo | 4 | 4 | 5 |" in md and "(SFT start: 3)" in md
     assert "held-out 1-hop |" not in md.splitlines()[2]  # not measured after RL: no column
+
+
+def test_a_method_that_cannot_act_is_reported_not_ranked_and_the_ablation_row_is_ggpo_minus_gspo(tmp_path):
+    from rl.experiment import ExperimentConfig
+    from rl.experiment_report import summarize
+
+    accs = {"grpo": [0.5, 0.5, 0.5], "gspo": [0.5, 2 / 3, 0.5], "ggpo": [2 / 3, 2 / 3, 2 / 3], "gppo": [1, 1, 1]}
+    runs = table_runs(accs, {"grpo": 0.02, "gspo": 0.01, "ggpo": 0.01, "gppo": 0.0})
+    got = summarize(runs, BASE, ExperimentConfig(seeds=3, test_envs=2), tmp_path, 60.0)
+    rows = {r["method"]: r for r in got["rows"]}
+    assert rows["gppo"]["acts"] == "no: clip fraction 0" and rows["ggpo"]["acts"] == "yes"
+    assert "| gppo | no: clip fraction 0 |" in got["markdown"] and "not ranked" in got["markdown"]
+    assert got["ablation"][2] == (0.111, -0.128, 0.35)  # 1/6, 0, 1/6: mean 0.111, sd 0.096, t(2) 4.303
+    assert got["ablation"][1] is None  # 1-hop was not measured after RL
+    assert "GGPO minus GSPO seed by seed" in got["markdown"]

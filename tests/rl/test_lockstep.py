@@ -119,7 +119,8 @@ def test_lockstep_rollouts_through_the_agent_loop_match_the_sequential_ones(tiny
     """Greedy, so both ways must give the same episodes: the same replies at every step of every trajectory."""
     from eval.datasets import EvalItem
     from retrieval.retriever import Retriever
-    from rl.gym import agent_config, build_index, make_env, write_corpus
+    from rl.gym import build_index, make_env, write_corpus
+    from rl.gym_agents import agent_config
     from rl.policy import TextPolicy
     from rl.rollout import rollout_group, rollout_lockstep
 
