@@ -48,7 +48,9 @@ class Gold:
     chunk: int | None = None
 
     def key(self) -> tuple:
-        return (self.file, self.page, self.time, self.chunk)
+        """What identifies the evidence; a chunk adds itself, so keys made before chunks existed read the same."""
+        base = (self.file, self.page, self.time)
+        return base if self.chunk is None else (*base, self.chunk)
 
     def matches(self, unit: dict[str, Any]) -> bool:
         """Whether a retrieved unit (Unit.to_dict()) is this evidence. Pages compare by retrieval.units.page_id,

@@ -46,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if not (run / "config.json").is_file():
         ap.error(f"{run} has no config.json: give the folder of an rl.experiment run")
-    setup = ExperimentConfig.from_dict(json.loads((run / "config.json").read_text()))
+    # a run made before the protocol setting existed ran the vrag gym
+    setup = ExperimentConfig.from_dict({"protocol": "vrag", **json.loads((run / "config.json").read_text())})
     g: Gym = make_gym(setup, run / "gym")  # the run's own environments and settings: its index is up to date
     retriever = Retriever(g.index)
     model = AutoModelForCausalLM.from_pretrained(run / "sft").eval()
