@@ -95,7 +95,7 @@ class TrainConfig(Config):
     mini_batch_size: int | None = setting(
         None,
         "trajectories per optimizer step, over all processes (verl's ppo_mini_batch_size x rollouts); each update "
-        "takes ppo_epochs x ceil(batch / mini_batch_size) steps (default: the whole batch, one step)",
+        "takes ppo_epochs x ceil(batch / mini_batch_size) steps (default, or 0: the whole batch, one step)",
     )
     kl_coef: float = setting(0.0, "k3 KL to the frozen initial policy (0: no reference model is kept)")
     length_norm: str = setting(
@@ -184,10 +184,10 @@ class TrainConfig(Config):
                 f"tool_advantage gives each token its own advantage, which needs token-level ratios; {self.method} "
                 "trains at sequence level here (use level=token with ggpo, or a token-level method)"
             )
-        if self.ppo_epochs < 1 or (self.mini_batch_size is not None and self.mini_batch_size < 1):
+        if self.ppo_epochs < 1 or (self.mini_batch_size or 0) < 0:
             raise ValueError(
-                f"ppo_epochs must be >= 1 and mini_batch_size >= 1 (or unset); got {self.ppo_epochs}, "
-                f"{self.mini_batch_size}"
+                "ppo_epochs must be >= 1 and mini_batch_size >= 0 (0 or unset: the whole batch); got "
+                f"{self.ppo_epochs}, {self.mini_batch_size}"
             )
         several = self.ppo_epochs > 1 or (self.mini_batch_size or 0) and self.mini_batch_size < self.batch_size
         if several and self.grad_accum != 1:
@@ -254,6 +254,11 @@ class SFTConfig(Config):
     max_examples: int = setting(0, "use at most this many steps (0: all)")
     batch_size: int = setting(
         1, "examples per forward pass, padded together (text-only models; a VL model takes them one at a time)"
+    )
+    group_by_length: bool = setting(
+        False,
+        "batch examples of similar length together (each run of 50 batches sorted by length, the batches shuffled): "
+        "less padding, the same examples per epoch",
     )
     schedule: str = setting(
         "constant",

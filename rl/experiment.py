@@ -14,26 +14,33 @@ Steps:
    held-out 1-hop and 2-hop environments (names, layouts and wordings never seen in training); one corpus and
    one cached index for all of them;
 2. a tiny Qwen2 causal LM whose tokenizer is trained on training text only, warm-started by SFT on a scripted
-   expert's traces through the real agent loop (`Expert`: search, check the page, hop, copy the code);
+   expert's traces through the real agent loop (rl/gym_agents.py: on the vimrag protocol, `VimragExpert` opens a
+   search node per name, memorizes the code and partner, searches again from the same parent after a miss, and
+   answers from the last hop's node; on vrag, `Expert` searches, checks the page, hops and copies the code);
 3. its held-out accuracy: the share of held-out questions answered right, one greedy episode each;
-4. from that one checkpoint, RL with each method and seed (same budget, same fresh RL environments), then the
-   held-out accuracy again;
-5. the table (held-out 1- and 2-hop accuracy, mean and 95% interval over seeds; the gain over SFT and its
-   interval; dead-end searches, tokens and agent steps per episode; updates until the training reward reaches a
-   threshold; wall time), the reward curves and the accuracy chart, in OUT/results.md, results.json and PNGs.
+4. from that one checkpoint, RL with each method and seed (same budget, same fresh RL environments, several
+   optimizer steps per batch: `--ppo-epochs`, `--mini-batch-size`), then the held-out accuracy again;
+5. the tables (rl/experiment_report.py: held-out 1- and 2-hop accuracy, mean and 95% interval over seeds; each
+   method minus the first seed by seed, and GGPO minus GSPO, the paper's ablation; whether each method could act,
+   from its clip fraction and masks; steps and dead-end searches per episode; what each method did in training:
+   optimizer steps, clip fraction, the steps masked by outcome and kind), the reward curves and the accuracy chart,
+   in OUT/results.md, results.json and PNGs.
 
-With `--fine-print F`, a share F of the training environments are page images whose codes may be in fine print,
-legible only in a crop, read by OCR for the text-only model (rl/gym.py), and held-out fine-print 1-hop
-environments get their own column. With `--fresh-rl-names`, the RL pool's people are named with training words
-the SFT pool never uses, so RL rewards copying unseen names. `--name-syllables 3` names people with words too many
-to memorize, and `--varied-layouts` assembles training pages and questions from parts (rl/RESULTS.md, "Names
-that cannot be memorized"); `--noise-words P` adds made-up words to a share P of them. `--copy-pretrain N` trains
-the new tiny LM to copy (rl/pretrain.py) before SFT (rl/RESULTS.md, "Copy pre-training and noise words"), in up to
-`--copy-rounds` rounds. The defaults are the setting rl/RESULTS.md's comparison was made in: copy pre-training in
-rounds, varied layouts with noise words, RL on 2-hop questions, 135 held-out questions per hop count. The commands in
-rl/RESULTS.md's earlier sections ran under the earlier defaults; these flags, put before a command's own, restore
-them: `--sft-seed 0 --copy-pretrain 0 --copy-rounds 1 --no-varied-layouts --noise-words 0 --test-envs 15 --rl-hops
-1 2 --updates 8 --group 4 --questions 2`. Left out on purpose: a VLM, and any GPU.
+`--protocol vimrag` (the default) runs the gym on VimRAG's DAG protocol, where dead ends exist; `--protocol vrag` on
+VRAG's chain of tag actions. With `--fine-print F` (vrag only), a share F of the training environments are page
+images whose codes may be in fine print, legible only in a crop, read by OCR for the text-only model (rl/gym.py), and
+held-out fine-print 1-hop environments get their own column. With `--fresh-rl-names`, the RL pool's people are named
+with training words the SFT pool never uses, so RL rewards copying unseen names. `--name-syllables 3` names people
+with words too many to memorize, and `--varied-layouts` assembles training pages and questions from parts
+(rl/RESULTS.md, "Names that cannot be memorized"); `--noise-words P` adds made-up words to a share P of them.
+`--copy-pretrain N` trains the new tiny LM to copy (rl/pretrain.py) before SFT (rl/RESULTS.md, "Copy pre-training
+and noise words"), in up to `--copy-rounds` rounds. The defaults are the setting of rl/RESULTS.md's comparison on the
+vimrag protocol. Its earlier sections ran on the vrag protocol under earlier defaults; `--protocol vrag --ppo-epochs
+1 --mini-batch-size 0 --sft-envs 1000 --sft-epochs 9 --test-envs 45 --updates 12 --group 8 --eval-hops 2` restores
+the vrag comparison's, except GGPO's row (it trained on GRPO's token-level loss then, and trains on GSPO's now), and
+these flags, put before a command's own, the ones before it: `--sft-seed 0 --copy-pretrain 0 --copy-rounds 1
+--no-varied-layouts --noise-words 0 --test-envs 15 --rl-hops 1 2 --updates 8 --group 4 --questions 2`. Left out on
+purpose: a VLM, and any GPU.
 """
 
 from __future__ import annotations
@@ -109,6 +116,16 @@ def make_gym(args, root: Path) -> Gym:
     return g
 
 
+def expert_dead_ends(traces: Path, ids: set[str]) -> tuple[int, int] | None:
+    """How many of the saved expert traces of `ids` hold a dead-end search, of how many (None when there are none)."""
+    from rl.ggpo import dead_end_searches
+
+    files = [f for f in traces.glob("*.json") if f.stem in ids]
+    if not files:
+        return None
+    return sum(dead_end_searches(json.loads(f.read_text())["graph"]) > 0 for f in files), len(files)
+
+
 def warm_start(args, g: Gym, out: Path, retriever) -> Path:
     """The SFT checkpoint: expert traces on the SFT pool, a tokenizer and tiny LM built on training text only."""
     from rl.config import SFTConfig
@@ -123,6 +140,9 @@ def warm_start(args, g: Gym, out: Path, retriever) -> Path:
     traces = out / "expert"
     pairs = [(e, q) for e in g.sft for q in e.questions]
     n = expert_traces(pairs, retriever, traces, args.max_steps, pictures=bool(args.fine_print), protocol=args.protocol)
+    dead = expert_dead_ends(traces, {q.id for _, q in pairs})
+    if dead:
+        print(f"expert traces: {dead[0]} of {dead[1]} hold a dead-end search (a search off the answer's path)")
     ids = {q.id for _, q in pairs}
     for f in [*traces.glob("*.json"), *traces.glob("*.key")]:  # an earlier run's questions that this one lacks
         if f.stem not in ids:
@@ -167,6 +187,8 @@ def warm_start(args, g: Gym, out: Path, retriever) -> Path:
         warmup=0.02,
         seed=args.sft_seed,
         mixed_precision="bf16" if args.mixed_precision == "bf16" else "no",
+        # vimrag prompts vary from 60 to 470 tokens; the vrag gym's runs in rl/RESULTS.md were made without grouping
+        group_by_length=args.protocol == "vimrag",
     )
     hist = train_sft(cfg, examples=exs, progress=True)["history"]
     losses = ", ".join(f"{h['loss']:.3f}" for h in hist)

@@ -30,16 +30,16 @@ class ExperimentConfig(Config):
         "ends exist); vrag: VRAG's linear chain of tag actions, the setting of rl/RESULTS.md's earlier sections",
         choices=("vimrag", "vrag"),
     )
-    ppo_epochs: int = setting_like(TrainConfig, "ppo_epochs", 2)
-    mini_batch_size: int | None = setting_like(TrainConfig, "mini_batch_size", 12)
+    ppo_epochs: int = setting_like(TrainConfig, "ppo_epochs", 1)
+    mini_batch_size: int | None = setting_like(TrainConfig, "mini_batch_size", 6)
     curriculum: str = setting("none", "scalinginter: agent.max_steps 3, then max_steps, halfway", choices=CURRICULA)
-    sft_envs: int = setting(1000, "training environments whose expert traces the SFT warm start imitates")
+    sft_envs: int = setting(400, "training environments whose expert traces the SFT warm start imitates")
     rl_envs: int = setting(300, "fresh training environments RL draws its questions from")
-    test_envs: int = setting(45, "held-out environments per hop count (3 questions each)")
+    test_envs: int = setting(20, "held-out environments per hop count (3 questions each)")
     hidden: int = setting(128, "hidden size of the tiny causal LM")
     layers: int = setting(3, "layers of the tiny causal LM")
     vocab: int = setting(600, "vocabulary size of the tokenizer trained on training text")
-    sft_epochs: int = setting(9, "epochs of the SFT warm start")
+    sft_epochs: int = setting(8, "epochs of the SFT warm start")
     sft_lr: float = setting(1e-3, "learning rate of the SFT warm start")
     sft_batch: int = setting(16, "SFT examples per forward pass")
     mixed_precision: str = setting(
@@ -71,8 +71,8 @@ class ExperimentConfig(Config):
         "every rollout on the hop decision the comparison measures)",
         nargs="+",
     )
-    updates: int = setting_like(TrainConfig, "updates", 12)
-    group: int = setting_like(TrainConfig, "group_size", 8)
+    updates: int = setting_like(TrainConfig, "updates", 10)
+    group: int = setting_like(TrainConfig, "group_size", 6)
     questions: int = setting_like(TrainConfig, "questions_per_update", 3)
     lr: float = setting_like(TrainConfig, "lr", 1e-4)
     temperature: float = setting_like(TrainConfig, "temperature", 1.0)

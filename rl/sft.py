@@ -135,6 +135,25 @@ def example_loss(policy, model, ex: Example) -> tuple[torch.Tensor, int]:
     return -logp.mean(), int(target.numel())
 
 
+def length_grouped(order: list[int], lengths: list[int], size: int, rng, mult: int = 50) -> list[list[int]]:
+    """Batches of `size` from the shuffled `order` with little padding: each run of `size * mult` examples is sorted by
+    length and cut into batches, and the batches are shuffled, so an epoch still sees every example once in a random
+    mix (the megabatch scheme of transformers' `get_length_grouped_indices`, `trainer_pt_utils.py`, megabatch_mult
+    50).
+
+    >>> import random
+    >>> b = length_grouped(list(range(8)), [5, 1, 7, 3, 8, 2, 6, 4], 2, random.Random(0), mult=4)
+    >>> sorted(sorted(x) for x in b)   # lengths 8 7 | 6 5 | 4 3 | 2 1 paired
+    [[0, 6], [1, 5], [2, 4], [3, 7]]
+    """
+    batches = []
+    for m in range(0, len(order), size * mult):
+        run = sorted(order[m : m + size * mult], key=lambda i: -lengths[i])
+        batches += [run[b : b + size] for b in range(0, len(run), size)]
+    rng.shuffle(batches)
+    return batches
+
+
 def batch_loss(policy, model, batch: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
     """Mean over examples of each one's mean target NLL, as `example_loss` gives one by one, in one padded
     forward pass. `batch` holds (prompt ids (P,), target ids (N,)) pairs of a text-only model (`encode_text`)."""
@@ -222,8 +241,11 @@ def train_sft(
         rng.shuffle(order)
         mine = order[acc.process_index :: acc.num_processes]
         run_loss, n = 0.0, 0
-        for b in range(0, len(mine), size):
-            chunk = mine[b : b + size]
+        if encoded is not None and sft.group_by_length:
+            batches = length_grouped(mine, [len(p) + len(t) for p, t in encoded], size, rng)
+        else:
+            batches = [mine[b : b + size] for b in range(0, len(mine), size)]
+        for chunk in batches:
             with acc.accumulate(model):
                 if encoded is None:
                     loss, _ = example_loss(policy, model, exs[chunk[0]])
