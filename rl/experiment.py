@@ -4,7 +4,7 @@
     python -m rl.experiment --methods grpo --seeds 5 --curriculum scalinginter       # with the horizon schedule
     python -m rl.experiment --methods grpo,gspo --seeds 5 --jobs 1                    # one run at a time
     python -m rl.experiment --methods grpo --seeds 1 --updates 3 --out /tmp/rlx      # a quick look
-    python -m rl.experiment --methods grpo --seeds 1 --fine-print 0.2 --out runs/rl_fine   # pictures, fine print
+    python -m rl.experiment --protocol vrag --methods grpo --seeds 1 --fine-print 0.2 --out runs/rl_fine  # pictures
     python -m rl.experiment --methods grpo --seeds 5 --fresh-rl-names --out runs/rl_fresh  # RL on unseen names
     python -m rl.experiment --seeds 0 --sft-seed 1 --out runs/sft_seed1                      # a warm start alone
     python -m rl.experiment --seeds 0 --name-syllables 3 --sft-epochs 14 --out runs/sft_syl3

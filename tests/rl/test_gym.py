@@ -339,6 +339,7 @@ def test_experiment_parallel_jobs_match_sequential_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("VIMRAG_FAISS_THREADS", "1")  # FAISS's thread count is torch's too (OpenMP)
 
     kw = dict(methods=["grpo"], seeds=2, updates=2, group=2, questions=1, sft_envs=3, rl_envs=2, test_envs=1)
+    kw["protocol"] = "vrag"  # the plumbing of parallel runs; short episodes keep it quick
     kw["copy_pretrain"] = 0  # what is compared is the RL runs
     args = ExperimentConfig(**kw, sft_epochs=1, jobs=1, out=str(tmp_path / "run"))
     threads = torch.get_num_threads()
