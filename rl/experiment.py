@@ -282,7 +282,9 @@ def evaluate(model, tok, retriever, envs, args, seed: int = 0) -> dict[str, floa
         tokens += sum(len(tok(s.output, add_special_tokens=False)["input_ids"]) for s in trace.steps)
         steps += len(trace.steps)
         n += 1
-        seen = [str(s.messages[-1].get("content", "")) for s in trace.steps if len(s.messages) > 2]
+        # what each step was shown: every user turn after the question (vrag: the page; vimrag: the tool response,
+        # then the summary prompt)
+        seen = [str(m.get("content", "")) for s in trace.steps for m in s.messages[2:] if m["role"] == "user"]
         facts = episode_facts(q, [s.output for s in trace.steps], seen)
         searched += facts["searched"]
         name_copied += facts["name_copied"]

@@ -9,7 +9,7 @@ from agent.config import Config, setting, setting_like
 from rl.config import TrainConfig
 
 CURRICULA = ("none", "scalinginter")
-PROTOCOL_DEFAULTS = {"vrag": (6, 24), "vimrag": (10, 64)}  # agent steps per episode, new tokens per step
+PROTOCOL_DEFAULTS = {"vrag": (6, 24), "vimrag": (8, 56)}  # agent steps per episode, new tokens per step
 RECALL_HINT = 0.5  # copy pre-training's recall below which rl/RESULTS.md's two starts near zero stayed (0.21, 0.44)
 
 
@@ -33,13 +33,13 @@ class ExperimentConfig(Config):
     ppo_epochs: int = setting_like(TrainConfig, "ppo_epochs", 1)
     mini_batch_size: int | None = setting_like(TrainConfig, "mini_batch_size", 6)
     curriculum: str = setting("none", "scalinginter: agent.max_steps 3, then max_steps, halfway", choices=CURRICULA)
-    sft_envs: int = setting(400, "training environments whose expert traces the SFT warm start imitates")
+    sft_envs: int = setting(1000, "training environments whose expert traces the SFT warm start imitates")
     rl_envs: int = setting(300, "fresh training environments RL draws its questions from")
     test_envs: int = setting(20, "held-out environments per hop count (3 questions each)")
     hidden: int = setting(128, "hidden size of the tiny causal LM")
     layers: int = setting(3, "layers of the tiny causal LM")
     vocab: int = setting(600, "vocabulary size of the tokenizer trained on training text")
-    sft_epochs: int = setting(8, "epochs of the SFT warm start")
+    sft_epochs: int = setting(4, "epochs of the SFT warm start")
     sft_lr: float = setting(1e-3, "learning rate of the SFT warm start")
     sft_batch: int = setting(16, "SFT examples per forward pass")
     mixed_precision: str = setting(
@@ -71,7 +71,7 @@ class ExperimentConfig(Config):
         "every rollout on the hop decision the comparison measures)",
         nargs="+",
     )
-    updates: int = setting_like(TrainConfig, "updates", 10)
+    updates: int = setting_like(TrainConfig, "updates", 8)
     group: int = setting_like(TrainConfig, "group_size", 6)
     questions: int = setting_like(TrainConfig, "questions_per_update", 3)
     lr: float = setting_like(TrainConfig, "lr", 1e-4)
@@ -79,8 +79,8 @@ class ExperimentConfig(Config):
     eval_temperature: float = setting(
         0.0, "held-out episodes: 0 decodes greedily (the usual evaluation), above 0 samples at that temperature"
     )
-    max_new_tokens: int = setting(0, "cap on generated tokens per agent step (0: the protocol's, vrag 24, vimrag 64)")
-    max_steps: int = setting(0, "agent steps per episode (0: the protocol's, vrag 6, vimrag 10)")
+    max_new_tokens: int = setting(0, "cap on generated tokens per agent step (0: the protocol's, vrag 24, vimrag 56)")
+    max_steps: int = setting(0, "agent steps per episode (0: the protocol's, vrag 6, vimrag 8)")
     eval_hops: list[int] = setting(
         factory=lambda: [1, 2],
         help="held-out hop counts measured after RL (the SFT start is measured on 1 and 2)",

@@ -72,4 +72,4 @@ def test_the_experiment_refuses_fine_print_on_vimrag_before_it_builds_anything(t
     with pytest.raises(SystemExit, match="--protocol vrag only"):
         run(ExperimentConfig(out=str(tmp_path / "run"), fine_print=0.2))
     assert not (tmp_path / "run").exists()
-    assert (ExperimentConfig().max_steps, ExperimentConfig(protocol="vrag").max_steps) == (10, 6)
+    assert (ExperimentConfig().max_steps, ExperimentConfig(protocol="vrag").max_steps) == (8, 6)
