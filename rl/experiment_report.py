@@ -129,6 +129,7 @@ TRAINED = (  # training metrics in the second table: means over every update of 
     "clip_frac",
     "masked_success",
     "masked_success_dead_end",
+    "masked_success_valuable",
     "masked_success_malformed",
     "masked_failure",
     "masked_failure_valuable",
@@ -174,14 +175,16 @@ def report_markdown(rows, base, args, first, runs, ablation, total_s) -> str:
         "and of failed rollouts that got loss weight 0, by kind):",
         "",
         "| method | optimizer steps per update | clip fraction | largest ratio | masked in successes: dead end / "
-        "malformed | masked in failures: valuable retrieval / answer / malformed | dead-end searches per successful "
+        "off-path search that showed a gold page / malformed | masked in failures: valuable retrieval / answer / "
+        "malformed | dead-end searches per successful "
         "rollout | successful rollouts holding a dead end, first update |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['method']} | {num(r['optimizer_steps'], 1)} | {num(r['clip_frac'], 4)} | {num(r['ratio_max'], 3)} | "
-            f"{num(r['masked_success_dead_end'], 3)} / {num(r['masked_success_malformed'], 3)} | "
+            f"{num(r['masked_success_dead_end'], 3)} / {num(r['masked_success_valuable'], 3)} / "
+            f"{num(r['masked_success_malformed'], 3)} | "
             f"{num(r['masked_failure_valuable'], 3)} / {num(r['masked_failure_answer'], 3)} / "
             f"{num(r['masked_failure_malformed'], 3)} | {num(r['dead_ends_per_success'])} | "
             f"{num(r['start_successes_with_dead_end'])} |"
@@ -242,3 +245,26 @@ def figures(runs, rows, base, out: Path) -> None:
     ax.legend()
     fig.tight_layout()
     fig.savefig(out / "held_out.png", dpi=130)
+
+
+def _int_keys(d: dict) -> dict:
+    """JSON's string keys back to the hop counts they were ("1" -> 1; "fine" and "train" stay)."""
+    return {int(k) if isinstance(k, str) and k.isdigit() else k: v for k, v in d.items()}
+
+
+def rebuild(out: Path) -> dict:
+    """The tables and figures again from a finished run's results.json and config.json (after the report changes)."""
+    from rl.experiment_config import ExperimentConfig
+
+    saved = json.loads((out / "results.json").read_text())
+    args = ExperimentConfig.from_dict(json.loads((out / "config.json").read_text()))
+    runs = {m: [{**r, "held": _int_keys(r["held"])} for r in rs] for m, rs in saved["runs"].items()}
+    return summarize(runs, _int_keys(saved["base"]), args, out, saved["total_s"])
+
+
+if __name__ == "__main__":  # python -m rl.experiment_report OUT: rewrite OUT's tables and figures
+    import sys
+
+    if len(sys.argv) != 2 or not (Path(sys.argv[1]) / "results.json").is_file():
+        raise SystemExit("usage: python -m rl.experiment_report OUT, the folder of a finished rl.experiment run")
+    rebuild(Path(sys.argv[1]))
