@@ -120,7 +120,7 @@ def test_setting_declares_a_field_with_its_help_and_setting_like_borrows_one():
         setting(2, "retries", alias=["r"])
     # the experiment's settings that it hands to the trainer are described by the trainer's fields
     exp, train = {f.name: f for f in fields(ExperimentConfig)}, {f.name: f for f in fields(TrainConfig)}
-    assert exp["group"].metadata == train["group_size"].metadata and exp["group"].default == 8
+    assert exp["group"].metadata == train["group_size"].metadata and exp["group"].default == 6
     assert exp["lr"].metadata["help"] == train["lr"].metadata["help"] and exp["lr"].default != train["lr"].default
     narrowed = setting_like(PolicyConfig, "coords", "absolute", choices=("absolute",))
     assert narrowed.metadata["choices"] == ("absolute",) and narrowed.metadata["help"].startswith("how the model")
