@@ -33,7 +33,10 @@ SYSTEM_VIMRAG = (
     "One tool call per turn: add_search_node (id, query, parent_ids), then summarize_and_memorize (summarize, "
     "memorize), and at the end add_answer_node (answer, parent_ids)."
 )
-VIMRAG_TOP_K = 2  # results per search: a person's own page is among the first two for 87% of name queries
+# Results per search. Measured ad hoc on 60 training environments with one dead-end page each, a person's own page
+# came first for about half of the name queries (other pages name them too), among the first two for 87%, and
+# among the first three for 96%: two leaves misses to recover from without making every search one.
+VIMRAG_TOP_K = 2
 QUERY_FORMS = ("{name}", "{name} access code", "access code of {name}")  # the expert's first query, then retries
 PROTOCOLS = ("vrag", "vimrag")
 
