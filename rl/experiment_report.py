@@ -99,7 +99,7 @@ def summarize(runs: dict[str, list[dict]], base: dict, args, out: Path, total_s:
                 "per_seed_2hop": acc[2],
                 "held_fine": interval(acc["fine"]) if acc["fine"] else None,
                 "dead_ends": statistics.fmean(h["dead_ends"] for h in held2),
-                "dead_ends_per_success": _mean(h.get("dead_ends_per_success") for h in held2),
+                "held_dead_ends_per_success": _mean(h.get("dead_ends_per_success") for h in held2),
                 "tokens": statistics.fmean(h["tokens"] for h in held2),
                 "steps": statistics.fmean(h["steps"] for h in held2),
                 "steps_1hop": _mean(r["held"][1]["steps"] for r in rs) if acc[1] else None,
@@ -167,7 +167,7 @@ def report_markdown(rows, base, args, first, runs, ablation, total_s) -> str:
             + f"{fmt(r['held_2hop'])} | {signed(r['gain_2hop'])} | "
             + (f"{signed(r['vs_first'])} | " if ranked else "not ranked | ")
             + (f"{fmt(r['held_fine'])} | " if fine else "")
-            + f"{num(r['steps'])} | {num(r['dead_ends_per_success'])} | {r['wall_s']:.0f} |"
+            + f"{num(r['steps'])} | {num(r['held_dead_ends_per_success'])} | {r['wall_s']:.0f} |"
         )
     lines += [
         "",

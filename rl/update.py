@@ -313,12 +313,11 @@ def update_policy(
                 optimizer.step()
                 optimizer.zero_grad()
             out.optimizer_steps += 1
-            n = max(1, st["counted"])
             out.per_step.append(
                 {
                     "loss": st["loss"],
-                    "clip_frac": st["clip_sum"] / n,
-                    "ratio_mean": st["ratio_sum"] / n,
+                    "clip_frac": st["clip_frac"],
+                    "ratio_mean": st["ratio_sum"] / max(1, st["counted"]),
                     "ratio_max": st["ratio_max"],
                 }
             )

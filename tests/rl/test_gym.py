@@ -403,3 +403,16 @@ def test_a_method_that_cannot_act_is_reported_not_ranked_and_the_ablation_row_is
     assert got["ablation"][2] == (0.111, -0.128, 0.35)  # 1/6, 0, 1/6: mean 0.111, sd 0.096, t(2) 4.303
     assert got["ablation"][1] is None  # 1-hop was not measured after RL
     assert "GGPO minus GSPO seed by seed" in got["markdown"]
+
+
+def test_held_out_and_training_dead_ends_per_success_are_two_columns(tmp_path):
+    """The first table's dead ends per successful episode are the held-out ones; the second table's, training's."""
+    from rl.experiment import ExperimentConfig
+    from rl.experiment_report import summarize
+
+    runs = table_runs({"grpo": [0.5, 0.5, 0.5]}, {"grpo": 0.02})
+    for r in runs["grpo"]:
+        r["held"][2]["dead_ends_per_success"] = 0.5
+        r["train"]["dead_ends_per_success"] = [0.1] * 3
+    row = summarize(runs, BASE, ExperimentConfig(seeds=3, test_envs=2), tmp_path, 60.0)["rows"][0]
+    assert (row["held_dead_ends_per_success"], row["dead_ends_per_success"]) == (0.5, 0.1)

@@ -1,5 +1,9 @@
 """Several optimizer steps per batch (rl/update.py): the default is today's single step bit for bit, later mini-batches
-see ratios away from 1, the clipping methods act there, and a 2-mini-batch update is worked by hand."""
+see ratios away from 1, the clipping methods act there, and a 2-mini-batch update is worked by hand.
+
+The semantics tested are verl's actor update as VRAG-RL's fork has it (`VRAG-RL/verl/workers/actor/dp_actor.py`
+`update_policy`, VRAG commit 24f8d05): the mini-batches are made once before the epochs (lines 243-250), one
+optimizer step each (lines 269, 330), against the rollout's old log-probs (line 283)."""
 
 import math
 from types import SimpleNamespace
@@ -172,6 +176,7 @@ def test_gppo_and_grpo_gradients_differ_exactly_on_clipped_tokens():
 
 
 def test_sequence_ratios_clip_at_gspos_published_range():
+    # "the left and right clipping ranges in Equation (5) ... 3e-4 and 4e-4" (GSPO, arXiv 2507.18071, section 5.1)
     from rl.methods import clip_range
 
     assert clip_range("sequence") == (3e-4, 4e-4) and clip_range("token") == (0.2, 0.2)
