@@ -318,15 +318,17 @@ def leave_worker(code: int = 0) -> None:
     os._exit(code)
 
 
-def launch_command(num_processes: int, program: list[str], cpu: bool = False) -> list[str]:
+def launch_command(num_processes: int, program: list[str]) -> list[str]:
     """The `accelerate launch` command line running `program` (`["-m", "app.cli", ...]`) in `num_processes`
-    local processes, the CPU cores split between them: `--multi_gpu` (one per GPU; on a machine without GPUs
-    accelerate runs them on the CPU, joined by gloo), or with `cpu` on the CPU whatever the machine has."""
+    local processes, the CPU cores split between them. It always uses `--multi_gpu` (torchrun's launcher): one
+    process per GPU, or on a machine without GPUs (or with CUDA_VISIBLE_DEVICES empty) that many CPU processes,
+    which join by gloo because the programs make their Accelerator / PartialState with cpu=True when torch sees no
+    GPU. accelerate's own `--cpu` starts one process unless MPI is set up, so it is not used."""
     from retrieval.server import free_port
 
     threads = max(1, (os.cpu_count() or 1) // num_processes)
     return [
-        *(sys.executable, "-m", "accelerate.commands.launch", "--cpu" if cpu else "--multi_gpu"),
+        *(sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu"),
         *("--num_processes", str(num_processes), "--num_machines", "1", "--num_cpu_threads_per_process", str(threads)),
         *("--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())),
         *program,

@@ -153,6 +153,20 @@ class TrainConfig(Config):
         5.0,
         "async: tokens whose pi_prox / pi_behav exceeds this are left out of the loss (AReaL's default 5; null: none)",
     )
+    mel: bool = setting(
+        False,
+        "Meta-Experience Learning (rl/mel.py, arXiv 2602.10224): a reflector compares one success and one failure of "
+        "each group, names the step where they part and a lesson, learned as an NLL target beside the RL loss",
+    )
+    mel_coef: float = setting(0.1, "mel: the weight of the lessons' token-averaged NLL in each optimizer step's loss")
+    mel_reflector: str = setting(
+        "policy",
+        "mel: policy (the model being trained, in process; the rollout server under rollout=served) or the API root "
+        "of any OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1",
+    )
+    mel_reflector_model: str = setting("", "mel, endpoint reflector: the model name the endpoint serves")
+    mel_api_key: str = setting("", "mel, endpoint reflector: its API key, if it has one", secret=True)
+    mel_max_new_tokens: int = setting(256, "mel: the most tokens one reflection may take")
 
     @property
     def batch_size(self) -> int:
@@ -195,6 +209,16 @@ class TrainConfig(Config):
                 "several optimizer steps per update (ppo_epochs, mini_batch_size) and grad_accum (several updates per "
                 "step) pull opposite ways; set grad_accum=1"
             )
+        if self.mel:
+            if self.mel_coef < 0 or self.mel_max_new_tokens < 1:
+                raise ValueError(
+                    f"mel_coef must be >= 0 and mel_max_new_tokens >= 1; got {self.mel_coef}, {self.mel_max_new_tokens}"
+                )
+            url = self.mel_reflector.startswith(("http://", "https://"))
+            if self.mel_reflector != "policy" and not url:
+                raise ValueError(f"mel_reflector is `policy` or an http(s) API root; got {self.mel_reflector!r}")
+            if url and not self.mel_reflector_model:
+                raise ValueError("an endpoint mel_reflector needs mel_reflector_model, the model name it serves")
         if self.branching != "none" and not 0 <= self.initial_rollouts <= self.group_size:
             raise ValueError(f"initial_rollouts must be between 0 (half the group) and group_size={self.group_size}")
         if self.horizons:

@@ -53,6 +53,7 @@ from pathlib import Path
 
 from rl.config import TrainConfig
 from rl.experiment_config import RECALL_HINT, ExperimentConfig
+from rl.experiment_eval import evaluate, first_moves
 
 
 @dataclass
@@ -198,110 +199,6 @@ def warm_start(args, g: Gym, out: Path, retriever) -> Path:
         f"(per epoch: {losses})"
     )
     return sft_dir
-
-
-def search_query(output: str) -> str | None:
-    """The query of a reply that searches, in either protocol's syntax; None for any other reply.
-
-    >>> search_query("<search>Tufo Misu</search>"), search_query('<tool_call>{"name": "add_search_node", '
-    ...     '"arguments": {"id": "s1", "query": "Tufo Misu", "parent_ids": ["root"]}}</tool_call>')
-    ('Tufo Misu', 'Tufo Misu')
-    >>> search_query("<answer>4</answer>") is None
-    True
-    """
-    import re
-
-    m = re.search(r"<search>(.*?)</search>", output, re.S)
-    if m:
-        return m.group(1).strip()
-    m = re.search(r"<tool_call>(.*?)</tool_call>", output, re.S)
-    try:
-        call = json.loads(m.group(1)) if m else None
-    except ValueError:
-        return None
-    if isinstance(call, dict) and call.get("name") == "add_search_node" and isinstance(call.get("arguments"), dict):
-        return str(call["arguments"].get("query", "")).strip()
-    return None
-
-
-def episode_facts(question, outputs: list[str], seen: list[str]) -> dict[str, bool]:
-    """Where a gym episode went: did it search, was its first search the question's name letter for letter, and
-    was it shown (in `seen`, the observations) the page text holding the answer.
-
-    >>> from rl.gym import Question
-    >>> q = Question("q", "Tell me the access code of Tufo Misu.", "3466", 1, ["Tufo Misu"], [])
-    >>> episode_facts(q, ["<search>Tufo Mise</search>", "<search>Tufo Misu</search>", "<answer>3466</answer>"],
-    ...               ["Tufo Mise. Room 701.", "Tufo Misu: access code 3466, partner Bono Gaga."])
-    {'searched': True, 'name_copied': False, 'answer_shown': True}
-    >>> episode_facts(q, ["<answer>3466</answer>"], [])
-    {'searched': False, 'name_copied': False, 'answer_shown': False}
-    """
-    first = next((q for q in map(search_query, outputs) if q is not None), None)
-    return {
-        "searched": first is not None,
-        "name_copied": first == question.chain[0],
-        "answer_shown": any(question.answer in text for text in seen),
-    }
-
-
-def evaluate(model, tok, retriever, envs, args, seed: int = 0) -> dict[str, float]:
-    """One episode per held-out question (greedy, or sampled at `eval_temperature`): accuracy, dead-end searches,
-    generated tokens and steps, and where the episodes fail: the share that search at all, that search the
-    question's name letter for letter first (copying a name), that were shown the page with the answer, and the
-    accuracy of those (copying the code; None when no page with the answer was shown)."""
-    import torch
-
-    from agent.loop import Agent
-    from rl.ggpo import dead_end_searches
-    from rl.gym_agents import agent_config
-    from rl.policy import TextPolicy
-
-    torch.manual_seed(seed)
-    greedy = args.eval_temperature == 0
-    temperature = 1.0 if greedy else args.eval_temperature
-    pol = TextPolicy(model, tok, temperature=temperature, max_new_tokens=args.max_new_tokens, greedy=greedy)
-    right, dead, tokens, steps, n, dead_won = 0, 0, 0, 0, 0, 0
-    searched, name_copied, shown, shown_right = 0, 0, 0, 0
-    asked = [(env, q) for env in envs for q in env.questions]
-
-    def episode(env, q, policy):
-        cfg = agent_config(args.max_steps, bool(args.fine_print), args.protocol, docs=[env.doc])
-        return Agent(retriever, policy, cfg).ask(q.question)
-
-    if args.lockstep:  # every episode at once, model calls batched round by round
-        from rl.rollout import run_lockstep
-
-        traces = run_lockstep(pol, [partial(episode, env, q) for env, q in asked])
-    else:
-        traces = [episode(env, q, pol) for env, q in asked]
-    for (_, q), trace in zip(asked, traces):
-        ok = (trace.answer or "").strip() == q.answer
-        right += ok
-        dead += dead_end_searches(trace.graph)
-        dead_won += dead_end_searches(trace.graph) if ok else 0
-        tokens += sum(len(tok(s.output, add_special_tokens=False)["input_ids"]) for s in trace.steps)
-        steps += len(trace.steps)
-        n += 1
-        # what each step was shown: every user turn after the question (vrag: the page; vimrag: the tool response,
-        # then the summary prompt)
-        seen = [str(m.get("content", "")) for s in trace.steps for m in s.messages[2:] if m["role"] == "user"]
-        facts = episode_facts(q, [s.output for s in trace.steps], seen)
-        searched += facts["searched"]
-        name_copied += facts["name_copied"]
-        shown += facts["answer_shown"]
-        shown_right += facts["answer_shown"] and ok
-    n = max(1, n)
-    return {
-        "accuracy": right / n,
-        "dead_ends": dead / n,
-        "dead_ends_per_success": dead_won / right if right else None,
-        "tokens": tokens / n,
-        "steps": steps / n,
-        "searched": searched / n,
-        "name_copied": name_copied / n,
-        "answer_shown": shown / n,
-        "right_when_shown": shown_right / shown if shown else None,
-    }
 
 
 def train_one(args, g: Gym, sft: Path, out: Path, method: str, seed: int) -> tuple[list[dict], object]:
@@ -462,6 +359,8 @@ def run(args) -> dict:
         f"exactly first, {b['answer_shown']:.0%} are shown the page with the code"
         + (f", and {when:.0%} of those answer it" if when is not None else "")
     )
+    for h, r in base.items():
+        print(first_moves(f"held-out {h}{'-hop' if h != 'fine' else ' print'}", r))
     # RL-pool environments: training names, layouts and wordings, but no SFT trace came from them. A start that
     # does not copy fails them; passing them is not enough to read held-out names (rl/RESULTS.md, "seed by seed").
     seen = evaluate(model, tok, retriever, g.rl[:VALIDATION_ENVS], args)

@@ -108,6 +108,7 @@ def summarize(runs: dict[str, list[dict]], base: dict, args, out: Path, total_s:
                 **{k: training(rs, k) for k in TRAINED},
                 "ratio_max": max((x for r in rs for x in r.get("train", {}).get("ratio_max") or [] if x), default=None),
                 "start_successes_with_dead_end": training(rs, "successes_with_dead_end", first_only=True),
+                **(picture_row(rs, runs[first], base) if acc["fine"] else {}),
             }
         )
     ablation = None
@@ -122,6 +123,50 @@ def summarize(runs: dict[str, list[dict]], base: dict, args, out: Path, total_s:
     print("\n" + md)
     print(f"figures: {out / 'reward_curves.png'}, {out / 'held_out.png'}")
     return {"rows": rows, "markdown": md, "ablation": ablation}
+
+
+def picture_row(rs: list[dict], first_runs: list[dict], base: dict) -> dict:
+    """One method's picture columns: fine-print accuracy's gain over SFT and its difference from the first method
+    seed by seed, crops per fine-print episode, the share of episodes that crop on fine-print and on plain (1-hop
+    text) pages, and crop precision (of the crops made, the share that land on the fine print)."""
+    fine = [r["held"]["fine"] for r in rs]
+    plain = [r["held"][1] for r in rs if 1 in r["held"]]
+    return {
+        "gain_fine": interval([h["accuracy"] - base["fine"]["accuracy"] for h in fine]),
+        "vs_first_fine": paired(first_runs, rs, "fine") if rs is not first_runs else None,
+        "fine_crops": _mean(h.get("crops") for h in fine),
+        "fine_crop_episodes": _mean(h.get("crop_episodes") for h in fine),
+        "plain_crop_episodes": _mean(h.get("crop_episodes") for h in plain),
+        "crop_precision": _mean(h.get("crop_precision") for h in fine),
+    }
+
+
+def picture_table(rows: list[dict], base: dict, first: str) -> list[str]:
+    """The pictures table (runs with --fine-print): the SFT start's row, then each method's."""
+    fmt = lambda t: f"{t[0]:.3f} [{t[1]:.3f}, {t[2]:.3f}]" if t else "-"  # noqa: E731
+    signed = lambda t: f"{t[0]:+.3f} [{t[1]:+.3f}, {t[2]:+.3f}]" if t else "-"  # noqa: E731
+    pct = lambda x: f"{x:.0%}" if x is not None else "-"  # noqa: E731
+    num = lambda x: f"{x:.2f}" if x is not None else "-"  # noqa: E731
+    b, plain = base["fine"], base[1]
+    lines = [
+        "",
+        "Pictures: held-out 1-hop questions whose every code is in fine print, legible only in a crop (crop precision: "
+        "of the crops made, the share whose box covers the fine print; plain pages: the held-out 1-hop text "
+        "questions):",
+        "",
+        f"| method | held-out fine print | gain over SFT | minus {first}'s (seed by seed) | crops per fine-print "
+        "episode | fine-print episodes that crop | plain episodes that crop | crop precision |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| SFT start | {b['accuracy']:.3f} | - | - | {num(b.get('crops'))} | {pct(b.get('crop_episodes'))} | "
+        f"{pct(plain.get('crop_episodes'))} | {pct(b.get('crop_precision'))} |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['method']} | {fmt(r['held_fine'])} | {signed(r['gain_fine'])} | {signed(r['vs_first_fine'])} | "
+            f"{num(r['fine_crops'])} | {pct(r['fine_crop_episodes'])} | {pct(r['plain_crop_episodes'])} | "
+            f"{pct(r['crop_precision'])} |"
+        )
+    return lines
 
 
 TRAINED = (  # training metrics in the second table: means over every update of every seed
@@ -189,6 +234,8 @@ def report_markdown(rows, base, args, first, runs, ablation, total_s) -> str:
             f"{num(r['masked_failure_malformed'], 3)} | {num(r['dead_ends_per_success'])} | "
             f"{num(r['start_successes_with_dead_end'])} |"
         )
+    if fine:
+        lines += picture_table(rows, base, first)
     if ablation:
         lines += [
             "",

@@ -164,6 +164,14 @@ def render_page(text: str, fine: str = ""):
     return image
 
 
+def fine_print_box(fine: str) -> tuple[int, int, int, int]:
+    """Where `render_page` prints the fine print `fine`, in the page's pixels: the box a crop must cover to read it."""
+    from PIL import ImageFont
+
+    x1, y1, x2, y2 = ImageFont.load_default(size=FINE_PX).getbbox(fine)
+    return FINE_AT[0] + x1, FINE_AT[1] + y1, FINE_AT[0] + x2, FINE_AT[1] + y2
+
+
 def fine_box_seen() -> list[int]:
     """FINE_BOX in the pixels of the page as VRAG shows it (agent/media.py vrag_size): what a <bbox> names."""
     from agent.media import vrag_size

@@ -51,7 +51,7 @@ GAP_WARN = 0.1  # mean |served - local| log-prob per token that earns a warning 
 class Trainer:
     def __init__(self, cfg: TrainConfig, agent_retriever=None) -> None:
         from accelerate import Accelerator
-        from accelerate.utils import ProjectConfiguration, set_seed
+        from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration, set_seed
 
         self.cfg = cfg
         self.out = Path(cfg.output_dir)
@@ -60,10 +60,13 @@ class Trainer:
             mp = "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
         trackers = [t for t in cfg.log_with if _tracker_available(t)]
         self.acc = Accelerator(
+            cpu=not torch.cuda.is_available(),  # so that CPU processes under accelerate launch join (gloo)
             mixed_precision=mp,
             gradient_accumulation_steps=cfg.grad_accum,
             log_with=trackers or None,
             project_config=ProjectConfiguration(project_dir=str(self.out), logging_dir=str(self.out / "logs")),
+            # a VLM step without an image leaves the vision tower out of the graph; DDP must not wait for its grads
+            kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
         )
         set_seed(cfg.seed)
         from eval.datasets import load_dataset
@@ -304,6 +307,11 @@ class Trainer:
         else:
             groups, gaps = self.sync_groups()
         shaped = segment_advantages(groups, cfg, getattr(self.proc, "tokenizer", self.proc))
+        lessons, mel = {}, {}
+        if cfg.mel:  # Meta-Experience Learning: a lesson per group with a success and a failure (rl/mel.py)
+            from rl.mel import lesson_targets
+
+            lessons, mel = lesson_targets(self, groups)
         pieces, rewards, masked, steps, dead_ends, at, episodes = [], [], 0, 0, 0, 0, []
         for trajs in groups:
             for t in trajs:
@@ -311,7 +319,7 @@ class Trainer:
                 masked += sum(1 for x in w if x == 0.0)
                 valid = {s.node_id for s in t.segments if s.gold_hit}
                 episodes.append((t.reward, [s.node_id for s in t.segments], t.trace.graph, valid, w))
-                pieces.append(Piece(t.segments, shaped.values[at : at + len(t.segments)], w))
+                pieces.append(Piece(t.segments, shaped.values[at : at + len(t.segments)], w, lessons.get(id(t))))
                 at += len(t.segments)
                 rewards.append(t.reward)
                 steps += len(t.trace.steps)
@@ -360,6 +368,7 @@ class Trainer:
                 "kl_sum": upd.kl_sum,
                 "counted": upd.counted,
                 **mask_report(episodes),
+                **({**mel, "mel_nll": upd.mel_nll, "mel_tokens": upd.mel_tokens} if cfg.mel else {}),
             },
         )
         ratio_max = acc.gather(torch.tensor([upd.ratio_max], device=acc.device)).max().item()
@@ -399,6 +408,9 @@ class Trainer:
                 dropped=int(r["dropped"]),
                 dropped_total=self.dropped_total,
             )
+        if cfg.mel:  # pairs reflected on, lessons kept and pairs skipped; the lessons' NLL per token
+            log.update({k: int(r[k]) for k in ("mel_pairs", "mel_lessons", "mel_skipped")})
+            log["mel_nll"] = r["mel_nll"] / max(1.0, r["mel_tokens"])
         if cfg.horizons:
             log["horizon"] = horizon(self.update, cfg.horizons, cfg.horizon_every)
         if cfg.method == "adora":

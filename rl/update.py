@@ -48,6 +48,7 @@ class Piece:
     segments: list
     advantages: list  # per segment: a float, or an (N,) tensor of per-token advantages
     weights: list[float]
+    lesson: object = None  # MEL (rl/mel.py): a LessonTarget riding with this failed trajectory, or None
 
 
 @dataclass
@@ -61,6 +62,8 @@ class UpdateStats:
     ratio_max: float = 0.0
     kl_sum: float = 0.0
     counted: int = 0  # segments those sums are over
+    mel_nll: float = 0.0  # MEL: the lessons' summed token NLL over every step (rl/mel.py), and its token count
+    mel_tokens: float = 0.0
 
     @property
     def loss(self) -> float:
@@ -178,12 +181,16 @@ def compute_gradients(
     version: int | None = None,
     filler=None,
     prox: dict[int, torch.Tensor] | None = None,
+    lessons: list | None = None,
 ) -> dict[str, float]:
     """Backward over this process's segments of one mini-batch (padded to the same count on every process, with
     zero-weight replays of `filler`, or of the first segment, when this process has fewer); `version` is the
     weights' version, which async rollouts' stale segments are corrected against (`segment_loss`), and `prox` maps
     id(segment) to its recomputed proximal log-probs. Returns the mini-batch loss and sums of the clip statistics
-    over its segments ("clip_frac" and "kl": their means, as one step of the trainer has always logged)."""
+    over its segments ("clip_frac" and "kl": their means, as one step of the trainer has always logged). With
+    `cfg.mel`, `lessons` (rl/mel.py LessonTarget) add mel_coef x their token-averaged NLL over every process
+    (`mel_nll`, `mel_tokens`: its sum and count here), backpropagated before the segments so the last segment's
+    backward carries it into the gradient sync."""
     world = accelerator.num_processes
     counts = torch.tensor(
         [len(segments), sum(int(s.gen_ids.numel()) for s in segments)], device=accelerator.device
@@ -196,6 +203,9 @@ def compute_gradients(
     while len(plan) < most:  # keep collectives in step: a zero-weight replay of a real segment
         plan.append((pad, 0.0, 0.0, 0.0))
     stats: dict[str, float] = {"loss": 0.0, "clip_sum": 0.0, "ratio_sum": 0.0, "ratio_max": 0.0, "kl_sum": 0.0}
+    if cfg.mel:
+        stats.update(mel_term(accelerator, model, lessons or [], cfg.mel_coef, world))
+        stats["loss"] += stats["mel_loss"]
     n = 0
     for i, (seg, adv, w, sc) in enumerate(plan):
         if seg is None:
@@ -221,6 +231,28 @@ def compute_gradients(
     stats["clip_frac"] = stats["clip_sum"] / max(1, n)
     stats["kl"] = stats["kl_sum"] / max(1, n)
     return stats
+
+
+def mel_term(accelerator, model, lessons: list, coef: float, world: int) -> dict[str, float]:
+    """Backward of `coef` x the token mean NLL of the mini-batch's lessons over all processes (a collective: every
+    process calls it, with or without lessons). Each process's share is scaled by world / all tokens, since DDP
+    averages gradients over processes."""
+    from rl.mel import lesson_nll
+
+    mine = sum(int(t.gen_ids.numel()) for t in lessons)
+    total = int(accelerator.reduce(torch.tensor([mine], device=accelerator.device), reduction="sum").item())
+    out = {"mel_nll": 0.0, "mel_tokens": float(mine), "mel_loss": 0.0}
+    if not lessons or not total:
+        return out
+    ctx = accelerator.no_sync(model) if world > 1 else _null()
+    with ctx:
+        for t in lessons:
+            nll = lesson_nll(model, t)
+            loss = coef * nll * world / total
+            accelerator.backward(loss)
+            out["mel_nll"] += float(nll.detach())
+            out["mel_loss"] += float(loss.detach())
+    return out
 
 
 class _null:
@@ -304,9 +336,10 @@ def update_policy(
             segs = [s for i in chunk for s in pieces[i].segments]
             advs = [a for i in chunk for a in pieces[i].advantages]
             wts = [w for i in chunk for w in pieces[i].weights]
+            lessons = [pieces[i].lesson for i in chunk if pieces[i].lesson is not None]
             with accelerator.accumulate(model):
                 st = compute_gradients(
-                    accelerator, model, segs, advs, wts, cfg, ref_model, version=version, filler=filler, prox=prox
+                    accelerator, model, segs, advs, wts, cfg, ref_model, version, filler, prox, lessons
                 )
                 if accelerator.sync_gradients and cfg.max_grad_norm:
                     accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
@@ -322,4 +355,6 @@ def update_policy(
                 }
             )
             out.add(st)
+            out.mel_nll += st.get("mel_nll", 0.0)
+            out.mel_tokens += st.get("mel_tokens", 0.0)
     return out

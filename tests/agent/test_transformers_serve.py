@@ -285,3 +285,34 @@ def test_synth_writer_verifier_and_teacher_through_the_server(server, models, tm
     assert res["questions"] == 1 and res["kept"] == 0 and res["dropped"]["wrong"] == 1
     assert (tmp_path / "teacher" / "acc.jsonl").read_text() == ""
     assert (tmp_path / "teacher" / "teacher" / "traces" / "q1.json").is_file()  # the teacher's run is kept whole
+
+
+def test_mel_through_the_server_skips_every_malformed_reflection_and_trains_on(
+    server, models, mixed_corpus, mixed_index, tmp_path, monkeypatch
+):
+    """MEL (rl/mel.py) with the reflector at the server, serving the tiny random model: its replies are nonsense, so
+    every pair is skipped with the reason written, and the two updates finish. The reward alternates within each
+    group (a random model never answers) so that every group holds a success and a failure to reflect on."""
+    from collections import Counter
+
+    import rl.rollout
+    from rl.trainer import Trainer
+    from tests.mixed_task import QUESTIONS, write_task
+    from tests.rl.tiny_config import tiny_config
+
+    seen: Counter = Counter()
+
+    def alternate(trace, item, reward="vimrag", judge=None) -> float:
+        seen[item.id] += 1
+        return float(seen[item.id] % 2)
+
+    monkeypatch.setattr(rl.rollout, "score", alternate)
+    qs, idx = write_task(tmp_path, QUESTIONS[:2], mixed_index)
+    task = {"dataset": f"jsonl:{qs}", "corpus": str(mixed_corpus), "index": str(idx)}
+    mel = {"mel": True, "mel_reflector": server, "mel_reflector_model": models["random"], "mel_max_new_tokens": 24}
+    cfg = tiny_config(models["random"], task, tmp_path / "run", updates=2, save_every=0, **mel)
+    logs = Trainer(cfg).train(progress=False)
+    assert [(lg["mel_pairs"], lg["mel_lessons"], lg["mel_skipped"]) for lg in logs] == [(1, 0, 1), (1, 0, 1)]
+    reasons = [json.loads(x)["reason"] for x in (tmp_path / "run/mel/skipped.jsonl").read_text().splitlines()]
+    assert len(reasons) == 2 and all(reasons), reasons
+    assert (tmp_path / "run/mel/lessons.jsonl").read_text() == ""

@@ -266,6 +266,35 @@ def test_the_expert_crops_fine_print_through_the_agent_and_a_text_policy_sees_wh
     text_steps = json.loads((tmp_path / "traces" / f"{pairs[-1][1].id}.json").read_text())["steps"]
     assert not any(s["output"].startswith("<bbox>") for s in text_steps)  # a text environment needs no crop
 
+    # a crop before any page is shown is an invalid action (VRAG-RL generation.py: no image retrieved yet), and a
+    # crop is checked against where the fine print is, for the metrics only: the reward reads the answer alone
+    from agent.backends.base import Policy
+    from agent.events import Cropped
+    from agent.loop import Agent
+    from eval.datasets import EvalItem
+    from rl.experiment_eval import crop_facts
+    from rl.gym_agents import agent_config
+    from rl.rollout import score
+
+    class Scripted(Policy):
+        is_vlm, name = False, "scripted"
+
+        def __init__(self, replies):
+            self.replies = iter(replies)
+
+        def stream(self, messages, view=None):
+            yield next(self.replies)
+
+    env, q = pairs[0]
+    replies = [f"<bbox>{fine_box_seen()}</bbox>", f"<search>{q.chain[0]}</search>", f"<bbox>{fine_box_seen()}</bbox>"]
+    cfg = agent_config(6, pictures=True, protocol="vrag", docs=[env.doc])
+    trace = Agent(Retriever(index), Scripted([*replies, "<answer>0000</answer>"]), cfg).ask(q.question)
+    assert "there is no image to crop yet" in str(trace.steps[1].messages[-1]["content"])
+    assert len(trace.events_of(Cropped)) == 1  # the first <bbox> made no crop; the one after the search did
+    page = trace.evidence[trace.events_of(Cropped)[0].source_info_id]["unit"]["page"]
+    assert crop_facts(env, trace) == (2, 1, int(bool(env.fine[page - 1])))  # on the fine print if the page has one
+    assert trace.answer == "0000" and score(trace, EvalItem(q.id, q.question, [q.answer])) == 0.0
+
 
 def test_experiment_gym_with_fresh_rl_names(tmp_path):
     """`rl.experiment --fresh-rl-names`: the SFT pool's names avoid RL_WORDS and the RL pool's use only them."""
@@ -416,3 +445,26 @@ def test_held_out_and_training_dead_ends_per_success_are_two_columns(tmp_path):
         r["train"]["dead_ends_per_success"] = [0.1] * 3
     row = summarize(runs, BASE, ExperimentConfig(seeds=3, test_envs=2), tmp_path, 60.0)["rows"][0]
     assert (row["held_dead_ends_per_success"], row["dead_ends_per_success"]) == (0.5, 0.1)
+
+
+def test_a_crop_lands_on_the_fine_print_when_its_box_covers_half_of_it():
+    """rl/experiment_eval.py crop_facts, by hand: the fine print "access code 1234" sits at FINE_AT; a crop covering
+    all of it lands, one over the page's head does not, one over its left 40% does not, and a crop on a page
+    without fine print never does."""
+    from types import SimpleNamespace
+
+    from agent.events import Cropped
+    from rl.experiment_eval import crop_facts
+    from rl.gym import fine_print_box
+
+    env = SimpleNamespace(fine=["access code 1234", ""])
+    x1, y1, x2, y2 = fine_print_box(env.fine[0])
+    boxes = [[0, 500, 800, 600], [0, 0, 800, 100], [x1, y1, x1 + 0.4 * (x2 - x1), y2], [x1, y1, x2, y2]]
+    crops = [Cropped(i, source_info_id="p1" if i < 4 else "p2", bbox_raw=b) for i, b in enumerate(boxes + [boxes[0]])]
+    trace = SimpleNamespace(
+        steps=[SimpleNamespace(output="<bbox>[1, 2, 3, 4]</bbox>")] * 5
+        + [SimpleNamespace(output="<answer>1</answer>")],
+        evidence={"p1": {"unit": {"page": 1}}, "p2": {"unit": {"page": 2}}},
+        events_of=lambda cls: crops,
+    )
+    assert crop_facts(env, trace) == (5, 5, 2)  # the whole foot and the exact box land

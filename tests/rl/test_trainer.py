@@ -171,6 +171,7 @@ def test_vimrag_train_under_accelerate_launch_with_two_cpu_processes(tiny_vl, mi
     shutil.copytree(mixed_index, idx)
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # two CPU processes, joined by gloo, whatever the machine has
     program = [
         "-m",
         "app.cli",
@@ -184,7 +185,7 @@ def test_vimrag_train_under_accelerate_launch_with_two_cpu_processes(tiny_vl, mi
         *method,
         "-q",
     ]
-    cmd = launch_command(2, program, cpu=True)
+    cmd = launch_command(2, program)
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert run.returncode == 0, run.stderr[-3000:]
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
