@@ -375,6 +375,7 @@ class Trainer:
         n_traj = max(1.0, r["trajectories"])
         log = {
             "update": self.update,
+            "processes": acc.num_processes,
             "reward": r["reward"] / n_traj,
             "loss": upd.loss,
             "optimizer_steps": upd.optimizer_steps,

@@ -4,8 +4,6 @@ through them, in one process and under `accelerate launch` with two."""
 
 import json
 import math
-import os
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,7 +21,7 @@ from rl.mel import (
 )
 from rl.update import Piece, update_policy
 from tests.rl.test_update import Toy, accelerator, cfg, one_token
-from tests.rl.tiny_config import tiny_config
+from tests.rl.tiny_config import launch_train, tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -179,31 +177,10 @@ def test_vimrag_train_mel_under_accelerate_launch_with_two_cpu_processes(tiny_vl
     """`vimrag train ... mel=true` under `accelerate launch` with 2 CPU processes (tests/rl/mel_worker.py: the CLI,
     with the parity reward so that groups hold a success and a failure, and a scripted reflector). Each process
     reflects on its own group, and its lesson joins the mini-batch loss; both processes take the same steps."""
-    import shutil
-
-    from retrieval.sharded import launch_command
-
-    idx = tmp_path / "idx"
-    shutil.copytree(mixed_index, idx)
-    out = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    env["CUDA_VISIBLE_DEVICES"] = ""  # two CPU processes, joined by gloo, whatever the machine has
-    program = [
-        str(REPO / "tests/rl/mel_worker.py"),
-        "train",
-        "--config",
-        str(REPO / "rl/configs/tiny_cpu.yaml"),
-        f"model={tiny_vl}",
-        f"output_dir={out}",
-        f"index={idx}",
-        "questions_per_update=2",
-        "mel=true",
-        "-q",
-    ]
-    run = subprocess.run(launch_command(2, program), env=env, capture_output=True, text=True, timeout=600)
+    run, out = launch_train([str(REPO / "tests/rl/mel_worker.py")], tiny_vl, mixed_index, tmp_path, "mel=true")
     assert run.returncode == 0, run.stderr[-3000:]
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in rows] == [1, 2]
-    assert all(r["mel_pairs"] == 2 and r["mel_lessons"] == 2 and r["mel_nll"] > 0 for r in rows)
+    assert all(r["processes"] == 2 and r["mel_pairs"] == 2 and r["mel_lessons"] == 2 and r["mel_nll"] > 0 for r in rows)
     lessons = [json.loads(x) for f in ("lessons.jsonl", "lessons.rank1.jsonl") for x in (out / "mel" / f).open()]
     assert len(lessons) == 4 and {x["update"] for x in lessons} == {0, 1}

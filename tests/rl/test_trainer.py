@@ -12,9 +12,8 @@ import pytest
 import torch
 
 from retrieval.server import free_port
-from retrieval.sharded import launch_command
 from rl.tiny import build_tiny_causal_lm, build_tiny_qwen2_5_vl
-from tests.rl.tiny_config import tiny_config
+from tests.rl.tiny_config import launch_train, tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -167,29 +166,10 @@ def test_vimrag_train_under_accelerate_launch_with_two_cpu_processes(tiny_vl, mi
     """The whole trainer (rollouts split across processes, padded micro-steps, checkpoints) under accelerate, with
     the default method taking 2 epochs x 2 mini-batches per update (4 trajectories, one per process per mini-batch),
     and with the others' options (their metrics are reduced by name across processes)."""
-    idx = tmp_path / "idx"
-    shutil.copytree(mixed_index, idx)
-    out = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    env["CUDA_VISIBLE_DEVICES"] = ""  # two CPU processes, joined by gloo, whatever the machine has
-    program = [
-        "-m",
-        "app.cli",
-        "train",
-        "--config",
-        str(REPO / "rl/configs/tiny_cpu.yaml"),
-        f"model={tiny_vl}",
-        f"output_dir={out}",
-        f"index={idx}",
-        "questions_per_update=2",
-        *method,
-        "-q",
-    ]
-    cmd = launch_command(2, program)
-    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    run, out = launch_train(["-m", "app.cli"], tiny_vl, mixed_index, tmp_path, *method)
     assert run.returncode == 0, run.stderr[-3000:]
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [r["update"] for r in rows] == [1, 2]
+    assert [r["update"] for r in rows] == [1, 2] and all(r["processes"] == 2 for r in rows)
     # 2 questions x 2 rollouts x 2 steps (1 in the curriculum's first stage), gathered from both processes
     assert all(r["segments"] >= 4 * r.get("horizon", 2) for r in rows)
     assert (out / "checkpoint-000002").is_dir()
