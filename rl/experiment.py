@@ -99,6 +99,7 @@ def make_gym(args, root: Path) -> Gym:
         fine = FINE_SHARE if args.fine_print and random.Random(f"pictures:{s}").random() < args.fine_print else 0.0
         pool = pool if args.fresh_rl_names else "all"
         kw = {"syllables": args.name_syllables, "varied": args.varied_layouts, "noise": args.noise_words}
+        kw["mid"] = args.mid_frames
         return make_env(s, "train", hops=(1, 2), fine_print=fine, pool=pool, traps=traps, **kw)
 
     g = Gym(root)
@@ -175,6 +176,10 @@ def warm_start(args, g: Gym, out: Path, retriever) -> Path:
             )
         )
     exs = load_examples(str(traces), with_images=False)
+    if args.crop_repeat > 1:  # the SFT mix: traces that crop, imitated crop_repeat times
+        cropping = {e.source.split(" step ")[0] for e in exs if e.target.startswith("<bbox>")}
+        exs += [e for e in exs if e.source.split(" step ")[0] in cropping] * (args.crop_repeat - 1)
+        print(f"SFT mix: {len(cropping)} traces that crop, each {args.crop_repeat} times")
     t0 = time.perf_counter()
     cfg = SFTConfig(
         "-",

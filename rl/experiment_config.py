@@ -125,6 +125,17 @@ class ExperimentConfig(Config):
         "with --varied-layouts: the share of training pages and questions that also carry made-up words "
         "(rl/gym_words.py noise_word), so that a word never seen in training does not change what the model does",
     )
+    mid_frames: float = setting(
+        0.0,
+        "with --varied-layouts: the share of training questions whose name stands mid-sentence, followed by a word "
+        '(rl/gym_words.py _MID_FRAMES), as in the held-out "Which access code does NAME use?" (a new warm start; '
+        "the corpus and index stay)",
+    )
+    crop_repeat: int = setting(
+        1,
+        "SFT mix: the expert traces that crop are imitated this many times (--fine-print runs: a crop is 2%% of the "
+        "steps at --fine-print 0.2)",
+    )
     fresh_rl_names: bool = setting(
         False,
         "name the SFT environments' people with four fifths of the training words and the RL environments' with "

@@ -195,6 +195,7 @@ def make_env(
     syllables: int = 2,
     varied: bool = False,
     noise: float = 0.0,
+    mid: float = 0.0,
 ) -> Env:
     """One environment from `seed`: `people` in a partner cycle, `look_alikes` near-duplicates of some of them,
     `traps` dead-end pages, and `questions` questions whose hop counts are drawn from `hops`. With `fine_print`
@@ -203,7 +204,8 @@ def make_env(
     (RL_WORDS); held-out environments always use the held-out words. `syllables`: of each name word, 2 or 3
     (`word_pools`: with 3, names are too many to memorize). `varied`: a training environment's pages and questions
     are assembled from parts (`varied_layout`, `varied_question`) instead of drawn from the fixed templates, and
-    `noise` is the share of those pages and questions that also carry made-up words (`noise_word`).
+    `noise` is the share of those pages and questions that also carry made-up words (`noise_word`), and `mid` the
+    share of its questions whose name stands mid-sentence.
 
     >>> e = make_env(0, "train", hops=(2,))
     >>> q = e.questions[0]
@@ -223,8 +225,8 @@ def make_env(
         raise ValueError(f"fine_print is a probability from 0 to 1; got {fine_print}")
     if varied and split != "train":
         raise ValueError("varied layouts are for training environments; held-out ones keep their own templates")
-    if noise and not varied:
-        raise ValueError("noise words go into varied layouts: pass varied=True with noise")
+    if (noise or mid) and not varied:
+        raise ValueError("noise words and mid-sentence names go into varied layouts: pass varied=True with them")
     if not 0.0 <= noise <= 1.0:
         raise ValueError(f"noise is a probability from 0 to 1; got {noise}")
     if pool not in NAME_POOLS or (pool != "all" and split != "train"):
@@ -287,7 +289,7 @@ def make_env(
         env.questions.append(
             Question(
                 f"{split}{seed:05d}-{q}",
-                (varied_question(rng, h, noise) if varied else rng.choice(wording[h])).format(a=start),
+                (varied_question(rng, h, noise, mid) if varied else rng.choice(wording[h])).format(a=start),
                 target.code,
                 h,
                 chain,

@@ -104,6 +104,14 @@ _VARIED_PARTNER = ["partner", "Partner"]
 _VARIED_OTHER = ["room", "Room", "office", "Office", "floor", "Floor"]
 _VARIED_ASKS = ["What is", "Tell me", "I need", "Give me", "Show me", "Look up"]
 _VARIED_ENDS = ["?", ".", ""]
+# Frames whose name stands mid-sentence, followed by a word (`varied_question(mid=...)`): a model that only ever saw
+# the name at a frame's end copies "Kazu Foka use" as "Foka Foka" (rl/RESULTS.md, "Fine print")
+_MID_FRAMES = [
+    "For {who}, what is the access code?",
+    "What access code has {who} got?",
+    "Tell me what access code {who} has.",
+    "What access code is {who} given?",
+]
 
 
 # Words a held-out layout or frame uses that no training part may (checked by tests/rl/test_gym.py).
@@ -159,9 +167,10 @@ def varied_layout(rng: random.Random, noise: float = 0.0) -> str:
     return intro + join.join(fields) + "."
 
 
-def varied_question(rng: random.Random, hops: int, noise: float = 0.0) -> str:
-    """A question frame assembled from parts, asking for the code `hops` hops from {a}; with probability `noise`,
-    made-up lower-case words before it or before its end (`noise_word`). `noise=0` draws what it drew before the option.
+def varied_question(rng: random.Random, hops: int, noise: float = 0.0, mid: float = 0.0) -> str:
+    """A question frame assembled from parts, asking for the code `hops` hops from {a}; with probability `mid`, one
+    whose name stands mid-sentence (_MID_FRAMES); with probability `noise`, made-up lower-case words before it or
+    before its end (`noise_word`). `noise=0` and `mid=0` draw what they drew before each option.
 
     >>> varied_question(random.Random(0), 2)
     'Give me the access code of the partner of {a}?'
@@ -169,7 +178,9 @@ def varied_question(rng: random.Random, hops: int, noise: float = 0.0) -> str:
     'Give me the access code of the partner of {a} zjplsg eydtz?'
     """
     who = "the partner of " * (hops - 1) + "{a}"
-    if rng.random() < 0.25:
+    if mid and rng.random() < mid:
+        frame = rng.choice(_MID_FRAMES).format(who=who)
+    elif rng.random() < 0.25:
         frame = f"{who[0].upper()}{who[1:]}: what is the access code?"
     else:
         frame = f"{rng.choice(_VARIED_ASKS)} the access code of {who}{rng.choice(_VARIED_ENDS)}"

@@ -101,6 +101,20 @@ def test_varied_training_environments_use_many_layouts_and_nothing_of_a_held_out
         make_env(0, "test", varied=True)
 
 
+def test_mid_sentence_frames_put_the_name_before_a_word_and_keep_the_pages():
+    """`mid`: a share of the varied questions name the person mid-sentence, followed by a word, with no word of a
+    held-out frame; the pages (so the corpus and its index) are those of the same seed without it."""
+    plain = [make_env(s, "train", varied=True) for s in range(60)]
+    mid = [make_env(s, "train", varied=True, mid=0.5) for s in range(60)]
+    assert [e.pages for e in plain] == [e.pages for e in mid]
+    asked = [(q.question, q.chain[0]) for e in mid for q in e.questions]
+    inside = [t for t, name in asked if re.search(re.escape(name) + r"(,| [a-z]+\b)", t)]  # ", what" or " got"
+    assert 0.25 < len(inside) / len(asked) < 0.75
+    assert not HELD_MARKS & set(re.findall(r"\w+|\|", " ".join(t for t, _ in asked)))
+    with pytest.raises(ValueError, match="mid-sentence names go into varied layouts"):
+        make_env(0, "train", mid=0.5)
+
+
 def test_noise_words_are_new_words_and_leave_the_names_and_answers_alone():
     """`noise`: made-up words in varied pages and questions; none is a name word or a held-out layout's word, the
     questions' chains and answers are untouched, and noise=0 draws exactly the environments it drew before."""
