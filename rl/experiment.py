@@ -4,7 +4,8 @@
     python -m rl.experiment --methods grpo --seeds 5 --curriculum scalinginter       # with the horizon schedule
     python -m rl.experiment --methods grpo,gspo --seeds 5 --jobs 1                    # one run at a time
     python -m rl.experiment --methods grpo --seeds 1 --updates 3 --out /tmp/rlx      # a quick look
-    python -m rl.experiment --protocol vrag --methods grpo --seeds 1 --fine-print 0.2 --out runs/rl_fine  # pictures
+    python -m rl.experiment --protocol vrag --fine-print 0.2 --mid-frames 0.3 --crop-repeat 3 --rl-hops 1 2 \
+        --methods grpo,ggpo --seeds 5 --out runs/rl_fine                                # pictures: crops learned
     python -m rl.experiment --methods grpo --seeds 5 --fresh-rl-names --out runs/rl_fresh  # RL on unseen names
     python -m rl.experiment --seeds 0 --sft-seed 1 --out runs/sft_seed1                      # a warm start alone
     python -m rl.experiment --seeds 0 --name-syllables 3 --sft-epochs 14 --out runs/sft_syl3
@@ -29,7 +30,10 @@ Steps:
 `--protocol vimrag` (the default) runs the gym on VimRAG's DAG protocol, where dead ends exist; `--protocol vrag` on
 VRAG's chain of tag actions. With `--fine-print F` (vrag only), a share F of the training environments are page
 images whose codes may be in fine print, legible only in a crop, read by OCR for the text-only model (rl/gym.py), and
-held-out fine-print 1-hop environments get their own column. With `--fresh-rl-names`, the RL pool's people are named
+held-out fine-print 1-hop environments get their own column and a pictures table (crops per episode, the share of
+episodes that crop on fine-print and on plain pages, crop precision; rl/experiment_eval.py). `--crop-repeat K`
+imitates the expert traces that crop K times, and `--mid-frames P` asks a share P of training questions with the
+name mid-sentence: the two levers that made the crop learnable (rl/RESULTS.md, "Crops learned"). With `--fresh-rl-names`, the RL pool's people are named
 with training words the SFT pool never uses, so RL rewards copying unseen names. `--name-syllables 3` names people
 with words too many to memorize, and `--varied-layouts` assembles training pages and questions from parts
 (rl/RESULTS.md, "Names that cannot be memorized"); `--noise-words P` adds made-up words to a share P of them.

@@ -176,11 +176,15 @@ def tiny_vl(tmp_path_factory):
 def test_vimrag_train_mel_under_accelerate_launch_with_two_cpu_processes(tiny_vl, mixed_index, tmp_path):
     """`vimrag train ... mel=true` under `accelerate launch` with 2 CPU processes (tests/rl/mel_worker.py: the CLI,
     with the parity reward so that groups hold a success and a failure, and a scripted reflector). Each process
-    reflects on its own group, and its lesson joins the mini-batch loss; both processes take the same steps."""
-    run, out = launch_train([str(REPO / "tests/rl/mel_worker.py")], tiny_vl, mixed_index, tmp_path, "mel=true")
+    reflects on its own group, and its lesson joins the mini-batch loss. The default method takes 2 epochs x 2
+    mini-batches per update (4 trajectories, one per process per mini-batch): both processes take the four steps
+    in step, with the lessons riding in their mini-batches."""
+    worker = [str(REPO / "tests/rl/mel_worker.py")]
+    run, out = launch_train(worker, tiny_vl, mixed_index, tmp_path, "mel=true", "ppo_epochs=2", "mini_batch_size=2")
     assert run.returncode == 0, run.stderr[-3000:]
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [r["update"] for r in rows] == [1, 2]
+    assert [r["update"] for r in rows] == [1, 2] and (out / "checkpoint-000002").is_dir()
+    assert all(r["optimizer_steps"] == 4 and r["clip_frac"] > 0 for r in rows)  # the parity reward moves the weights
     assert all(r["processes"] == 2 and r["mel_pairs"] == 2 and r["mel_lessons"] == 2 and r["mel_nll"] > 0 for r in rows)
     lessons = [json.loads(x) for f in ("lessons.jsonl", "lessons.rank1.jsonl") for x in (out / "mel" / f).open()]
     assert len(lessons) == 4 and {x["update"] for x in lessons} == {0, 1}
