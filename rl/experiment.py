@@ -33,8 +33,9 @@ images whose codes may be in fine print, legible only in a crop, read by OCR for
 held-out fine-print 1-hop environments get their own column and a pictures table (crops per episode, the share of
 episodes that crop on fine-print and on plain pages, crop precision; rl/experiment_eval.py). `--crop-repeat K`
 imitates the expert traces that crop K times, and `--mid-frames P` asks a share P of training questions with the
-name mid-sentence: the two levers that made the crop learnable (rl/RESULTS.md, "Crops learned"). With `--fresh-rl-names`, the RL pool's people are named
-with training words the SFT pool never uses, so RL rewards copying unseen names. `--name-syllables 3` names people
+name mid-sentence: the two levers that made the crop learnable (rl/RESULTS.md, "Crops learned").
+With `--fresh-rl-names`, the RL pool's people are named with training words the SFT pool never uses, so RL
+rewards copying unseen names. `--name-syllables 3` names people
 with words too many to memorize, and `--varied-layouts` assembles training pages and questions from parts
 (rl/RESULTS.md, "Names that cannot be memorized"); `--noise-words P` adds made-up words to a share P of them.
 `--copy-pretrain N` trains the new tiny LM to copy (rl/pretrain.py) before SFT (rl/RESULTS.md, "Copy pre-training
