@@ -339,7 +339,17 @@ def update_policy(
             lessons = [pieces[i].lesson for i in chunk if pieces[i].lesson is not None]
             with accelerator.accumulate(model):
                 st = compute_gradients(
-                    accelerator, model, segs, advs, wts, cfg, ref_model, version, filler, prox, lessons
+                    accelerator,
+                    model,
+                    segs,
+                    advs,
+                    wts,
+                    cfg,
+                    ref_model,
+                    version=version,
+                    filler=filler,
+                    prox=prox,
+                    lessons=lessons,
                 )
                 if accelerator.sync_gradients and cfg.max_grad_norm:
                     accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
