@@ -159,44 +159,39 @@ Reflector = Callable[[str], str]  # a prompt in, the reply's text out
 
 
 class PolicyReflector:
-    """The policy in process: one greedy reply to the prompt as a single user turn."""
+    """A reflector over any agent policy: one reply to the prompt as a single user turn, its text only (a server's
+    separate reasoning, agent.backends.base.Reasoning, and a trainable policy's Tokens are left out)."""
 
-    def __init__(self, model, proc, is_vl: bool, max_new_tokens: int) -> None:
-        from rl.policy import TextPolicy, VLPolicy
-
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        cls = VLPolicy if is_vl else TextPolicy
-        self.policy = cls(base, proc, temperature=1.0, max_new_tokens=max_new_tokens, greedy=True)
-        self.policy.model = model  # with its adapter, if any
+    def __init__(self, policy) -> None:
+        self.policy = policy
 
     def __call__(self, prompt: str) -> str:
-        return "".join(x for x in self.policy.stream([{"role": "user", "content": prompt}]) if isinstance(x, str))
+        from agent.backends.base import Reasoning
 
-
-class EndpointReflector:
-    """Any OpenAI-compatible chat endpoint (the rollout server, or another model), streamed and joined."""
-
-    def __init__(self, url: str, model: str, api_key: str = "", max_new_tokens: int = 256) -> None:
-        from agent.backends.base import PolicyConfig
-        from agent.backends.openai_compat import OpenAIPolicy
-
-        cfg = PolicyConfig(backend="openai", base_url=url, api_key=api_key, model=model, max_new_tokens=max_new_tokens)
-        self.client = OpenAIPolicy(cfg)
-
-    def __call__(self, prompt: str) -> str:
-        return "".join(x for x in self.client.stream([{"role": "user", "content": prompt}]) if isinstance(x, str))
+        chunks = self.policy.stream([{"role": "user", "content": prompt}])
+        return "".join(x for x in chunks if isinstance(x, str) and not isinstance(x, Reasoning))
 
 
 def make_reflector(cfg, model, proc, is_vl: bool, update: int) -> Reflector:
-    """The reflector `cfg` names: `policy` (in process; the rollout server's current adapter under `rollout:
-    served`), or an endpoint URL with `mel_reflector_model`."""
-    if cfg.mel_reflector != "policy":
-        return EndpointReflector(cfg.mel_reflector, cfg.mel_reflector_model, cfg.mel_api_key, cfg.mel_max_new_tokens)
-    if cfg.rollout == "served":
+    """The reflector `cfg` names: `policy` (the model in process, greedy; the rollout server's current adapter under
+    `rollout: served`), or an endpoint URL with `mel_reflector_model`."""
+    from agent.backends.base import PolicyConfig, load_policy
+
+    if cfg.mel_reflector == "policy" and cfg.rollout != "served":
+        from rl.policy import TextPolicy, VLPolicy
+
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        policy = (VLPolicy if is_vl else TextPolicy)(base, proc, max_new_tokens=cfg.mel_max_new_tokens, greedy=True)
+        policy.model = model  # with its adapter, if any
+        return PolicyReflector(policy)
+    if cfg.mel_reflector == "policy":  # the rollout server, under the adapter of this update
         from rl.served import adapter_name
 
-        return EndpointReflector(cfg.rollout_url, adapter_name(update), cfg.rollout_api_key, cfg.mel_max_new_tokens)
-    return PolicyReflector(model, proc, is_vl, cfg.mel_max_new_tokens)
+        url, name, key = cfg.rollout_url, adapter_name(update), cfg.rollout_api_key
+    else:
+        url, name, key = cfg.mel_reflector, cfg.mel_reflector_model, cfg.mel_api_key
+    pc = PolicyConfig(backend="openai", base_url=url, api_key=key, model=name, max_new_tokens=cfg.mel_max_new_tokens)
+    return PolicyReflector(load_policy(pc))
 
 
 def reflect(

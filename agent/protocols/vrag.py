@@ -170,7 +170,7 @@ class VragProtocol(Protocol):
             self.observe(st, action.raw, self._show(st, fresh.info_id))
             return [SearchResults(st.step, node_id=node.id, query=a["query"], results=result_rows(st, [fresh.info_id]))]
         if kind == "crop":
-            if not st.last_image:
+            if not st.last_image:  # VRAG-RL generation.py lines 132-157 (24f8d05): its invalid-action turn
                 raise ToolError("there is no image to crop yet; <search> first")
             node_id = fresh_id(st.graph, "crop")
             pad = functools.partial(vrag_crop_box, pad=st.config.vrag_pad)  # 28: validation; 0: training rollouts

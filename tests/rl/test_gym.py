@@ -280,7 +280,9 @@ def test_the_expert_crops_fine_print_through_the_agent_and_a_text_policy_sees_wh
     text_steps = json.loads((tmp_path / "traces" / f"{pairs[-1][1].id}.json").read_text())["steps"]
     assert not any(s["output"].startswith("<bbox>") for s in text_steps)  # a text environment needs no crop
 
-    # a crop before any page is shown is an invalid action (VRAG-RL generation.py: no image retrieved yet), and a
+    # a crop before any page is shown is an invalid action, as in VRAG-RL (VRAG-RL/vrag_agent/generation.py at
+    # 24f8d05, lines 132-157: with no image retrieved, `self.retrievaled_images[idx][-1]` raises and the except
+    # branch at line 153 sends the invalid-action turn), and a
     # crop is checked against where the fine print is, for the metrics only: the reward reads the answer alone
     from agent.backends.base import Policy
     from agent.events import Cropped

@@ -188,3 +188,26 @@ def test_vimrag_train_mel_under_accelerate_launch_with_two_cpu_processes(tiny_vl
     assert all(r["processes"] == 2 and r["mel_pairs"] == 2 and r["mel_lessons"] == 2 and r["mel_nll"] > 0 for r in rows)
     lessons = [json.loads(x) for f in ("lessons.jsonl", "lessons.rank1.jsonl") for x in (out / "mel" / f).open()]
     assert len(lessons) == 4 and {x["update"] for x in lessons} == {0, 1}
+
+
+def test_a_reflector_keeps_the_reply_text_and_drops_reasoning_and_tokens(tmp_path):
+    """PolicyReflector joins what the policy streams as its reply, without a server's separate reasoning or a
+    trainable policy's Tokens; `make_reflector` with `mel_reflector: policy` reflects with the model in process."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agent.backends.base import Reasoning, Tokens
+    from rl.mel import PolicyReflector, make_reflector
+    from rl.policy import TextPolicy
+    from rl.tiny import build_tiny_causal_lm
+
+    class Streams:
+        def stream(self, messages):
+            assert messages == [{"role": "user", "content": "compare"}]
+            yield from [Reasoning('thinking {"step": 9}'), '{"step": 1, ', '"lesson": "x."}', Tokens([1], [0.0], {})]
+
+    assert PolicyReflector(Streams())("compare") == '{"step": 1, "lesson": "x."}'
+    path = build_tiny_causal_lm(tmp_path / "lm")
+    model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    reflector = make_reflector(cfg(mel=True, mel_max_new_tokens=5), model, tok, False, update=0)
+    assert isinstance(reflector.policy, TextPolicy) and reflector.policy.greedy
+    assert isinstance(reflector("Which step went wrong?"), str)
