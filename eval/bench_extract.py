@@ -120,7 +120,10 @@ def run_reader(name: str, pairs, lm, encoder) -> list[dict]:
         else:
             r = read_answer(
                 it.question,
-                [Passage(t, f"{it.doc} p.{p}", modality="page", page=p) for p, t in pages],
+                [
+                    Passage(t, f"{it.doc} p.{p}", modality="page", page=p, source=str(MMLB / "documents" / it.doc))
+                    for p, t in pages
+                ],
                 lm=lm if name == "new" else None,
                 encoder=encoder,
             )
@@ -215,6 +218,7 @@ def replay_cases(run: Path) -> list[tuple[dict, list]]:
                 ev[i]["unit"]["modality"],
                 memorized=k < len(useful),
                 page=(ev[i]["unit"].get("page") or 0) if ev[i]["unit"]["modality"] == "page" else 0,
+                source=ev[i]["unit"].get("source", ""),
             )
             for k, i in enumerate((useful + rest)[:MAX_PASSAGES])
             if ev[i]["text"].strip()

@@ -360,6 +360,7 @@ class EmbeddedPolicy(Policy):
                 ev.unit.modality,
                 memorized=i < len(ranked),
                 page=ev.unit.page if ev.unit.modality == "page" and ev.unit.page else 0,
+                source=ev.unit.source,
             )
             for i, ev in enumerate((ranked + rest)[:MAX_PASSAGES])
             if ev.text.strip()

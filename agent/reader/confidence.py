@@ -38,9 +38,11 @@ FEATURES = (
     "names",  # share of the question's names its passage prints (1 when it names none)
     "type_match",  # the answer's form is the form asked for (a count has no % sign, a percent has one ...)
     "needs",  # the question needs what reading text cannot do: counting across a document, a ratio, a list
+    "row_match",  # a table answer: share of its row label's words the question uses (0 for other answers)
+    "column_match",  # ... of its column header's words (agent/reader/table_reader.py)
 )
 FREE = {"text", "person", "organization", "place", "list", "consequence", "choice", "yes_no"}
-STRUCTURED = {"table row", "arithmetic", "layout", "definition", "expansion"}
+STRUCTURED = {"table", "table row", "arithmetic", "layout", "definition", "expansion"}
 
 # Fitted by `python -m eval.bench_extract --calibrate DEV_RUN --simple PLAIN_RUN DEMO_RUN` (logistic regression,
 # C = 0.3) on 185 answers to dev questions outside the smoke set (19 right) and the 35 plain and demo answers;
@@ -60,6 +62,10 @@ WEIGHTS = {
     "names": -0.018,
     "type_match": 0.119,
     "needs": -0.536,
+    # not fitted: no dev answers came from tables when the rest was fitted; a table answer whose row and column
+    # both match fully gains what the rest of the model gives a typed span of a sentence that covers the question
+    "row_match": 0.8,
+    "column_match": 0.8,
 }
 
 
@@ -145,6 +151,8 @@ def features(question: str, reading: Any, passages: list[Any]) -> dict[str, floa
         "names": sum(n.lower() in low for n in names) / len(names) if names else 1.0,
         "type_match": type_match(reading.answer_type, reading.answer),
         "needs": float(bool(needs(question, reading.answer_type)) and reading.path not in STRUCTURED),
+        "row_match": float((getattr(reading, "table", None) or {}).get("row_match", 0.0)),
+        "column_match": float((getattr(reading, "table", None) or {}).get("column_match", 0.0)),
     }
 
 

@@ -48,9 +48,9 @@ from agent.reader.date_format import reformat
 from agent.reader.doc_spans import byline, caption, doc_title, expansion
 from agent.reader.name_spans import not_siblings
 from agent.reader.ranking import lm_order, rank, states_change, states_total, typed_candidates
-from agent.reader.row_spans import asks_extreme_value, difference, read_rows, total
 from agent.reader.sentences import Passage, Sentence, is_heading, passage_sentences, score_sentences, visual_hint
 from agent.reader.spans import CONTACT, Span, choice_spans
+from agent.reader.table_reader import TABLE_PATH, read_table
 from agent.reader.words import (
     NOT_ANSWERABLE,
     missing_anchors,
@@ -117,6 +117,7 @@ class Reading:
     candidate: str = ""  # the answer it would have given, when it abstained (agent/reader/confidence.py)
     abstained_for: str = ""  # why: "confidence" (below the threshold) or "unnamed" (its passage lacks the subject)
     rivals: list = field(default_factory=list, repr=False)  # (score, text, passage) of the ranked spans
+    table: dict[str, Any] = field(default_factory=dict)  # a table answer's table, cells and match (table_reader)
 
     @property
     def answered(self) -> bool:
@@ -211,22 +212,16 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
     missing = [w for w in missing_anchors(question, texts) if w.lower() not in _CUES] + missing_phrases(question, texts)
     if missing:
         return Reading(NOT_ANSWERABLE, kind, note=f"the evidence never mentions {', '.join(missing[:3])}")
-    # 'How many more tweets went to A than to B?': two rows of one column, subtracted; 'the sum of A and B': added
-    apart = kind in NUMERIC and asks_change(question)
-    parts = sum_parts(question) if kind in NUMERIC and not apart else []
-    found = difference(question, passages) if apart else total(question, passages) if parts else None
+    # a cell the question names by row and column, or arithmetic over two cells; 'which region had the highest ...'
+    found = read_table(question, kind, passages)
     if found is not None:
         p = passages[found.passage]
-        return Reading(
-            found.value, kind, found.line, p.citation, p.info_id, 1.0, path="arithmetic", passage=found.passage
-        )
-    # 'Which region had the highest revenue?' is a row's label; 'What was the lowest revenue?' its value
-    labels = kind in ("place", "organization", "person", "text")
-    row = read_rows(question, passages) if labels or kind in NUMERIC and asks_extreme_value(question) else None
-    if row is not None:
-        p = passages[row.passage]
-        answer = row.value if kind in NUMERIC else row.label
-        return Reading(answer, kind, row.line, p.citation, p.info_id, 1.0, path="table row", passage=row.passage)
+        out = Reading(found.value, kind, found.support, p.citation, p.info_id, 1.0, path=TABLE_PATH)
+        out.passage = found.passage
+        out.table = found.to_dict()
+        return out
+    apart = kind in NUMERIC and asks_change(question)
+    parts = sum_parts(question) if kind in NUMERIC and not apart else []
     sents = passage_sentences(passages)
     if not sents:
         return Reading(NOT_ANSWERABLE, kind, note=_limit_note(question, passages, sents))

@@ -28,6 +28,7 @@ class Passage:
     modality: str = "text"  # the unit's: page | image | video | text
     memorized: bool = True  # in the memory graph (else only retrieved)
     page: int = 0  # a PDF page's number (1-based), 0 for other units
+    source: str = ""  # the file it came from, where its tables are read (agent/reader/table_reader.py)
 
 
 _TICK_LINE = re.compile(r"^\s*[-−]?\d[\d,]*(?:\.\d+)?\s*%?\s*$")

@@ -1,0 +1,392 @@
+"""Answers read from tables: a cell the question names by its row and column, or one step of arithmetic over
+two cells (difference, ratio, percentage change) or several (a sum), or the row that holds a column's extreme.
+
+    tables   ->  the tables of the evidence's pages (retrieval/tables.py: built from word boxes for PDF pages,
+                 from label-number lines for other text)
+    match    ->  a row matches the question by the share of its label's words the question uses, plus how many
+                 it uses ('PaLM-2L + Step-Back (ours)' beats 'PaLM-2L' for a question naming both); a column
+                 by its header the same way. Two cells of an arithmetic question share a row or a column (or
+                 a row label across two tables), each side of the question naming the label that differs.
+    answer   ->  the value as printed, with the table's scale ('2,045 million'); the cells it used, their
+                 labels, and how well the row and the column matched (the confidence's row_match and
+                 column_match).
+
+The reader keeps to this path only when the row and column both match: a question naming neither is left
+to the sentence reader, and a question naming one but not the other is not answered from a table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.reader.answer_types import NUMERIC, asks_change, difference_sides, sum_parts
+from agent.reader.words import ORDINALS, search_terms, stem
+from retrieval.tables import Table, number, page_tables, text_tables
+
+_MOST = r"highest|largest|biggest|most|greatest|maximum|max|top|best|strongest|longest|heaviest|oldest"
+_LEAST = r"lowest|smallest|least|fewest|minimum|min|worst|weakest|shortest|lightest|youngest"
+_ASKS = re.compile(r"\b(?:which|what|who|where)\b.*?\b(?P<word>" + _MOST + "|" + _LEAST + r")\b", re.I)
+_ORDINAL = {w: n for w, n in ORDINALS.items() if n > 1}  # 'the second highest'; 'the first highest' is 'highest'
+_RATIO = re.compile(r"\bratio of (?P<a>.+?) (?:to|and|over) (?P<b>.+?)\s*(?:\?|$)", re.I)
+_TIMES = re.compile(r"\bhow many times\b.*?\b(?:more|higher|larger|greater|as)\b", re.I)
+_PCT_CHANGE = re.compile(
+    r"\b(?:percent(?:age)?|%)\s*(?:change|increase|decrease|growth|rise|fall|decline|drop)\b"
+    r"|\bby (?:what|how many) (?:percent(?:age)?|%)",
+    re.I,
+)
+_FROM_TO = re.compile(
+    r"\bfrom (?P<a>.+?) to (?P<b>.+?)\s*(?:\?|$)|\bbetween (?P<a2>.+?) and (?P<b2>.+?)\s*(?:\?|$)", re.I
+)
+_SKIP = {stem(w) for w in "table value number amount figure row column percentage percent much many".split()}
+TABLE_PATH = "table"  # Reading.path of every answer read here (confidence.py counts it as structured)
+
+
+@dataclass
+class TableAnswer:
+    """An answer read from `table`, with the cells (row, column) it used and how well they matched."""
+
+    value: str
+    table: Table
+    cells: list[tuple[int, int]]
+    passage: int
+    op: str  # cell, difference, ratio, change, sum, extreme
+    row_match: float  # share of the matched rows' label words the question uses (mean over the cells)
+    column_match: float  # the same for the columns' headers (1 for a one-column table its header names)
+    support: str = ""  # 'PaLM-2L + RAG / TimeQA: 57.4%; PaLM-2L / TimeQA: 41.5%'
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table.to_dict(),
+            "cells": [list(c) for c in self.cells],
+            "op": self.op,
+            "row_match": round(self.row_match, 3),
+            "column_match": round(self.column_match, 3),
+        }
+
+
+def passage_tables(p: Any, tails: bool = False) -> list[Table]:
+    """The tables of a passage: its PDF page's (word boxes), else those its text lines show."""
+    found: list[Table] = []
+    source = getattr(p, "source", "")
+    if source and p.page and str(source).lower().endswith(".pdf"):
+        found = list(page_tables(str(source), p.page))
+    return found or text_tables(p.text) + (text_tables(p.text, tails=True) if tails else [])
+
+
+def _match(q: set[str], label: str) -> tuple[float, float]:
+    """(score, coverage): score is the label words the question uses plus the share of the label they are."""
+    words = search_terms(label)
+    hit = len(q & words)
+    return (hit + hit / len(words), hit / len(words)) if hit else (0.0, 0.0)
+
+
+@dataclass
+class _Cell:
+    t: int  # index into the tables
+    r: int
+    c: int
+    value: float
+
+
+def _cells(tables: list[Table]) -> list[_Cell]:
+    out = []
+    for ti, t in enumerate(tables):
+        for c in t.value_columns():
+            for r, row in enumerate(t.rows):
+                v = number(row[c]) if c < len(row) else None
+                if v is not None:
+                    out.append(_Cell(ti, r, c, v))
+    return out
+
+
+def _header(t: Table, c: int) -> str:
+    """What a column is: its header, or for a table of one value column without one, its title."""
+    return t.header[c] or (t.title if len(t.value_columns()) == 1 else "")
+
+
+def read_table(question: str, kind: str, passages: list[Any]) -> TableAnswer | None:
+    """The answer a table on the evidence gives, or None (see the module's docstring)."""
+    apart = kind in NUMERIC and asks_change(question)
+    parts = sum_parts(question) if kind in NUMERIC and not apart else []
+    side = superlative(question)
+    if kind in ("yes_no", "list", "choice") or kind not in NUMERIC and (apart or parts):
+        return None
+    tables, where = [], []
+    for pi, p in enumerate(passages[:6]):
+        for t in passage_tables(p, tails=apart or bool(parts)):
+            tables.append(t)
+            where.append(pi)
+    if not tables:
+        return None
+    if side:
+        got = _extreme(question, kind, side, tables)
+    elif _PCT_CHANGE.search(question) or _RATIO.search(question) or _TIMES.search(question):
+        got = _two(question, tables, "change" if _PCT_CHANGE.search(question) else "ratio")
+    elif apart:
+        got = _two(question, tables, "difference")
+    elif parts:
+        got = _sum(question, parts, tables)
+    else:
+        got = _lookup(question, tables, 0.5 if kind in NUMERIC else 0.75)
+    if got is None:
+        return None
+    value, cells, op, rm, cm = got
+    t = tables[cells[0][0]]
+    support = "; ".join(_cite(tables[ti], r, c) for ti, r, c in cells)
+    answer = TableAnswer(value, t, [(r, c) for _, r, c in cells], where[cells[0][0]], op, rm, cm, support)
+    answer.extra["tables"] = sorted({ti for ti, _, _ in cells})
+    return answer
+
+
+def _cite(t: Table, r: int, c: int) -> str:
+    """A cell as the answer's support: 'row / column: value', or the printed line of a table read from text."""
+    if t.box is None:
+        return f"{t.rows[r][0]} {t.rows[r][c]}"
+    return " / ".join(x for x in (t.rows[r][0], _header(t, c)) if x) + f": {t.rows[r][c]}"
+
+
+def _best_cell(q: set[str], tables: list[Table], cells: list[_Cell]) -> tuple[float, _Cell, float, float] | None:
+    """The cell whose row and column the question names best: (score, cell, row coverage, column coverage)."""
+    best = None
+    for cell in cells:
+        t = tables[cell.t]
+        rs, rc = _match(q, t.rows[cell.r][0] + " " + (t.sections[cell.r] if t.sections else ""))
+        cs, cc = _match(q, _header(t, cell.c))
+        if not rs or not cs:
+            continue
+        if best is None or rs + cs > best[0]:
+            best = (rs + cs, cell, rc, cc)
+    return best
+
+
+def _lookup(question: str, tables: list[Table], least: float):
+    """The cell whose row and column the question names, both covering at least `least` of their label (a
+    question that is not asking for a number must name the cell's row and column more fully)."""
+    q = search_terms(question) - _SKIP
+    found = _best_cell(q, tables, _cells(tables))
+    if found is None or found[2] < least or found[3] < least:
+        return None
+    _, cell, rc, cc = found
+    t = tables[cell.t]
+    return _printed_scaled(t.rows[cell.r][cell.c], t, question), [(cell.t, cell.r, cell.c)], "cell", rc, cc
+
+
+def _sides(question: str) -> tuple[str, str, int] | None:
+    m = _RATIO.search(question) or _FROM_TO.search(question)
+    if m and m.re is _FROM_TO:  # 'from A to B': B is the later value, a change is B - A; 'between': a gap
+        return (m.group("b"), m.group("a"), 1) if m.group("a") else (m.group("a2"), m.group("b2"), 0)
+    if m:
+        return m.group("a"), m.group("b"), 1
+    return difference_sides(question)
+
+
+def _two(question: str, tables: list[Table], op: str):
+    """Two cells sharing a row or a column, one per side of the question; their difference, ratio or change."""
+    sides = _sides(question)
+    if sides is None:
+        return None
+    first, second, sign = sides  # a change is from the second to the first
+    qa, qb = search_terms(first) - _SKIP, search_terms(second) - _SKIP
+    q = search_terms(question) - _SKIP
+    own_a, own_b = qa - qb, qb - qa
+    if not own_a and not own_b:
+        return None
+    cells = _cells(tables)
+    best = None
+    for a in cells:
+        ta = tables[a.t]
+        for b in cells:
+            tb = tables[b.t]
+            if a is b:
+                continue
+            same_row = a.t == b.t and a.r == b.r or a.t != b.t and ta.rows[a.r][0] == tb.rows[b.r][0]
+            same_col = a.t == b.t and a.c == b.c or a.t != b.t and _header(ta, a.c) == _header(tb, b.c)
+            if same_row == same_col:
+                continue
+            shared, la, lb = (
+                (ta.rows[a.r][0], _header(ta, a.c), _header(tb, b.c))
+                if same_row
+                else (_header(ta, a.c), ta.rows[a.r][0], tb.rows[b.r][0])
+            )
+            (sa, ca), (sb, cb) = _match(qa, la), _match(qb, lb)
+            xa, xb = _match(qa, lb)[0], _match(qb, la)[0]  # each side must name its own label at least as well
+            if not sa or not sb or sa < xa or sb < xb or sa == xa and sb == xb:
+                continue
+            if _conflict(own_a, own_b, shared, (ta, a), (tb, b), same_row):
+                continue
+            ss, cs = _match(q, shared)
+            if not ss and not (len(tables[a.t].value_columns()) == 1 and same_col):
+                continue
+            score = sa + sb + ss
+            if best is None or score > best[0]:
+                best = (score, a, b, min(ca, cb) if same_col else cs, cs if same_col else min(ca, cb))
+    if best is None:
+        return None
+    _, a, b, rm, cm = best
+    va, vb = a.value, b.value
+    pa, pb = tables[a.t].rows[a.r][a.c], tables[b.t].rows[b.r][b.c]
+    if op == "difference":
+        value = va - vb if sign > 0 else vb - va if sign < 0 else abs(va - vb)
+        text = _printed_scaled(printed(value, [pa, pb]), tables[a.t], question)
+    elif op == "ratio":
+        if vb == 0:
+            return None
+        text = f"{va / vb:.2f}".rstrip("0").rstrip(".")
+    else:
+        if vb == 0:
+            return None
+        text = f"{(va - vb) / abs(vb) * 100:.2f}".rstrip("0").rstrip(".") + "%"
+    return text, [(a.t, a.r, a.c), (b.t, b.r, b.c)], op, rm, cm
+
+
+def _conflict(own_a: set[str], own_b: set[str], shared: str, a, b, same_row: bool) -> bool:
+    """Whether one side names the shared label while the other names a different one of its kind ('net income
+    in 2025 than operating income in 2024' shares no column: each side names its own year)."""
+    for mine, theirs, (t, cell) in ((own_a, own_b, b), (own_b, own_a, a)):
+        if not _match(mine, shared)[0] or _match(theirs, shared)[0]:
+            continue
+        others = (
+            [_header(t, c) for c in t.value_columns() if c != cell.c]
+            if not same_row
+            else [row[0] for r, row in enumerate(t.rows) if r != cell.r]
+        )
+        if any(_match(theirs, o)[0] for o in others):
+            return True
+    return False
+
+
+def _sum(question: str, parts: list[str], tables: list[Table]):
+    """One cell per part, all in one column (or one row): their sum."""
+    words = [search_terms(x) - _SKIP for x in parts]
+    own = [w - set().union(*(o for j, o in enumerate(words) if j != i)) for i, w in enumerate(words)]
+    if not all(own):
+        return None
+    q = search_terms(question) - _SKIP
+    best = None
+    for ti, t in enumerate(tables):
+        for c in t.value_columns():
+            cs, cc = _match(q, _header(t, c))
+            if not cs and len(t.value_columns()) > 1:
+                continue
+            picked = []
+            for mine in own:
+                scored = [(_match(mine, row[0])[0], r) for r, row in enumerate(t.rows) if number(row[c]) is not None]
+                if not scored:
+                    break
+                s, r = max(scored)
+                if not s:
+                    break
+                picked.append((s, r))
+            if len(picked) < len(own) or len({r for _, r in picked}) < len(picked):
+                continue
+            score = sum(s for s, _ in picked) + cs
+            if best is None or score > best[0]:
+                rc = min(_match(mine, t.rows[r][0])[1] for mine, (_, r) in zip(own, picked))
+                best = (score, ti, c, [r for _, r in picked], rc, cc if cs else 1.0)
+    if best is None:
+        return None
+    _, ti, c, rows, rc, cc = best
+    t = tables[ti]
+    value = sum(number(t.rows[r][c]) for r in rows)
+    text = _printed_scaled(printed(value, [t.rows[r][c] for r in rows]), t, question)
+    return text, [(ti, r, c) for r in rows], "sum", rc, cc
+
+
+def superlative(question: str) -> str:
+    """'max' or 'min' when the question asks which row is highest or lowest, else ''.
+
+    >>> superlative("Which region had the highest revenue?"), superlative("Which market is smallest?")
+    ('max', 'min')
+    >>> superlative("How many robots were shipped?")
+    ''
+    """
+    m = _ASKS.search(question)
+    if not m:
+        return ""
+    return "max" if re.fullmatch(_MOST, m.group("word").lower()) else "min"
+
+
+def rank_asked(question: str) -> int:
+    """Which place the question asks for: 2 for 'the second highest', else 1.
+
+    >>> rank_asked("Which region had the second highest revenue?"), rank_asked("Which is largest?")
+    (2, 1)
+    """
+    m = re.search(r"\b(" + "|".join(_ORDINAL) + r")[\s-]+(?:" + _MOST + "|" + _LEAST + r")\b", question, re.I)
+    return _ORDINAL[m.group(1).lower()] if m else 1
+
+
+def asks_extreme_value(question: str) -> bool:
+    """Whether the question asks for the extreme value itself ('What was the lowest revenue?'), not for something
+    about the row that holds it ('What percentage of the second largest segment ...?').
+
+    >>> asks_extreme_value("What was the lowest revenue among the regions?")
+    True
+    >>> asks_extreme_value("What percentage of the second largest segment said no?")
+    False
+    """
+    nth = "|".join(_ORDINAL)
+    pattern = r"^\s*what\s+(?:is|was|are|were)\s+the\s+(?:(?:" + nth + r")\s+)?(?:" + _MOST + "|" + _LEAST
+    return re.match(pattern + r")\b", question, re.I) is not None
+
+
+def _extreme(question: str, kind: str, side: str, tables: list[Table]):
+    """The row holding the highest (lowest) value of the column the question names: its label answers
+    'which', its value 'what is the highest'."""
+    value_asked = kind in NUMERIC and asks_extreme_value(question)
+    if kind in NUMERIC and not value_asked:
+        return None
+    entity = re.search(r"\b(?:which|what)\s+(\w+)", question, re.I)
+    skip = {stem(w) for w in re.findall(_MOST + "|" + _LEAST, question, re.I)}
+    skip |= {stem(entity.group(1)) if entity else ""}
+    q = search_terms(question) - skip - _SKIP
+    k = rank_asked(question)
+    best = None
+    for ti, t in enumerate(tables):
+        if len({row[0].lower() for row in t.rows}) < len(t.rows):
+            continue  # 'Pier 45', 'Pier 39': names, not labelled values
+        for c in t.value_columns():
+            cs, cc = _match(q, _header(t, c))
+            rows = [(number(row[c]), r) for r, row in enumerate(t.rows) if number(row[c]) is not None]
+            if not cs or k > len(rows) or len(rows) < 2:
+                continue
+            v, r = sorted(rows, reverse=side == "max")[k - 1]
+            if best is None or cs > best[0]:
+                best = (cs, ti, r, c, cc)
+    if best is None:
+        return None
+    _, ti, r, c, cc = best
+    t = tables[ti]
+    answer = _printed_scaled(t.rows[r][c], t, question) if value_asked else t.rows[r][0]
+    return answer, [(ti, r, c)], "extreme", 1.0, cc
+
+
+def _first(cell: str) -> str:
+    """The value a cell prints, without what follows it ('66.4% (0.8%)' -> '66.4%')."""
+    cell = cell.strip()
+    return cell if cell.startswith("(") else cell.split(" (")[0].strip()
+
+
+def _printed_scaled(cell: str, t: Table, question: str = "") -> str:
+    """A value with the table's scale, as a reader would say it ('2,045' in millions -> '2,045 million'), unless
+    the question already asks in that scale ('..., in million USD?')."""
+    text = _first(cell)
+    scale = t.scale.rstrip("s") if t.scale else ""
+    if not scale or text.endswith("%") or stem(scale) in {stem(w) for w in re.findall(r"[a-z]+", question.lower())}:
+        return text
+    return f"{text} {scale}"
+
+
+def printed(value: float, cells: list[str]) -> str:
+    """`value` with the decimals, thousands commas and percent sign of the numbers it was computed from.
+
+    >>> printed(12.0, ["24", "12"]), printed(16.7, ["52.4%", "35.7%"]), printed(1194000.0, ["1,204,000", "10,000"])
+    ('12', '16.7%', '1,194,000')
+    """
+    shown = [_first(p).strip("()$€£₹ ") for p in cells]
+    decimals = max(len(p.rstrip("%").split(".")[1]) if "." in p else 0 for p in shown)
+    text = f"{value:,.{decimals}f}" if any("," in p for p in shown) else f"{value:.{decimals}f}"
+    return text + "%" if all(p.endswith("%") for p in shown) else text

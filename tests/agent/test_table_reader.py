@@ -1,0 +1,78 @@
+"""The reader answers from tables: a cell, one step of arithmetic, an extreme, with its cells and their match."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.reader.confidence import abstain_below
+from agent.reader.extract import Passage, read_answer
+from agent.reader.table_reader import printed
+from agent.reader.words import NOT_ANSWERABLE
+from tests.table_pdf import make_table_pdf
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    pdf = make_table_pdf(tmp_path_factory.mktemp("tables") / "northwind.pdf")
+    import pypdfium2 as pdfium
+
+    doc = pdfium.PdfDocument(str(pdf))
+    text = doc[0].get_textpage().get_text_range()
+    doc.close()
+    return Passage(text, "northwind.pdf p.1", "Picture 1", "page", page=1, source=str(pdf))
+
+
+def test_a_cell_named_by_its_row_and_column_with_the_tables_scale(page):
+    r = read_answer("What were net sales in 2025?", [page])
+    assert (r.answer, r.path) == ("2,045 million", "table")
+    assert r.sentence == "Net sales / 2025: 2,045" and r.citation == "northwind.pdf p.1"
+    assert r.table["cells"] == [[0, 1]] and r.table["op"] == "cell"
+    assert r.table["row_match"] == 1.0 and r.table["column_match"] == 1.0
+    assert r.table["table"]["header"][1:] == ["2025", "2024"]  # the table rides along, for the demo to draw
+    assert read_answer("What was the operating income in 2024?", [page]).answer == "305 million"
+    # the text layer alone reads 'Net sales 2,045 1,870' and cannot tell the years apart
+    no_source = Passage(page.text, page.citation, page.info_id, "page", page=1)
+    assert read_answer("What were net sales in 2024?", [no_source]).answer != "1,870 million"
+
+
+def test_one_step_of_arithmetic_over_two_cells(page):
+    r = read_answer("By how much did gross profit increase from 2024 to 2025?", [page])
+    assert r.answer == "115 million" and r.table["op"] == "difference" and r.table["cells"] == [[2, 1], [2, 2]]
+    assert "Gross profit / 2025: 835" in r.sentence and "Gross profit / 2024: 720" in r.sentence
+    r = read_answer("What was the percentage change in net income from 2024 to 2025?", [page])
+    assert r.answer == "32.5%" and r.table["op"] == "change"  # (318 - 240) / 240
+    r = read_answer("What is the ratio of operating income to net sales in 2025?", [page])
+    assert r.answer == "0.2" and r.table["op"] == "ratio"  # 412 / 2,045 = 0.201
+    # two cells sharing neither a row nor a column: not one step over a table, so not answered from it
+    r = read_answer("How much higher was net income in 2025 than operating income in 2024?", [page])
+    assert r.path != "table" and r.answer not in ("-94 million", "94 million", "-107 million")
+
+
+def test_an_extreme_row_of_the_named_column():
+    regions = Passage(
+        "Revenue by region\nRegion Revenue 2025 (million USD)\nEurope 21.4\nNorth America 15.9\nAsia Pacific 8.7",
+        "report.pdf p.2",
+    )
+    assert read_answer("Which region had the highest revenue?", [regions]).answer == "Europe"
+    assert read_answer("What was the lowest revenue among the regions?", [regions]).answer == "8.7 million"
+    assert read_answer("Which region has the most employees?", [regions]).answer != "Europe"  # another measure
+
+
+def test_it_abstains_when_the_row_or_the_column_is_not_named(page):
+    assert read_answer("What were net sales in 2019?", [page]).path != "table"  # no such column
+    assert read_answer("What was the research budget in 2025?", [page]).path != "table"  # no such row
+    r = read_answer("How many employees did Northwind have in 2025?", [page])
+    assert r.answer == NOT_ANSWERABLE or r.path != "table"
+
+
+def test_the_confidence_counts_the_row_and_column_match(page):
+    r = read_answer("What were net sales in 2025?", [page])
+    assert r.features["row_match"] == 1.0 and r.features["column_match"] == 1.0 and r.features["structured"] == 1.0
+    partial = read_answer("What were the net sales of the robots division in 2025?", [page])
+    assert partial.path != "table" or partial.confidence < r.confidence
+    assert abstain_below(r, "What were net sales in 2025?", 0.17, [page]).answer == "2,045 million"
+
+
+def test_computed_values_print_like_their_cells():
+    assert printed(12.0, ["24", "12"]) == "12" and printed(16.7, ["52.4%", "35.7%"]) == "16.7%"
+    assert printed(1194000.0, ["1,204,000", "10,000"]) == "1,194,000" and printed(115.0, ["835", "(720)"]) == "115"
