@@ -219,6 +219,7 @@ def replay_cases(run: Path) -> list[tuple[dict, list]]:
                 memorized=k < len(useful),
                 page=(ev[i]["unit"].get("page") or 0) if ev[i]["unit"]["modality"] == "page" else 0,
                 source=ev[i]["unit"].get("source", ""),
+                tables=ev[i]["unit"].get("tables", []),
             )
             for k, i in enumerate((useful + rest)[:MAX_PASSAGES])
             if ev[i]["text"].strip()

@@ -53,10 +53,12 @@ class UnitExtractor:
                 pages = loaders.read_pdf(path)
             for pg in pages:
                 text, src = pg.text, "pdf-text" if pg.text else ""
+                tables: list[dict] = []
                 if len(pg.text) < c.min_text_chars and self._ocr_engine(clock) is not None:
                     with clock("render"):
                         image = loaders.render_pdf_page(path, pg.page, dpi=c.ocr_dpi)
-                    text, src = self._ocr_text(image, clock) or text, f"ocr:{self.ocr.name}"
+                    read, tables = self._ocr_read(image, clock, scale=72.0 / c.ocr_dpi, page=pg.page)
+                    text, src = read or text, f"ocr:{self.ocr.name}"
                 units.append(
                     Unit(
                         uid=f"{sha[:16]}:p{pg.page}",
@@ -66,6 +68,7 @@ class UnitExtractor:
                         text_source=src,
                         width=pg.width,
                         height=pg.height,
+                        tables=tables,
                         **base,
                     )
                 )
@@ -73,8 +76,8 @@ class UnitExtractor:
         if kind == "image":
             with clock("decode"):
                 image = loaders.open_image(path)
-            text = self._ocr_text(image, clock)
             doc, page = page_of.get(path, ("", None))
+            text, tables = self._ocr_read(image, clock, page=page or 0)
             return [
                 Unit(
                     uid=f"{sha[:16]}:img",
@@ -85,6 +88,7 @@ class UnitExtractor:
                     text_source=f"ocr:{self.ocr.name}" if self.ocr else "",
                     doc=doc,
                     page=page,
+                    tables=tables,
                     **base,
                 )
             ]
@@ -144,6 +148,19 @@ class UnitExtractor:
             return ""
         with clock("ocr"):
             return self.ocr.read(image).text.strip()
+
+    def _ocr_read(self, image, clock: Clock, scale: float = 1.0, page: int = 0) -> tuple[str, list[dict]]:
+        """The text OCR reads, and the tables its boxes show (boxes times `scale`: PDF points for a rendered page,
+        pixels for an image), as dicts for the unit."""
+        if self._ocr_engine(clock) is None:
+            return "", []
+        with clock("ocr"):
+            result = self.ocr.read(image)
+        with clock("tables"):
+            from retrieval.tables import scaled, tables_from_words
+
+            tables = [scaled(t, scale, page).to_dict() for t in tables_from_words(result.boxes)]
+        return result.text.strip(), tables
 
 
 def _changed(frame, last, min_fraction: float = 0.005) -> bool:

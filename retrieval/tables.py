@@ -40,7 +40,9 @@ _SCALE = re.compile(
     re.I,
 )
 _CURRENCY = re.compile(r"(?P<cur>\$|€|£|₹|\brs\.?|\brupees\b|\binr\b|\busd\b|\beur\b|\bdollars\b)", re.I)
+_CLOCK = re.compile(r"^(?:(\d{1,2}):)?(\d{1,2}):(\d{2})$")  # '00:04:14', '3:05'
 _CAPTION = re.compile(r"^\s*(?:table|tab\.|exhibit)\s*[\dIVXivx]+[.:]?", re.I)
+_VARIANT = re.compile(r"^(?:\+|w/o?\b|with(?:out)?\b)\s*\S", re.I)  # a row that varies the one above it
 GAP = 1.0  # a gap this many line heights wide ends a cell (a space is about 0.3)
 LINE_GAP = 2.6  # a vertical gap this many line heights wide ends a table
 
@@ -94,10 +96,14 @@ class Table:
 def number(cell: str) -> float | None:
     """The value a cell prints: '(3.5)' and '−3.5' are negative, '66.4% (0.8%)' is 66.4; None for a label.
 
-    >>> number("(1,204.5)"), number("66.4% (0.8%)"), number("$2,045"), number("Europe")
-    (-1204.5, 66.4, 2045.0, None)
+    >>> number("(1,204.5)"), number("66.4% (0.8%)"), number("$2,045"), number("00:04:14"), number("Europe")
+    (-1204.5, 66.4, 2045.0, 254.0, None)
     """
     first = cell.strip().split(" (")[0].strip() if not cell.strip().startswith("(") else cell.strip()
+    clock = _CLOCK.match(first)
+    if clock:  # a duration as a clock prints it: its seconds
+        h, m, sec = (int(x or 0) for x in clock.groups())
+        return float(h * 3600 + m * 60 + sec)
     if not NUMBER.match(first):
         return None
     digits = re.sub(r"[^\d.]", "", first)
@@ -158,13 +164,15 @@ def page_tables(path: str, page: int) -> tuple[Table, ...]:
         words, _ = pdf_words(path, page)
     except Exception:  # noqa: BLE001 - a damaged page has no tables; ingest reports the file itself
         return ()
-    out = []
-    for t in tables_from_words(words):
-        t.page, t.source = page, str(path)
-        t.box = tuple(v / 4 for v in t.box) if t.box else None
-        t.cell_boxes = [[tuple(v / 4 for v in b) if b else None for b in row] for row in t.cell_boxes]
-        out.append(t)
-    return tuple(out)
+    return tuple(scaled(t, 0.25, page, str(path)) for t in tables_from_words(words))
+
+
+def scaled(t: Table, factor: float, page: int = 0, source: str = "") -> Table:
+    """`t` with its boxes multiplied by `factor` (quarter points or OCR pixels to points), on `page` of `source`."""
+    t.page, t.source = page or t.page, source or t.source
+    t.box = tuple(round(v * factor, 2) for v in t.box) if t.box else None
+    t.cell_boxes = [[tuple(round(v * factor, 2) for v in b) if b else None for b in row] for row in t.cell_boxes]
+    return t
 
 
 def _cells(line: list[OcrBox], h: float) -> list[list[OcrBox]]:
@@ -199,10 +207,27 @@ def tables_from_words(words: list[OcrBox]) -> list[Table]:
                 break
             j += 1
         table = _table(lines, split, i, j, h)
-        if table is not None:
+        if table is not None and plausible(table):
             out.append(_inherit(table, out, h))
         i = j
     return out
+
+
+def plausible(t: Table) -> bool:
+    """Whether rows read as a table's and not as prose beside a chart's ticks: two or more rows labelled with
+    words, labels short (a median of at most seven words), and most of them not a sentence's continuation.
+
+    >>> plausible(Table([["Europe", "21.4"], ["Asia", "8.7"]], ["", "Revenue"]))
+    True
+    >>> plausible(Table([["80", "76.1"], ["60", "51.3"]], ["", ""]))
+    False
+    """
+    labels = [r[0] for r in t.rows if re.search(r"[A-Za-z]{2}", r[0])]
+    if len(labels) < 2:
+        return False
+    words = sorted(len(x.split()) for x in labels)
+    lower = sum(x[:1].islower() and len(x.split()) >= 4 for x in labels)  # 'desktop' is a label, 'and the' prose
+    return words[len(words) // 2] <= 7 and lower <= len(labels) / 2
 
 
 def _centres(t: Table) -> list[float]:
@@ -298,7 +323,11 @@ def _table(lines, split, i: int, j: int, h: float) -> Table | None:
         cells: list[list[OcrBox]] = [[] for _ in range(ncol)]
         for w in lines[k]:
             cells[_column(w, spans)].append(w)
-        rows.append([_text(c) for c in cells])
+        row = [_text(c) for c in cells]
+        base = next((r[0] for r in reversed(rows) if not _VARIANT.match(r[0])), "")
+        if _VARIANT.match(row[0]) and base:  # '+ CoT' under 'PaLM-2L': the row is 'PaLM-2L + CoT'
+            row[0] = f"{base} {row[0]}"
+        rows.append(row)
         boxes.append([_union(c) for c in cells])
         sections.append(section)
     header = _header(lines, split, i, spans, h)

@@ -44,6 +44,9 @@ class Unit:
     width: int | None = None
     height: int | None = None
     doc: str = ""  # a page image's document (X.pdf for X_3.jpg, with `page` 3); empty for everything else
+    # tables read from the OCR boxes of a scanned page or an image (retrieval/tables.py, Table.to_dict); a page
+    # with a text layer has none here: its tables are built from its word boxes when asked (page_tables)
+    tables: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.modality not in MODALITIES:

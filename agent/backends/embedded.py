@@ -361,6 +361,7 @@ class EmbeddedPolicy(Policy):
                 memorized=i < len(ranked),
                 page=ev.unit.page if ev.unit.modality == "page" and ev.unit.page else 0,
                 source=ev.unit.source,
+                tables=ev.unit.tables,
             )
             for i, ev in enumerate((ranked + rest)[:MAX_PASSAGES])
             if ev.text.strip()

@@ -10,7 +10,7 @@ little for memorized evidence. `visual_hint` says when a page's text layer shows
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent.reader.words import fuzzy_hit, question_idf, split_sentences, terms
@@ -29,6 +29,7 @@ class Passage:
     memorized: bool = True  # in the memory graph (else only retrieved)
     page: int = 0  # a PDF page's number (1-based), 0 for other units
     source: str = ""  # the file it came from, where its tables are read (agent/reader/table_reader.py)
+    tables: list = field(default_factory=list)  # tables OCR read at ingest (Unit.tables), as dicts
 
 
 _TICK_LINE = re.compile(r"^\s*[-−]?\d[\d,]*(?:\.\d+)?\s*%?\s*$")

@@ -23,7 +23,7 @@ from typing import Any
 
 from agent.reader.answer_types import NUMERIC, asks_change, difference_sides, sum_parts
 from agent.reader.words import ORDINALS, search_terms, stem
-from retrieval.tables import Table, number, page_tables, text_tables
+from retrieval.tables import Table, number, page_tables, plausible, text_tables
 
 _MOST = r"highest|largest|biggest|most|greatest|maximum|max|top|best|strongest|longest|heaviest|oldest"
 _LEAST = r"lowest|smallest|least|fewest|minimum|min|worst|weakest|shortest|lightest|youngest"
@@ -69,9 +69,9 @@ class TableAnswer:
 
 def passage_tables(p: Any, tails: bool = False) -> list[Table]:
     """The tables of a passage: its PDF page's (word boxes), else those its text lines show."""
-    found: list[Table] = []
+    found = [t for t in (Table.from_dict(d) for d in getattr(p, "tables", None) or []) if plausible(t)]
     source = getattr(p, "source", "")
-    if source and p.page and str(source).lower().endswith(".pdf"):
+    if not found and source and p.page and str(source).lower().endswith(".pdf"):
         found = list(page_tables(str(source), p.page))
     return found or text_tables(p.text) + (text_tables(p.text, tails=True) if tails else [])
 
@@ -149,17 +149,20 @@ def _cite(t: Table, r: int, c: int) -> str:
 
 
 def _best_cell(q: set[str], tables: list[Table], cells: list[_Cell]) -> tuple[float, _Cell, float, float] | None:
-    """The cell whose row and column the question names best: (score, cell, row coverage, column coverage)."""
-    best = None
+    """The cell whose row and column the question names best: (score, cell, row coverage, column coverage); None
+    when two cells of different values are named equally well (which one is meant is a guess)."""
+    best, tied = None, False
     for cell in cells:
         t = tables[cell.t]
         rs, rc = _match(q, t.rows[cell.r][0] + " " + (t.sections[cell.r] if t.sections else ""))
         cs, cc = _match(q, _header(t, cell.c))
         if not rs or not cs:
             continue
+        if best is not None and rs + cs == best[0] and cell.value != best[1].value:
+            tied = True
         if best is None or rs + cs > best[0]:
-            best = (rs + cs, cell, rc, cc)
-    return best
+            best, tied = (rs + cs, cell, rc, cc), False
+    return None if tied else best
 
 
 def _lookup(question: str, tables: list[Table], least: float):
@@ -195,7 +198,7 @@ def _two(question: str, tables: list[Table], op: str):
     if not own_a and not own_b:
         return None
     cells = _cells(tables)
-    best = None
+    best, tied = None, False  # two pairs named equally well, of other values: which is meant is a guess
     for a in cells:
         ta = tables[a.t]
         for b in cells:
@@ -221,15 +224,19 @@ def _two(question: str, tables: list[Table], op: str):
             if not ss and not (len(tables[a.t].value_columns()) == 1 and same_col):
                 continue
             score = sa + sb + ss
+            if best is not None and score == best[0] and {a.value, b.value} != {best[1].value, best[2].value}:
+                tied = True
             if best is None or score > best[0]:
-                best = (score, a, b, min(ca, cb) if same_col else cs, cs if same_col else min(ca, cb))
-    if best is None:
+                best, tied = (score, a, b, min(ca, cb) if same_col else cs, cs if same_col else min(ca, cb)), False
+    if best is None or tied:
         return None
     _, a, b, rm, cm = best
     va, vb = a.value, b.value
     pa, pb = tables[a.t].rows[a.r][a.c], tables[b.t].rows[b.r][b.c]
     if op == "difference":
         value = va - vb if sign > 0 else vb - va if sign < 0 else abs(va - vb)
+        if value < 0:  # 'how much higher is A than B' with A below B: the cells are not the ones it means
+            return None
         text = _printed_scaled(printed(value, [pa, pb]), tables[a.t], question)
     elif op == "ratio":
         if vb == 0:
@@ -333,11 +340,30 @@ def asks_extreme_value(question: str) -> bool:
     return re.match(pattern + r")\b", question, re.I) is not None
 
 
+_ROW_ASKED = re.compile(
+    r"^(?:(?:in|according to|from|based on)\b[^,?]{0,80},\s*)?(?:which|who|what\s+\w+(?:\s+\w+)?\s+"
+    r"(?:has|had|have|is|was|are|were|gets?|got|shows?|performs?|scores?|achieves?|achieved|reached|leads?|led))\b",
+    re.I,
+)
+
+
+def _asks_row(question: str) -> bool:
+    """Whether the question asks which row holds the extreme ('Which model performs best ...?'), not for a value of
+    a row a superlative describes ('What is the performance of X on the dataset with the highest recall?').
+
+    >>> _asks_row("Which region had the highest revenue?"), _asks_row("In 2015, which channel led to the most sales?")
+    (True, True)
+    >>> _asks_row("What is the performance of InstructGPT on the dataset with the highest recall?")
+    False
+    """
+    return _ROW_ASKED.match(question.strip()) is not None
+
+
 def _extreme(question: str, kind: str, side: str, tables: list[Table]):
     """The row holding the highest (lowest) value of the column the question names: its label answers
     'which', its value 'what is the highest'."""
     value_asked = kind in NUMERIC and asks_extreme_value(question)
-    if kind in NUMERIC and not value_asked:
+    if not value_asked and not _asks_row(question):  # 'Which type ... has the lowest percentage?' asks for a row
         return None
     entity = re.search(r"\b(?:which|what)\s+(\w+)", question, re.I)
     skip = {stem(w) for w in re.findall(_MOST + "|" + _LEAST, question, re.I)}
@@ -348,8 +374,11 @@ def _extreme(question: str, kind: str, side: str, tables: list[Table]):
     for ti, t in enumerate(tables):
         if len({row[0].lower() for row in t.rows}) < len(t.rows):
             continue  # 'Pier 45', 'Pier 39': names, not labelled values
+        summary = _summary_column(t, q)
         for c in t.value_columns():
             cs, cc = _match(q, _header(t, c))
+            if not cs and c == summary:  # 'the best on CLADDER': the table of CLADDER, its overall column
+                cs, cc = 0.5, 0.5
             rows = [(number(row[c]), r) for r, row in enumerate(t.rows) if number(row[c]) is not None]
             if not cs or k > len(rows) or len(rows) < 2:
                 continue
@@ -361,7 +390,20 @@ def _extreme(question: str, kind: str, side: str, tables: list[Table]):
     _, ti, r, c, cc = best
     t = tables[ti]
     answer = _printed_scaled(t.rows[r][c], t, question) if value_asked else t.rows[r][0]
+    if not re.search(r"[A-Za-z0-9]", answer):
+        return None
     return answer, [(ti, r, c)], "extreme", 1.0, cc
+
+
+_SUMMARY = re.compile(r"\b(?:overall|average|avg\.?|mean|total|all)\b", re.I)
+
+
+def _summary_column(t: Table, q: set[str]) -> int:
+    """The column that sums the table up ('Overall Acc.', 'Average'), when the question names the table's subject
+    (a word of its title) and no column; -1 when there is none, or the question names a column."""
+    if not _match(q, t.title)[0] or any(_match(q, t.header[c])[0] for c in t.value_columns()):
+        return -1
+    return next((c for c in t.value_columns() if _SUMMARY.search(t.header[c])), -1)
 
 
 def _first(cell: str) -> str:

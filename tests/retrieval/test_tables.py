@@ -91,3 +91,30 @@ def test_an_unreadable_page_has_no_tables(tmp_path):
 
     with pytest.raises(pdfium.PdfiumError):
         pdf_words(str(bad), 1)
+
+
+def test_a_scanned_image_keeps_the_tables_its_ocr_boxes_show(tmp_path):
+    """Ingest builds tables from the OCR boxes it already has (no text layer to read them from later)."""
+    from contextlib import nullcontext
+
+    from PIL import Image
+
+    from retrieval.extract_units import UnitExtractor
+    from retrieval.ingest import IngestConfig
+    from retrieval.ocr_engine import OcrResult
+
+    class Boxes:  # an OCR engine that reads a table of three rows
+        name = "fake"
+
+        def read(self, image):
+            words = _words(0, [(0, "Device"), (200, "Sessions"), (300, "Duration")])
+            for i, (dev, n, d) in enumerate([("desktop", "15,390", "00:04:14"), ("mobile", "2,872", "00:02:04")]):
+                words += _words(16 * (i + 1), [(0, dev), (200, n), (300, d)])
+            return OcrResult(" ".join(w.text for w in words), words, "fake")
+
+    img = tmp_path / "slide.png"
+    Image.new("RGB", (400, 100), "white").save(img)
+    (unit,) = UnitExtractor(IngestConfig(), ocr=Boxes()).extract(img, tmp_path, "ab" * 32, lambda _: nullcontext(), {})
+    (t,) = [Table.from_dict(d) for d in unit.tables]
+    assert t.header == ["Device", "Sessions", "Duration"] and t.rows[0] == ["desktop", "15,390", "00:04:14"]
+    assert number(t.rows[1][2]) == 124.0  # a clock duration is a value: 2 min 4 s
