@@ -190,6 +190,12 @@ class ChatView:
             self._render()
         return False
 
+    def table_picture(self, path: str | None, citation: str) -> None:
+        """After a table answer: the page's crop of the table it read, to check the marked cells against."""
+        if path:
+            picture = {"path": path, "alt_text": f"the table on {citation}"}
+            self.messages.append(gr.ChatMessage(role="assistant", content=picture))
+
     def pointers(self, pictures: list[tuple[str, str]]) -> None:
         """After an abstention: the pages it points to, as thumbnails (path, caption) under one note."""
         if not pictures:
@@ -222,6 +228,11 @@ def answer_markdown(trace) -> str:
         if sup.get("candidate"):  # an abstention: the sentence of the answer it did not give
             lines += [f"Its best reading, not given (“{sup['candidate']}”), was from:"]
         lines += [f"> {sup['sentence']}", f"> — *{sup.get('citation') or sup.get('info_id')}*", ""]
+    if sup.get("table") and not sup.get("candidate"):  # a table answer: its table, the cells used marked
+        from app.table_view import table_markdown
+
+        drawn = table_markdown(sup["table"])
+        lines += [drawn, ""] if drawn else []
     if sup.get("note"):
         lines += [f"ℹ️ {sup['note'][0].upper()}{sup['note'][1:]}.", ""]
     if trace.citations:

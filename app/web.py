@@ -119,6 +119,11 @@ class DemoApp:
                 last = now
                 if isinstance(ev, Finished):
                     view.pointers(pointer_pictures(agent.state, ev.trace, run))  # where an abstention looks
+                    sup = ev.trace.support or {}
+                    if sup.get("table") and sup.get("answer") != "Not answerable":
+                        from app.table_view import table_crop
+
+                        view.table_picture(table_crop(sup["table"], run), sup.get("citation", ""))
                     path = run / "trace.json"
                     path.write_text(trace_json(ev.trace), encoding="utf-8")
                     status = (

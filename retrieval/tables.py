@@ -335,8 +335,9 @@ def _table(lines, split, i: int, j: int, h: float) -> Table | None:
     below = [_text(lines[k]) for k in range(j, min(len(lines), j + 3))]
     captions = [t for t in reversed(above) if _CAPTION.match(t)] + [t for t in below if _CAPTION.match(t)]
     title = captions[0] if captions else ""
-    if not title and above and len(split[i - 1]) < 2:
-        title = above[-1] if len(above[-1]) <= 120 else ""
+    if not title:  # else the nearest line of one cell above the header: what the table is about
+        single = [_text(lines[k]) for k in range(i - 1, max(-1, i - 5), -1) if len(split[k]) == 1]
+        title = single[0] if single and len(single[0]) <= 120 else ""
     unit, scale = unit_and_scale(" ".join([title, *header, *above]), rows)
     top = min(_top(lines[k]) for k in range(i, j))
     box = (
@@ -360,18 +361,20 @@ def _header(lines, split, i: int, spans: list[list[float]], h: float) -> list[st
     k, taken, skipped = i - 1, 0, False
     while k >= 0 and taken < 3 and _top(lines[k + 1]) - _bottom(lines[k]) <= LINE_GAP * h:
         line = lines[k]
-        prose = line[0].box[0] < left - h or (  # a line wider than the table, from its left edge
+        first = len(split[k][0])  # words in the line's first cell: a header's are few, a sentence's many
+        prose = (line[0].box[0] < left - h and (len(split[k]) == 1 or first > 5)) or (
             len(split[k]) == 1 and line[0].box[0] <= left + h and line[-1].box[2] > spans[-1][1] + 2 * h
-        )
+        )  # a line wider than the table
         if prose or _data_row(split[k]) or _CAPTION.match(_text(line)):
             break  # prose, a row or a caption: the header ends here
-        if not any(_column(w, spans) for w in line):  # a line over the labels alone ('INCOME'): look above it
+        in_order = len(split[k]) == ncol  # as many cells as columns: one header each, however they are aligned
+        if not in_order and not any(_column(w, spans) for w in line):  # over the labels alone ('INCOME'): go on
             if skipped or taken:
                 break
             k, skipped = k - 1, True
             continue
-        cols: list[list[str]] = [[] for _ in range(ncol)]
-        for w in line:
+        cols: list[list[str]] = [[_text(cell)] for cell in split[k]] if in_order else [[] for _ in range(ncol)]
+        for w in line if not in_order else []:
             cols[_column(w, spans)].append(w.text)
         for c in range(ncol):
             if cols[c]:

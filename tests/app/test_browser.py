@@ -114,3 +114,21 @@ def test_an_abstention_shows_the_pages_it_points_to(browser, demo_server, monkey
     assert pics.count() >= 1
     assert all(pics.nth(i).evaluate("img => img.naturalWidth") > 0 for i in range(pics.count()))  # really drawn
     page.close()
+
+
+def test_a_table_answer_draws_its_table_with_the_cells_used_marked(browser, demo_server):
+    """Issue 55: a table answer shows its source table as a table, the cells used highlighted, beside the page's
+    crop of it, in a real browser (the chat's HTML sanitiser keeps the table and the mark)."""
+    url, _ = demo_server
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(url)
+    page.locator("#question textarea").fill("Which region had the highest revenue in 2025?")
+    page.locator("#ask").click()
+    chat = page.locator("#chat")
+    chat.locator("table mark").first.wait_for(timeout=120_000)
+    assert chat.locator("table mark").first.inner_text().strip() == "21.4"
+    assert "Europe" in chat.locator("table").first.inner_text()
+    crop = chat.locator("img[src*='table_crop']")
+    crop.first.wait_for(timeout=30_000)
+    assert crop.first.evaluate("img => img.naturalWidth") > 200
+    page.close()

@@ -194,3 +194,42 @@ def test_an_unexpected_failure_becomes_a_chat_message(mixed_index, mixed_corpus,
     assert chat[-1].metadata["title"] == "Error" and "boom in the model" in chat[-1].content
     assert status.startswith("Error")
     assert all(m.metadata.get("status") != "pending" for m in chat if m.metadata)
+
+
+def test_a_table_answer_is_drawn_as_its_table_and_cropped_from_its_page(tmp_path):
+    import pypdfium2 as pdfium
+
+    from agent.reader.extract import Passage, read_answer
+    from app.table_view import MAX_ROWS, table_crop, table_markdown
+    from tests.table_pdf import make_table_pdf
+
+    pdf = make_table_pdf(tmp_path / "northwind.pdf")
+    doc = pdfium.PdfDocument(str(pdf))
+    text = doc[0].get_textpage().get_text_range()
+    doc.close()
+    r = read_answer(
+        "By how much did gross profit increase from 2024 to 2025?",
+        [Passage(text, "n.pdf p.1", page=1, source=str(pdf))],
+    )
+    drawn = table_markdown(r.table)
+    assert drawn.startswith("The difference of the marked cells of *Table 2: Consolidated statement of income")
+    assert (
+        "| **Gross profit** | <mark>**835**</mark> | <mark>**720**</mark> |" in drawn
+        and "(values in millions)" in drawn
+    )
+    crop = table_crop(r.table, tmp_path)
+    from PIL import Image
+
+    img = Image.open(crop)
+    assert img.width > 400 and img.height > 150  # the table's region at 144 dpi, not the whole page
+    orange = sum(1 for px in img.convert("RGB").getdata() if px[0] > 200 and 90 < px[1] < 150 and px[2] < 40)
+    assert orange > 100  # the two cells used are outlined
+    # a long table shows the rows around the cells used, and says rows were left out
+    long = {
+        "table": {"rows": [[f"r{i}", str(i)] for i in range(40)], "header": ["", "v"]},
+        "cells": [[30, 1]],
+        "op": "cell",
+    }
+    lines = table_markdown(long).splitlines()
+    assert "| **r30** | <mark>**30**</mark> |" in lines and sum(ln.startswith("| r") for ln in lines) <= MAX_ROWS
+    assert lines[4].startswith("| …") and table_crop(long, tmp_path) is None  # no box: no picture

@@ -201,3 +201,17 @@ def test_an_abstention_points_to_the_pages_as_thumbnails(client, monkeypatch):
     paths = [f["file"] if isinstance(f["file"], str) else f["file"]["path"] for f in files]  # the client downloads
     assert files and all(Path(p).is_file() for p in paths)
     assert all(f["alt_text"].startswith("likely on ") for f in files)
+
+
+def test_a_table_answer_shows_its_table_with_the_cells_used_and_the_page_crop(client):
+    """The bundled report's revenue table answers 'which region ...': the chat draws the table with the row used
+    marked, and the page's crop of the table follows the answer."""
+    _, (chat, *_rest) = ask(client, "Which region had the highest revenue in 2025?")
+    answer = last_answer(chat)
+    assert answer.startswith("Europe"), answer
+    assert "| Region |" in answer and "<mark>**21.4**</mark>" in answer and "**Europe**" in answer
+    answer_at = max(i for i, m in enumerate(chat) if "<mark>" in str(m.get("content")))
+    files = [c for m in chat[answer_at + 1 :] for c in m["content"] if isinstance(c, dict) and c.get("type") == "file"]
+    assert files and files[0]["alt_text"].startswith("the table on aurora_annual_report_2025.pdf p.2")
+    path = files[0]["file"] if isinstance(files[0]["file"], str) else files[0]["file"]["path"]
+    assert Path(path).is_file()
