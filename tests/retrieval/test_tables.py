@@ -118,3 +118,12 @@ def test_a_scanned_image_keeps_the_tables_its_ocr_boxes_show(tmp_path):
     (t,) = [Table.from_dict(d) for d in unit.tables]
     assert t.header == ["Device", "Sessions", "Duration"] and t.rows[0] == ["desktop", "15,390", "00:04:14"]
     assert number(t.rows[1][2]) == 124.0  # a clock duration is a value: 2 min 4 s
+
+
+def test_the_table_benchmark_counts_pages_tables_and_seconds(tmp_path):
+    from eval.bench_tables import measure, report
+
+    make_table_pdf(tmp_path / "a.pdf")
+    m = measure([tmp_path / "a.pdf"])
+    assert (m["pages"], m["pages_with_tables"], m["tables"]) == (1, 1, 1) and m["tables_s"] > 0
+    assert "| tables | 1 |" in report(m)
