@@ -222,7 +222,7 @@ def plausible(t: Table) -> bool:
     >>> plausible(Table([["80", "76.1"], ["60", "51.3"]], ["", ""]))
     False
     """
-    labels = [r[0] for r in t.rows if re.search(r"[A-Za-z]{2}", r[0])]
+    labels = [r[0] for r in t.rows if re.search(r"[A-Za-z]{2}", r[0]) or _YEAR.match(r[0])]  # '2000': a year row
     if len(labels) < 2:
         return False
     words = sorted(len(x.split()) for x in labels)
