@@ -231,8 +231,9 @@ def answer_markdown(trace) -> str:
     if sup.get("table") and not sup.get("candidate"):  # a table answer: its table, the cells used marked
         from app.table_view import table_markdown
 
-        drawn = table_markdown(sup["table"])
-        lines += [drawn, ""] if drawn else []
+        for used in sup["table"].get("tables") or [sup["table"]]:  # two, for a difference across two tables
+            drawn = table_markdown({**sup["table"], **used})
+            lines += [drawn, ""] if drawn else []
     if sup.get("note"):
         lines += [f"ℹ️ {sup['note'][0].upper()}{sup['note'][1:]}.", ""]
     if trace.citations:

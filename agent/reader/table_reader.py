@@ -18,7 +18,7 @@ to the sentence reader, and a question naming one but not the other is not answe
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agent.reader.answer_types import NUMERIC, asks_change, difference_sides, sum_parts
@@ -45,22 +45,27 @@ TABLE_PATH = "table"  # Reading.path of every answer read here (confidence.py co
 
 @dataclass
 class TableAnswer:
-    """An answer read from `table`, with the cells (row, column) it used and how well they matched."""
+    """An answer read from `tables` (one, or two for a difference across two tables), with the cells it used
+    (table, row, column) and how well the question named their rows and columns."""
 
     value: str
-    table: Table
-    cells: list[tuple[int, int]]
+    tables: list[Table]
+    cells: list[tuple[int, int, int]]
     passage: int
     op: str  # cell, difference, ratio, change, sum, extreme
-    row_match: float  # share of the matched rows' label words the question uses (mean over the cells)
+    row_match: float  # share of the matched rows' label words the question uses (the least over the cells)
     column_match: float  # the same for the columns' headers (1 for a one-column table its header names)
     support: str = ""  # 'PaLM-2L + RAG / TimeQA: 57.4%; PaLM-2L / TimeQA: 41.5%'
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The first table and its cells at the top (what most answers use), every table used under "tables"."""
+        used = [
+            {"table": t.to_dict(), "cells": [[r, c] for k, r, c in self.cells if k == i]}
+            for i, t in enumerate(self.tables)
+        ]
         return {
-            "table": self.table.to_dict(),
-            "cells": [list(c) for c in self.cells],
+            **used[0],
+            "tables": used,
             "op": self.op,
             "row_match": round(self.row_match, 3),
             "column_match": round(self.column_match, 3),
@@ -134,11 +139,10 @@ def read_table(question: str, kind: str, passages: list[Any]) -> TableAnswer | N
     if got is None:
         return None
     value, cells, op, rm, cm = got
-    t = tables[cells[0][0]]
     support = "; ".join(_cite(tables[ti], r, c) for ti, r, c in cells)
-    answer = TableAnswer(value, t, [(r, c) for _, r, c in cells], where[cells[0][0]], op, rm, cm, support)
-    answer.extra["tables"] = sorted({ti for ti, _, _ in cells})
-    return answer
+    used = list(dict.fromkeys(ti for ti, _, _ in cells))
+    mine = [(used.index(ti), r, c) for ti, r, c in cells]
+    return TableAnswer(value, [tables[ti] for ti in used], mine, where[cells[0][0]], op, rm, cm, support)
 
 
 def _cite(t: Table, r: int, c: int) -> str:

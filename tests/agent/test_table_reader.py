@@ -76,3 +76,29 @@ def test_the_confidence_counts_the_row_and_column_match(page):
 def test_computed_values_print_like_their_cells():
     assert printed(12.0, ["24", "12"]) == "12" and printed(16.7, ["52.4%", "35.7%"]) == "16.7%"
     assert printed(1194000.0, ["1,204,000", "10,000"]) == "1,194,000" and printed(115.0, ["835", "(720)"]) == "115"
+
+
+def test_a_difference_across_two_tables_that_share_a_row_label():
+    from retrieval.tables import Table
+
+    box = (0.0, 0.0, 100.0, 40.0)
+    stem_tab = Table([["PaLM-2L", "66.4%"], ["GPT-4", "70.3%"]], ["Method", "MMLU Physics"], "Table 1", box=box, page=5)
+    qa_tab = Table([["PaLM-2L", "41.5%"], ["GPT-4", "45.6%"]], ["Method", "TimeQA"], "Table 2", box=box, page=6)
+    pages = [
+        Passage(
+            "Method MMLU Physics\nPaLM-2L 66.4%\nGPT-4 70.3%", "paper.pdf p.5", page=5, tables=[stem_tab.to_dict()]
+        ),
+        Passage("Method TimeQA\nPaLM-2L 41.5%\nGPT-4 45.6%", "paper.pdf p.6", page=6, tables=[qa_tab.to_dict()]),
+    ]
+    r = read_answer("How much lower is the accuracy of GPT-4 on TimeQA compared to MMLU Physics?", pages)
+    assert r.answer == "24.7%" and r.table["op"] == "difference"
+    assert [u["table"]["title"] for u in r.table["tables"]] == ["Table 2", "Table 1"]  # each table, its own cell
+    assert [u["cells"] for u in r.table["tables"]] == [[[1, 1]], [[1, 1]]]
+    # OCR'd tables that read as prose (labels of many lower-case words) are not read
+    prose = Table([["and the model was trained for", "3"], ["epochs while the rate was", "5"]], ["", ""], box=box)
+    assert (
+        read_answer(
+            "How many epochs was the model trained for?", [Passage("x", "p.pdf p.1", tables=[prose.to_dict()])]
+        ).path
+        != "table"
+    )
