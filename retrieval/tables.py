@@ -201,10 +201,16 @@ def tables_from_words(words: list[OcrBox]) -> list[Table]:
         if not _data_row(split[i]):
             i += 1
             continue
-        j = i + 1  # the run of rows: data rows, label-only lines between them, each close to the one above
-        while j < len(lines) and _top(lines[j]) - _bottom(lines[j - 1]) <= LINE_GAP * h:
-            if not _data_row(split[j]) and not (len(split[j]) == 1 and j + 1 < len(lines) and _data_row(split[j + 1])):
-                break
+        j = i + 1  # the run of rows: data rows, and up to three lines between two of them (a section's name, cells
+        while j < len(lines) and _top(lines[j]) - _bottom(lines[j - 1]) <= LINE_GAP * h:  # wrapped onto a line)
+            if not _data_row(split[j]):
+                k = j
+                while k < min(len(lines), j + 3) and not _data_row(split[k]):
+                    k += 1
+                gaps = [_top(lines[m]) - _bottom(lines[m - 1]) for m in range(j, min(k + 1, len(lines)))]
+                close = all(g <= LINE_GAP * h for g in gaps)
+                if k >= len(lines) or not _data_row(split[k]) or not close:
+                    break
             j += 1
         table = _table(lines, split, i, j, h)
         if table is not None and plausible(table):
@@ -222,7 +228,7 @@ def plausible(t: Table) -> bool:
     >>> plausible(Table([["80", "76.1"], ["60", "51.3"]], ["", ""]))
     False
     """
-    labels = [r[0] for r in t.rows if re.search(r"[A-Za-z]{2}", r[0]) or _YEAR.match(r[0])]  # '2000': a year row
+    labels = [r[0] for r in t.rows if re.search(r"[A-Za-z]{2}|\b(?:19|20)\d\d\b", r[0])]  # '2000', '1999-00': years
     if len(labels) < 2:
         return False
     words = sorted(len(x.split()) for x in labels)
@@ -315,7 +321,11 @@ def _table(lines, split, i: int, j: int, h: float) -> Table | None:
     for k in range(i, j):
         if not _data_row(split[k]):
             text = _text(lines[k])
-            if rows and text[:1].islower():
+            over = [_column(w, spans) for w in lines[k]]
+            if rows and any(over):  # cells wrapped onto the next line: each word joins the cell above it
+                for w, c in zip(lines[k], over):
+                    rows[-1][c] = f"{rows[-1][c]} {w.text}".strip()
+            elif rows and (text[:1].islower() or text[:1] in "&(/-"):
                 rows[-1][0] = (rows[-1][0] + " " + text).strip()  # a wrapped label
             else:
                 section = text

@@ -50,7 +50,7 @@ from agent.reader.name_spans import not_siblings
 from agent.reader.ranking import lm_order, rank, states_change, states_total, typed_candidates
 from agent.reader.sentences import Passage, Sentence, is_heading, passage_sentences, score_sentences, visual_hint
 from agent.reader.spans import CONTACT, Span, choice_spans
-from agent.reader.table_reader import TABLE_PATH, read_table
+from agent.reader.table_reader import TABLE_PATH, read_table, table_row
 from agent.reader.words import (
     NOT_ANSWERABLE,
     missing_anchors,
@@ -91,6 +91,7 @@ _CUES = {
     "list",
     "write",
 }
+_UNIT_ASKED = re.compile(r"\((?:[^()]*\bin\b[^()]*)\)")  # a parenthesis that says the unit an answer is wanted in
 # how far a page's number in the file may be from the page number a question names: printed page numbers often
 # start after a cover or a contents page
 PAGE_SLACK = 2
@@ -210,7 +211,9 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
         return laid_out
     texts = [p.text for p in passages]
     missing = [w for w in missing_anchors(question, texts) if w.lower() not in _CUES] + missing_phrases(question, texts)
-    if missing:
+    # a table's unit says what the question's '(in Rupee)' asks; the sentences need every word the question names
+    asked = _UNIT_ASKED.sub("", question)
+    if missing and [w for w in missing_anchors(asked, texts) if w.lower() not in _CUES] + missing_phrases(asked, texts):
         return Reading(NOT_ANSWERABLE, kind, note=f"the evidence never mentions {', '.join(missing[:3])}")
     # a cell the question names by row and column, or arithmetic over two cells; 'which region had the highest ...'
     found = read_table(question, kind, passages)
@@ -220,6 +223,8 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
         out.passage = found.passage
         out.table = found.to_dict()
         return out
+    if missing:
+        return Reading(NOT_ANSWERABLE, kind, note=f"the evidence never mentions {', '.join(missing[:3])}")
     apart = kind in NUMERIC and asks_change(question)
     parts = sum_parts(question) if kind in NUMERIC and not apart else []
     sents = passage_sentences(passages)
@@ -328,6 +333,11 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
             note = _limit_note(question, passages, sents) or "the evidence's text does not print every value to add"
             return Reading(NOT_ANSWERABLE, kind, note=note)
     score, top = ranked[0]
+    row = table_row(top.sent.text, passages[top.sent.passage])
+    if row:  # the table reader, which knows the row and column of every cell there, could not tell which is meant
+        where = passages[top.sent.passage].citation or passages[top.sent.passage].info_id
+        note = f"the answer would be read from the table “{row}” on {where} without knowing which cell holds it"
+        return Reading(NOT_ANSWERABLE, kind, note=note, candidate=top.text, passage=top.sent.passage)
     out = _reading(reformat(question, top.text, kind), kind, top.sent, passages, score, "span")
     out.candidates = list(dict.fromkeys(sp.text for _, sp in ranked[1:6]))
     out.rivals = [(sc, sp.text, sp.sent.passage) for sc, sp in ranked[:8]]

@@ -39,7 +39,11 @@ _PCT_CHANGE = re.compile(
 _FROM_TO = re.compile(
     r"\bfrom (?P<a>.+?) to (?P<b>.+?)\s*(?:\?|$)|\bbetween (?P<a2>.+?) and (?P<b2>.+?)\s*(?:\?|$)", re.I
 )
-_SKIP = {stem(w) for w in "table value number amount figure row column percentage percent much many".split()}
+# words that say nothing about which row or column is meant
+_SKIP = {
+    stem(w)
+    for w in "table value number amount figure row column percentage percent much many dataset data result type".split()
+}
 TABLE_PATH = "table"  # Reading.path of every answer read here (confidence.py counts it as structured)
 
 
@@ -81,9 +85,25 @@ def passage_tables(p: Any, tails: bool = False) -> list[Table]:
     return found or text_tables(p.text) + (text_tables(p.text, tails=True) if tails else [])
 
 
+_YEARS = re.compile(r"\b((?:19|20)\d\d)\s*[-–/]\s*(\d{2}|(?:19|20)\d\d)\b")  # '1999-00', '2002/2003'
+
+
+def terms(text: str) -> set[str]:
+    """The search terms of `text`, a fiscal year's span read as its two years ('1999-00' -> 1999, 2000).
+
+    >>> sorted(terms("Total dividend 1999-00")), sorted(terms("FEVEROUS scores"))
+    (['1999', '2000', 'dividend', 'total'], ['feverous', 'score'])
+    """
+    caps = re.findall(r"\b[A-Z][A-Z0-9]{2,}\b", text)  # a name in capitals is matched whole: FEVER is not FEVEROUS
+    words = set(search_terms(_YEARS.sub(" ", re.sub(r"\b[A-Z][A-Z0-9]{2,}\b", " ", text)))) | {w.lower() for w in caps}
+    for a, b in _YEARS.findall(text):
+        words |= {a, b if len(b) == 4 else str(int(a) // 100 * 100 + int(b) + (100 if int(b) < int(a) % 100 else 0))}
+    return words
+
+
 def _match(q: set[str], label: str) -> tuple[float, float]:
     """(score, coverage): score is the label words the question uses plus the share of the label they are."""
-    words = search_terms(label)
+    words = terms(label)
     hit = len(q & words)
     return (hit + hit / len(words), hit / len(words)) if hit else (0.0, 0.0)
 
@@ -126,6 +146,7 @@ def read_table(question: str, kind: str, passages: list[Any]) -> TableAnswer | N
             where.append(pi)
     if not tables:
         return None
+    tables, where = _named(question, tables, where)
     if side:
         got = _extreme(question, kind, side, tables)
     elif _PCT_CHANGE.search(question) or _RATIO.search(question) or _TIMES.search(question):
@@ -143,6 +164,44 @@ def read_table(question: str, kind: str, passages: list[Any]) -> TableAnswer | N
     used = list(dict.fromkeys(ti for ti, _, _ in cells))
     mine = [(used.index(ti), r, c) for ti, r, c in cells]
     return TableAnswer(value, [tables[ti] for ti in used], mine, where[cells[0][0]], op, rm, cm, support)
+
+
+def _named(question: str, tables: list[Table], where: list[int]) -> tuple[list[Table], list[int]]:
+    """The tables whose titles the question names, when it names two or more words of some titles that others
+    lack ('Erstwhile ITC Hotels Limited' against 'ITC Limited'); else all of them."""
+    q = terms(question)
+    titles = [terms(t.title) for t in tables]
+    common = set.intersection(*titles) if titles else set()
+    hits = [len(q & (ti - common)) for ti in titles]
+    if max(hits, default=0) < 2:
+        return tables, where
+    keep = [i for i, h in enumerate(hits) if h == max(hits)]
+    return [tables[i] for i in keep], [where[i] for i in keep]
+
+
+def table_row(sentence: str, p: Any) -> str:
+    """The table on passage `p` that `sentence` was read from (its rows, header or labels run together as one
+    line of text), named by its title or first row; '' when the sentence is prose: it is when fewer than 70% of
+    its words are the table's.
+
+    >>> from agent.reader.sentences import Passage
+    >>> rows = [["Net sales", "2,045", "1,870"], ["Net income", "318", "240"]]
+    >>> p = Passage("x", tables=[Table(rows, ["", "2025", "2024"], "Income", box=(0, 0, 1, 1)).to_dict()])
+    >>> table_row("2025 2024 Net sales 2,045 1,870 Net income", p)
+    'Income'
+    >>> table_row("Net sales grew to 2,045 million in 2025, a record.", p)
+    ''
+    """
+    said = set(re.findall(r"\S+", sentence))
+    if not said:
+        return ""
+    for t in passage_tables(p):
+        if t.box is None:
+            continue  # label-number lines of text: the sentence reader reads those as they are printed
+        words = {w for text in [*t.header, *(c for row in t.rows for c in row)] for w in re.findall(r"\S+", text)}
+        if len(said & words) >= 0.7 * len(said):
+            return t.title or " ".join(c for c in t.rows[0] if c)
+    return ""
 
 
 def _cite(t: Table, r: int, c: int) -> str:
@@ -171,10 +230,11 @@ def _best_cell(q: set[str], tables: list[Table], cells: list[_Cell]) -> tuple[fl
 
 def _lookup(question: str, tables: list[Table], least: float):
     """The cell whose row and column the question names, both covering at least `least` of their label (a
-    question that is not asking for a number must name the cell's row and column more fully)."""
-    q = search_terms(question) - _SKIP
+    question that is not asking for a number must name the cell's row and column more fully), more than `least`
+    of each: 'Operating income' is not named by 'income' alone."""
+    q = terms(question) - _SKIP
     found = _best_cell(q, tables, _cells(tables))
-    if found is None or found[2] < least or found[3] < least:
+    if found is None or found[2] <= least or found[3] <= least:
         return None
     _, cell, rc, cc = found
     t = tables[cell.t]
@@ -196,8 +256,8 @@ def _two(question: str, tables: list[Table], op: str):
     if sides is None:
         return None
     first, second, sign = sides  # a change is from the second to the first
-    qa, qb = search_terms(first) - _SKIP, search_terms(second) - _SKIP
-    q = search_terms(question) - _SKIP
+    qa, qb = terms(first) - _SKIP, terms(second) - _SKIP
+    q = terms(question) - _SKIP
     own_a, own_b = qa - qb, qb - qa
     if not own_a and not own_b:
         return None
@@ -271,11 +331,11 @@ def _conflict(own_a: set[str], own_b: set[str], shared: str, a, b, same_row: boo
 
 def _sum(question: str, parts: list[str], tables: list[Table]):
     """One cell per part, all in one column (or one row): their sum."""
-    words = [search_terms(x) - _SKIP for x in parts]
+    words = [terms(x) - _SKIP for x in parts]
     own = [w - set().union(*(o for j, o in enumerate(words) if j != i)) for i, w in enumerate(words)]
     if not all(own):
         return None
-    q = search_terms(question) - _SKIP
+    q = terms(question) - _SKIP
     best = None
     for ti, t in enumerate(tables):
         for c in t.value_columns():
@@ -372,7 +432,7 @@ def _extreme(question: str, kind: str, side: str, tables: list[Table]):
     entity = re.search(r"\b(?:which|what)\s+(\w+)", question, re.I)
     skip = {stem(w) for w in re.findall(_MOST + "|" + _LEAST, question, re.I)}
     skip |= {stem(entity.group(1)) if entity else ""}
-    q = search_terms(question) - skip - _SKIP
+    q = terms(question) - skip - _SKIP
     k = rank_asked(question)
     best = None
     for ti, t in enumerate(tables):
@@ -410,10 +470,22 @@ def _summary_column(t: Table, q: set[str]) -> int:
     return next((c for c in t.value_columns() if _SUMMARY.search(t.header[c])), -1)
 
 
+_LAKH = re.compile(r"^(\D*)(\d{1,2}(?:,\d\d)+,\d{3})(\.\d+)?(\D*)$")  # '3,02,16,492.00': Indian digit grouping
+
+
 def _first(cell: str) -> str:
-    """The value a cell prints, without what follows it ('66.4% (0.8%)' -> '66.4%')."""
+    """The value a cell prints, without what follows it ('66.4% (0.8%)' -> '66.4%'), its digits grouped in
+    thousands ('3,02,16,492.00' -> '30,216,492.00', as most readers and scorers read numbers).
+
+    >>> _first("66.4% (0.8%)"), _first("3,02,16,492.00"), _first("(1,210)")
+    ('66.4%', '30,216,492.00', '(1,210)')
+    """
     cell = cell.strip()
-    return cell if cell.startswith("(") else cell.split(" (")[0].strip()
+    cell = cell if cell.startswith("(") else cell.split(" (")[0].strip()
+    m = _LAKH.match(cell)
+    if m:
+        cell = f"{m[1]}{int(m[2].replace(',', '')):,}{m[3] or ''}{m[4]}"
+    return cell
 
 
 def _printed_scaled(cell: str, t: Table, question: str = "") -> str:
