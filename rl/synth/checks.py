@@ -1,7 +1,10 @@
 """The four checks every synthesized item passes before it is kept, and the offline verifier that runs them.
 
 - grounded: its evidence supports the answer. Offline: the evidence's text (or OCR) prints the answer, each part
-  of a list answer on its own page. With an endpoint: a verifier model that sees only the evidence says so.
+  of a list answer on its own page; a table answer, computed from cells and so not printed when it is a
+  difference or a change, is grounded when its cells are printed and the table reader, re-reading the page's
+  tables with the question, answers the same. With an endpoint: a verifier model that sees only the evidence
+  says so.
 - needs_evidence: answered closed-book, it fails. The answer must not be printed in the question, and the
   verifier, asked without evidence, must not give it (offline: the embedded reader, given only the question).
 - unambiguous: no other page retrieval finds for the question answers it differently (the embedded reader
@@ -28,7 +31,8 @@ from eval.mmlb_rules import parse_list
 DUPLICATE_COSINE = 0.93  # MiniLM cosine of two questions at or above which, with the same answer, they ask the same
 RIVAL_PAGES = 5  # pages retrieval returns for the unambiguity check
 RIVAL_COVERAGE = 0.75  # share of the question's content words a rival page's sentence must hold
-_REF_QUESTION = re.compile(r"^(?:In \S+, )?[Ww]hich (table|figure) (?:reports|shows) (.+)\?$")
+_NUMBERED = re.compile(r"\bTable (\d{1,2})\b")
+_REF_QUESTION = re.compile(r'^(?:In (?:"[^"]*"|\S+), )?[Ww]hich (table|figure) (?:reports|shows) (.+)\?$')
 
 
 def squash(text: str) -> str:
@@ -144,7 +148,13 @@ class OfflineVerifier:
     name: str = "offline"
     lm: Any = False  # the closed-book model: False until loaded, None when it cannot be
 
-    def grounded(self, question: str, answer: str, fmt: str, pages: list[dict[str, Any]]) -> tuple[bool, str]:
+    def grounded(
+        self, question: str, answer: str, fmt: str, pages: list[dict[str, Any]], reread: str = "", cells=()
+    ) -> tuple[bool, str]:
+        """`reread` and `cells`, for an answer computed from a table: the question the reader re-reads the pages
+        with (without the document's name, which no page's table holds) and the cells, as printed."""
+        if reread:
+            return self._table_grounded(reread, answer, fmt, pages, cells)
         parts = answer_parts(answer, fmt)
         if len(parts) > 1 and len(parts) == len(pages):
             pairs = list(zip(parts, pages))
@@ -155,13 +165,34 @@ class OfflineVerifier:
                 return False, f"{page['cite']} does not print {part!r}"
         return True, "printed in " + ", ".join(p["cite"] for p in pages)
 
+    def _table_grounded(self, question: str, answer: str, fmt: str, pages, cells) -> tuple[bool, str]:
+        text = " ".join(pg["text"] for pg in pages)
+        missing = [c for c in cells if not printed(c, text)]
+        if missing:
+            return False, f"the evidence does not print the cell {missing[0]!r}"
+        got = read_pages(question, pages)
+        if got.path != "table":
+            return False, f"the table reader does not read the table for it (it answers {got.answer!r})"
+        if not same_answer(got.answer, [answer], fmt, question):
+            return False, f"the table reader, re-reading {pages[0]['cite']}, answers {got.answer!r}"
+        return True, f"the table reader reads {got.answer!r} from {got.sentence}"
+
     def closed_book(self, question: str) -> str:
         """What the embedded small LM (SmolLM2-135M) answers without evidence; without it, what the reader
         reads out of the question itself."""
         lm = self._lm()
         if lm is not None:
-            # 16 new tokens hold a short answer and the restatement a 135M model puts before it (~0.7 s on 2 cores)
-            return lm.chat(question, system="Answer in a few words.", max_new_tokens=16).strip()
+            # 16 new tokens hold a short answer and the restatement a 135M model puts before it (~0.7 s on 2 cores).
+            # One thread: a 16-token reply is latency-bound, and when other processes share the cores two threads
+            # wait on each other (measured on 2 cores under load 6: 3.4 s with one thread, 14.8 s with two)
+            import torch
+
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                return lm.chat(question, system="Answer in a few words.", max_new_tokens=16).strip()
+            finally:
+                torch.set_num_threads(threads)
         from agent.reader.extract import read_answer
         from agent.reader.sentences import Passage
 
@@ -184,8 +215,6 @@ class OfflineVerifier:
         """What `page` answers to the question, or '' when it does not: the reader's answer, kept only when the
         sentence it read holds RIVAL_COVERAGE of the question's content words (a sentence about something else
         that happens to hold a number of the right kind is no answer)."""
-        from agent.reader.extract import read_answer
-        from agent.reader.sentences import Passage
         from agent.reader.words import content_words, stem
 
         ref = _REF_QUESTION.match(question)
@@ -196,14 +225,41 @@ class OfflineVerifier:
                 if want and len(want & said) >= RIVAL_COVERAGE * len(want):
                     return f"{m[1].capitalize()} {m[2]}"
             return ""
-        got = read_answer(question, [Passage(page["text"], citation=page["cite"], page=page.get("page") or 0)])
+        got = read_pages(question, [page])
         if not got.answered:
             return ""
+        if got.path == "table":  # a table answers when it names the row and column (the reader checked both)
+            named = _NUMBERED.search(question)
+            title = (got.table.get("table") or {}).get("title", "")
+            if named and not re.match(rf"(?:Table|Tab\.)\s*{named[1]}\b", title, re.I):
+                return ""  # 'In Table 2, ...': another numbered table does not answer it
+            return got.answer
         words = {stem(w) for w in content_words(question)}
         said = {stem(w) for w in re.findall(r"[A-Za-z][\w'-]*", got.sentence.lower())}
         if words and len(words & said) < RIVAL_COVERAGE * len(words):
             return ""
         return got.answer
+
+
+def read_pages(question: str, pages: list[dict[str, Any]]):
+    """The embedded reader's Reading of `pages` (Corpus.page dicts), each passed with its file, page number and
+    OCR'd tables, so that its tables are read as well as its text."""
+    from agent.reader.extract import read_answer
+    from agent.reader.sentences import Passage
+
+    passages = []
+    for pg in pages:
+        unit = pg.get("unit") or {}
+        passages.append(
+            Passage(
+                pg["text"],
+                citation=pg.get("cite", ""),
+                page=pg.get("page") or 0,
+                source=str(unit.get("source") or ""),
+                tables=unit.get("tables") or [],
+            )
+        )
+    return read_answer(question, passages)
 
 
 def near_duplicate(vec: np.ndarray, kept: np.ndarray) -> tuple[int, float]:

@@ -197,7 +197,11 @@ class EndpointVerifier:
     endpoint: Endpoint
     name: str = "endpoint"
 
-    def grounded(self, question: str, answer: str, fmt: str, pages: list[dict[str, Any]]) -> tuple[bool, str]:
+    def grounded(
+        self, question: str, answer: str, fmt: str, pages: list[dict[str, Any]], reread: str = "", cells=()
+    ) -> tuple[bool, str]:
+        """The verifier model's verdict; it is shown the question as asked (`reread` and `cells`, the offline
+        table check's, are not needed: a model reads the table and does the arithmetic itself)."""
         from eval.judge import parse_verdict
 
         reply = self.endpoint.ask(

@@ -8,19 +8,26 @@ contents lines, slide titles) and pairs:
     "About six-in-ten Republicans (59%) say the economy is good."  ->  What percentage of Republicans say the
                                                                        economy is good?          (59%)
     "The campus has 12 libraries."                                 ->  How many libraries does the campus have?
-    "The median age was 38 in 2010."                               ->  What was the median age in 2010?
+    "The median age of residents was 38 in 2010."                  ->  What was the median age of residents in 2010?
     "Intersection over Union (IoU) ..."                            ->  What does IoU stand for?
     "Table 3: Accuracy on GSM8K with different prompts"            ->  Which table reports accuracy on GSM8K
                                                                        with different prompts?   (Table 3)
-    a slide or page whose first line is its title                  ->  What is the title of page 7 of X?
+    a slide or page whose first line is its title                  ->  What is the title of page 7 of "X"?
+    a table's cells ('Net sales | 2,045 | 1,870', 'in millions')   ->  In "X", what were net sales in 2025 (in
+                                                                       millions)?                (2045)
 
-Two facts from different pages make a two-hop, multi-page question ("..., and what percentage of ...?").
+Two related facts from two pages of one document make a two-hop, multi-page question (rl/synth/pairs.py), and
+a page's tables make cell lookups and one-step arithmetic (rl/synth/table_rules.py): the answer of a difference or
+a percentage change is computed from the cells, and the grounded check re-reads the page with the table reader.
 A rule only fires where its pattern leaves nothing to guess: a statement that leans on the sentence before it
 ("this", "these", "it"), or holds a second number the question could mean, is passed over. Every draft carries
-the sentence it came from, so the grounded check and a reader of the card can see why its answer is right.
+the sentence (or the cells) it came from, so the grounded check and a reader of the card can see why its answer
+is right. A question that must name its document names it by its own title (rl/synth/doc_names.py), never by
+its file; a document without one is not asked such questions.
 
-Left out on purpose: arithmetic answers (a sum or a difference is not printed, so the grounded check could not
-hold), and reading values out of charts' drawn marks (the text layer does not place them; a VLM generator can).
+Left out on purpose: reading values out of charts' drawn marks (the text layer does not place them; a VLM
+generator can), ratios and sums over table cells, and arithmetic over figures printed in prose (which sentence
+holds the second figure is a guess).
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ import re
 from typing import Any
 
 from agent.reader.sentences import is_heading
+from rl.synth.pairs import pair_draft
 from rl.synth.statements import statement_drafts
+from rl.synth.table_rules import table_drafts
 from rl.synth.wording import DEICTIC as _DEICTIC
 from rl.synth.wording import EMPTY, TYPES, Draft, Vocab, lower_first
 
@@ -115,7 +124,7 @@ def _toc_drafts(lines: list[str], unit: dict[str, Any], where: str) -> list[Draf
             continue
         if re.match(r"^(?:Chapter|Section|Part|Appendix)\b", sec):
             continue
-        q = f'According to the contents of {where}, on which page does "{sec}" begin?'
+        q = f'According to the contents of "{where}", on which page does "{sec}" begin?'
         out.append(Draft(q, m["page"], "layout", "contents", m.string.strip(), unit, answer_format="Int"))
     return out
 
@@ -131,6 +140,8 @@ def _caption_draft(line: str, unit: dict[str, Any], vocab: Vocab = EMPTY) -> Dra
     first = body.split(" ", 1)[0].lower()
     if first in {"we", "our", "this", "the", "a", "an", "in", "as", "for", "left", "right", "top", "bottom"}:
         return None
+    if re.search(_CUT_OFF[:-2] + r"|various|different|several|multiple|all|both|each)$", body, re.I):
+        return None  # 'F-1 Match scores of various': the caption goes on on a line not read
     lead = next((v for k, v in _CAPTION_LEAD.items() if body.lower().startswith(k + " ")), None)
     if lead:
         body = lead + body[len(lead.split()[-1]) :]
@@ -141,7 +152,8 @@ def _caption_draft(line: str, unit: dict[str, Any], vocab: Vocab = EMPTY) -> Dra
         return None  # a diagram or a photo: which figure it is says nothing a chart question should test
     name = f"{'Table' if table else 'Figure'} {m['n']}"
     q = f"Which {'table' if table else 'figure'} {'reports' if table else 'shows'} {body}?"
-    return Draft(q, name, "table" if table else "chart", "caption", line.strip(), unit, answer_format="Str")
+    # which table a caption names is a question about the document's layout; "table" questions read cells
+    return Draft(q, name, "layout" if table else "chart", "caption", line.strip(), unit, answer_format="Str")
 
 
 _NOT_TITLES = re.compile(
@@ -195,7 +207,8 @@ def _garbled(question: str, vocab: Vocab) -> bool:
 def page_drafts(unit: dict[str, Any], text: str, headers: set[str], deck: bool, vocab: Vocab = EMPTY) -> list[Draft]:
     """Every draft one unit's text supports. `headers`: lines that repeat across its document (running heads and
     footers, never a title); `deck`: the document is a slide deck (each page has a title); `vocab`: what the
-    corpus says about its words (`Vocab.learn`)."""
+    corpus says about its words (`Vocab.learn`). `unit["doc_title"]` is its document's own name
+    (rl/synth/doc_names.py): the questions that must name the document are asked only when it has one."""
     kind = "video" if unit.get("modality") == "video" else "text"
     out: list[Draft] = []
     text = re.sub("\ufffe\\s*", "", text or "")  # pdfium's mark of a word hyphenated at a line end ('QuAL\ufffe ITY')
@@ -206,14 +219,16 @@ def page_drafts(unit: dict[str, Any], text: str, headers: set[str], deck: bool, 
         d = _caption_draft(sent, unit, vocab)
         if d:
             out.append(d)
-    where = unit.get("doc") or unit.get("name") or ""
+    where = unit.get("doc_title") or ""
     out += _toc_drafts(lines, unit, where)
+    out += table_drafts(unit, text, where, vocab)
     out = [d for d in out if not _garbled(d.question, vocab)]
     # a deck's pages each have a title; a report's first line may not. A first line that runs on every page is
     # the deck's own title, and the line after it is not the page's (a bullet, a chart's caption)
     title = title_line(text, vocab) if deck and unit.get("page") else ""
-    if title and title.lower() not in headers and (unit.get("text_source") != "pdf-text" or largest_text(unit, title)):
-        q = f"What is the title of page {unit['page']} of {where}?"
+    ok = title and where and title.lower() not in headers
+    if ok and (unit.get("text_source") != "pdf-text" or largest_text(unit, title)):
+        q = f'What is the title of page {unit["page"]} of "{where}"?'
         out.append(Draft(q, title, "layout", "title", title, unit, answer_format="Str"))
     return out
 
@@ -247,35 +262,3 @@ def largest_text(unit: dict[str, Any], line: str, share: float = 0.85) -> bool:
     if not mine or tallest <= 0:
         return True
     return sorted(mine)[len(mine) // 2] >= share * tallest
-
-
-def pair_draft(a: Draft, b: Draft) -> Draft | None:
-    """Two facts from different pages asked together: a two-hop, multi-page question with a list answer."""
-    if a.unit.get("source") == b.unit.get("source") and a.unit.get("page") == b.unit.get("page"):
-        return None
-    if a.rule in ("caption", "title", "contents") or b.rule in ("caption", "title", "contents"):
-        return None  # 'Which table ..., and which table ...?' reads as two questions glued, not one
-    if a.rule == "acronym" and b.rule == "acronym":
-        if a.question == b.question:
-            return None
-        x, y = (re.match(r"What does (\S+) stand for", d.question)[1] for d in (a, b))
-        q = f"What do {x} and {y} stand for?"
-    elif a.rule == "acronym" or b.rule == "acronym":
-        return None
-    else:
-        q = None
-    qb = b.question[0].lower() + b.question[1:] if not b.question.startswith(("According", "Among")) else None
-    if q is None and (qb is None or a.question.startswith("Among")):
-        return None
-    q = q or f"{a.question[:-1]}, and {qb}"
-    return Draft(
-        q,
-        f"['{a.answer}', '{b.answer}']",
-        "multi-page",
-        "pair",
-        f"{a.sentence} | {b.sentence}",
-        a.unit,
-        hops=2,
-        answer_format="List",
-        parts=[a, b],
-    )

@@ -3,8 +3,9 @@
     vimrag synth questions --index bench_out/mmlb_idx --n 300 --out runs/synth/mmlb
     vimrag synth questions --corpus my_pdfs/ --out runs/synth/mine --generator-url http://127.0.0.1:8000/v1
 
-The run samples slots from the index in a fixed order (its seed): single pages, images or video clips, and page
-pairs from one document or two (`pairs`, `cross_doc`). A writer (offline rules, rl/synth/offline.py, or an
+The run samples slots from the index in a fixed order (its seed): single pages, images or video clips, page
+pairs (`pairs`; offline, two related pages of one document; an endpoint may also get two documents, `cross_doc`),
+and, offline, a share of slots on the pages with tables (`tables`). A writer (offline rules, rl/synth/offline.py, or an
 endpoint, rl/synth/endpoint.py) drafts one question per slot; the verifier's checks (rl/synth/checks.py) decide
 whether it is kept. Every slot's outcome, kept or rejected with its reason, is appended to OUT/journal.jsonl and
 fsync'd before the next begins, so a crash or `kill -9` loses at most the slot in flight, and a rerun goes on
@@ -22,7 +23,6 @@ rl/synth/trajectories.py, measures the pass rate a curriculum would pick from; t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -35,10 +35,12 @@ from typing import Any
 import numpy as np
 
 from agent.config import Config, setting
-from rl.synth import checks, offline
+from rl.synth import checks, doc_names, offline
 from rl.synth.card import write_outputs
 from rl.synth.items import CHECKS, Item
-from rl.synth.offline import Draft
+from rl.synth.offline import TYPES, Draft
+from rl.synth.pairs import PAIRABLE, topics_of
+from rl.synth.verdicts import verify
 
 DEFAULT_OUT = "runs/synth/questions"
 
@@ -70,7 +72,8 @@ class SynthConfig(Config):
     n: int = setting(300, "stop once this many items are kept")
     seed: int = setting(0, "the order slots are sampled in")
     pairs: float = setting(0.2, "share of slots that are two pages (multi-page, two-hop questions)")
-    cross_doc: float = setting(0.25, "share of page pairs taken from two different documents")
+    cross_doc: float = setting(0.25, "share of page pairs taken from two documents (an endpoint's; offline: none)")
+    tables: float = setting(0.3, "share of slots asking about the pages with tables (offline rules)")
     max_slots: int = setting(0, "give up after this many slots (0: 40 per wanted item)")
     concurrency: int = setting(4, "slots in flight at once with an endpoint (offline: 1)")
     generator: EndpointConfig = setting(factory=EndpointConfig, help="the writer", flag_prefix="generator-")
@@ -83,8 +86,8 @@ class SynthConfig(Config):
     def __post_init__(self) -> None:
         if self.n < 1:
             raise ValueError(f"--n must be at least 1, got {self.n}")
-        if not 0 <= self.pairs <= 1 or not 0 <= self.cross_doc <= 1:
-            raise ValueError("--pairs and --cross-doc are shares between 0 and 1")
+        if not all(0 <= x <= 1 for x in (self.pairs, self.cross_doc, self.tables)):
+            raise ValueError("--pairs, --cross-doc and --tables are shares between 0 and 1")
 
 
 class SynthError(ValueError):
@@ -99,20 +102,21 @@ class Corpus:
     decks: set[str]  # sources that are slide decks (landscape pages)
     index: Path
     vocab: offline.Vocab = offline.EMPTY
+    names: dict[str, str] = field(default_factory=dict)  # per source file: its document's own name, or ''
     _drafts: dict[int, list[Draft]] = field(default_factory=dict)
 
     def drafts(self, i: int) -> list[Draft]:
         """Every draft the offline rules read off unit `i` (computed once)."""
         if i not in self._drafts:
             u = self.units[i]
-            unit = u.to_dict() | {"name": u.name}
+            unit = u.to_dict() | {"name": u.name, "doc_title": self.names.get(u.source, "")}
             headers = self.headers.get(u.source, set())
             self._drafts[i] = offline.page_drafts(unit, u.text or "", headers, u.source in self.decks, self.vocab)
         return self._drafts[i]
 
     def page(self, unit, image: bool = False) -> dict[str, Any]:
         """What a writer and a verifier see of one unit."""
-        d = unit.to_dict() | {"name": unit.name}
+        d = unit.to_dict() | {"name": unit.name, "doc_title": self.names.get(unit.source, "")}
         out = {"unit": d, "text": unit.text or "", "cite": unit.citation(), "file": unit.doc or unit.name}
         out["page"] = unit.page
         if image:
@@ -155,25 +159,29 @@ def open_corpus(cfg: SynthConfig, progress: bool) -> Corpus:
     by_src: dict[str, list] = defaultdict(list)
     for u in units:
         by_src[u.source].append(u)
-    headers, decks = {}, set()
+    headers, decks, names = {}, set(), {}
     for src, us in by_src.items():
+        first = min(us, key=lambda u: (u.page or 0, u.chunk or 0, u.start or 0.0))
+        names[src] = doc_names.doc_name(src, first.text or "")
         seen = Counter()
         for u in us:
             seen.update({ln.strip().lower() for ln in (u.text or "").split("\n") if ln.strip()})
         headers[src] = {ln for ln, c in seen.items() if c >= max(3, 0.3 * len(us))}
         if len(us) >= 3 and sum((u.width or 0) > (u.height or 0) for u in us) > 0.8 * len(us):
             decks.add(src)
-    return Corpus(units, headers, decks, index, offline.Vocab.learn(u.text for u in units))
+    return Corpus(units, headers, decks, index, offline.Vocab.learn(u.text for u in units), names)
 
 
-PAIRABLE = ("share", "count", "value", "year", "duration", "price", "acronym")  # rules a pair question joins
+TABLE_SLOT = "@table"  # a slot key's mark: the slot asks about its page's tables
 
 
 def slots(corpus: Corpus, cfg: SynthConfig, offline_rules: bool, progress: bool = False) -> list[tuple[str, list[int]]]:
     """The sample order: (key, unit positions), single units and pairs, fixed by the seed. Units are visited in a
     shuffled order, again in a new order once all were visited (a page can hold several questions), until
-    `max_slots`. With the offline rules, only units they can ask about are sampled, and a pair's second page is
-    one whose fact a pair question can join."""
+    `max_slots`. With the offline rules, only units they can ask about are sampled; a pair's second page is one
+    of the same document whose facts share a name or words with the first's (rl/synth/pairs.py); and a share
+    `tables` of the slots ask about the pages with tables, in turn (`TABLE_SLOT`): a table holds many facts on few
+    pages, which a uniform draw of pages would rarely reach."""
     rng = random.Random(cfg.seed)
     units = range(len(corpus.units))
     if offline_rules:
@@ -184,14 +192,18 @@ def slots(corpus: Corpus, cfg: SynthConfig, offline_rules: bool, progress: bool 
         if not units:
             raise SynthError(
                 f"the offline rules found nothing to ask in the {len(corpus.units)} units of {corpus.index} (they read "
-                "sentences with numbers, acronyms, captions, contents lines and slide titles); use an endpoint "
-                "(--generator-url)"
+                "sentences with numbers, acronyms, captions, contents lines, slide titles and tables); use an "
+                "endpoint (--generator-url)"
             )
     pairable = [i for i in units if any(d.rule in PAIRABLE for d in corpus.drafts(i))] if offline_rules else list(units)
     by_src: dict[str, list[int]] = defaultdict(list)
     for i in pairable:
         by_src[corpus.units[i].source].append(i)
     sources, pair_set = sorted(by_src), set(pairable)
+    topics = {i: topics_of(corpus.drafts(i)) for i in pairable} if offline_rules else {}
+    tables = [i for i in units if any(d.type == "table" for d in corpus.drafts(i))] if offline_rules else []
+    table_turn: list[int] = []
+    drawn: Counter = Counter()
     limit = cfg.max_slots or 40 * cfg.n
     out: list[tuple[str, list[int]]] = []
     seen: set[str] = set()
@@ -199,14 +211,27 @@ def slots(corpus: Corpus, cfg: SynthConfig, offline_rules: bool, progress: bool 
         order = list(units)
         rng.shuffle(order)
         tag = f"#{visit + 1}" if visit else ""
-        for i in order:
+        k = 0
+        while k < len(order):
             if len(out) >= limit:
                 return out
+            if tables and rng.random() < cfg.tables:
+                if not table_turn:
+                    table_turn = rng.sample(tables, len(tables))
+                j = table_turn.pop()
+                drawn[j] += 1
+                out.append((f"{corpus.units[j].uid}{TABLE_SLOT}{drawn[j]}", [j]))
+                continue
+            i, k = order[k], k + 1
             src = corpus.units[i].source
             if i in pair_set and rng.random() < cfg.pairs:
-                others = [s for s in sources if s != src]
-                other = rng.choice(others) if others and rng.random() < cfg.cross_doc else src
-                j = rng.choice(by_src[other])
+                if offline_rules:  # one document, and a page whose facts share something with this one's
+                    near = [j for j in by_src[src] if j != i and topics[i] & topics[j]]
+                    j = rng.choice(near) if near else i
+                else:
+                    others = [s for s in sources if s != src]
+                    other = rng.choice(others) if others and rng.random() < cfg.cross_doc else src
+                    j = rng.choice(by_src[other])
                 a, b = sorted((i, j))
                 key = f"{corpus.units[a].uid}+{corpus.units[b].uid}{tag}"
                 if j != i and key not in seen:  # a pair drawn twice in one visit is one slot
@@ -219,23 +244,41 @@ def slots(corpus: Corpus, cfg: SynthConfig, offline_rules: bool, progress: bool 
 
 # -- writing one slot ----------------------------------------------------------------------------------
 TYPE_CAP = 0.35  # no type may fill more than this share of the wanted items while others can be had
-RULE_CAP = 0.3  # nor one offline rule (slide titles, acronyms, contents lines...) more than this share
+RULE_CAP = 0.35  # nor one offline rule (acronyms, slide titles, table cells...) more than this share of the kept
+
+
+def rule_open(kept: Counter, rule: str) -> bool:
+    """Whether one more item of an offline `rule` keeps it within RULE_CAP of the kept items, counted with it. The
+    first item of a rule is always open (a share of one item is no share), so every rule's share of the kept set
+    stays within the cap once a few rules are kept: each item was added only while its rule's share, with it,
+    was within the cap, and later items only lower that share.
+
+    >>> rule_open(Counter({"text": 9, "rule:acronym": 2, "rule:share": 7}), "acronym")
+    True
+    >>> rule_open(Counter({"text": 9, "rule:acronym": 2, "rule:share": 7}), "share")
+    False
+    """
+    have = kept["rule:" + rule]
+    return have == 0 or have + 1 <= RULE_CAP * (sum(kept[t] for t in TYPES) + 1)
 
 
 def offline_draft(
-    corpus: Corpus, idx: list[int], kept: Counter, n: int, taken: set[str], rng: random.Random
+    corpus: Corpus, idx: list[int], kept: Counter, n: int, taken: set[str], rng: random.Random, table: bool = False
 ) -> Draft | None:
     """One draft for a slot: of the questions its units support that no earlier slot asked and no cap has
-    closed, one of the type fewest kept items have so far. `kept` counts kept items by type and by rule."""
+    closed, one of the type fewest kept items have so far (`table`: of its table questions). `kept` counts kept
+    items by type and by rule."""
     if len(idx) == 1:
         cands = corpus.drafts(idx[0])
+        if table:
+            cands = [d for d in cands if d.type == "table"]
     else:
         a, b = corpus.drafts(idx[0]), corpus.drafts(idx[1])
         cands = [d for d in (offline.pair_draft(x, y) for x in a for y in b) if d is not None]
     cands = [
         d
         for d in _unique_questions(cands)
-        if d.question not in taken and kept[d.type] < TYPE_CAP * n and kept["rule:" + d.rule] < RULE_CAP * n
+        if d.question not in taken and kept[d.type] < TYPE_CAP * n and rule_open(kept, d.rule)
     ]
     if not cands:
         return None
@@ -255,90 +298,6 @@ def _unique_questions(drafts: list[Draft]) -> list[Draft]:
             seen.add(d.question)
             out.append(d)
     return out
-
-
-def evidence_of(unit: dict[str, Any]) -> dict[str, Any]:
-    if unit.get("modality") == "video":
-        return {"file": unit["name"], "time": [unit.get("start") or 0.0, unit.get("end") or 0.0]}
-    if unit.get("page"):
-        return {"file": unit.get("doc") or unit["name"], "page": unit["page"]}
-    return {"file": unit["name"]}
-
-
-def verify(draft: Draft, pages: list[dict[str, Any]], slot: str, retriever, verifier, page_of) -> Item:
-    """The draft as an item with its first three verdicts (the duplicate check needs the kept set)."""
-    parts = draft.parts or [draft]
-    ev_units = [p.unit for p in parts]
-    evidence = [evidence_of(u) for u in ev_units]
-    files = {e["file"] for e in evidence}
-    ev_pages = [next((pg for pg in pages if pg["unit"]["uid"] == u["uid"]), None) for u in ev_units]
-    ev_pages = [pg for pg in ev_pages if pg is not None] or pages
-    key = hashlib.sha1(slot.encode()).hexdigest()[:10]
-    item = Item(
-        id=f"{draft.type}-{key}",
-        question=draft.question,
-        answer=[draft.answer],
-        type=draft.type,
-        evidence=evidence,
-        answer_format=draft.answer_format,
-        hops=draft.hops,
-        doc=files.pop() if len(files) == 1 else "",
-        source=draft.rule if draft.rule.startswith("endpoint:") else f"offline:{draft.rule}",
-        sentence=draft.sentence,
-        slot=slot,
-    )
-    ok, why = verifier.grounded(item.question, draft.answer, draft.answer_format, ev_pages)
-    if not item.verdict("grounded", ok, why):
-        return item
-    leak = checks.leaked(item.question, draft.answer, draft.answer_format)
-    if leak:
-        item.verdict("needs_evidence", False, f"the question itself prints {leak!r}")
-        return item
-    _unambiguous(item, parts, retriever, verifier, page_of)  # before the closed-book call: it is the costly one
-    if not item.verdicts["unambiguous"]["ok"]:
-        return item
-    cb = verifier.closed_book(item.question)
-    if cb and checks.closed_book_right(cb, item.answer, item.answer_format, item.question):
-        item.verdict("needs_evidence", False, f"answered closed-book ({verifier.name}): {cb!r}")
-        return item
-    item.verdict("needs_evidence", True, f"closed-book ({verifier.name}): {cb!r}" if cb else "no closed-book answer")
-    return item
-
-
-_WH = {"What", "Which", "How", "When", "Where", "Who", "Whom", "Whose", "Why", "In", "According", "Among", "On"}
-
-
-def _unambiguous(item: Item, parts: list[Draft], retriever, verifier, page_of) -> None:
-    own = {(e["file"], e.get("page")) for e in item.evidence}
-    other_docs = []
-    for part in parts:
-        question = part.question if len(parts) > 1 and part.question != item.question else item.question
-        for hit in retriever.search(question, k=checks.RIVAL_PAGES):
-            u = hit.unit
-            where = (u.doc or u.name, u.page)
-            if where in own:
-                continue
-            got = verifier.rival(question, page_of(u))
-            if not got or not checks.same_kind(got, part.answer):
-                continue  # the page does not answer this question (or answers something else)
-            if checks.same_answer(got, [part.answer], part.answer_format, question):
-                continue
-            if item.doc and where[0] == item.doc:
-                item.verdict("unambiguous", False, f"{u.citation()}, in the same document, answers {got!r}")
-                return
-            other_docs.append(f"{u.citation()} answers {got!r}")
-    if not other_docs:
-        item.verdict("unambiguous", True, f"no other page of the {checks.RIVAL_PAGES} retrieved answers differently")
-    elif not item.doc:
-        item.verdict("unambiguous", False, "; ".join(other_docs[:2]))
-    elif item.doc.lower() in item.question.lower():
-        item.verdict("unambiguous", True, f"names its document ({'; '.join(other_docs[:2])})")
-    else:
-        q = item.question
-        if q.split(" ", 1)[0] in _WH:
-            q = q[0].lower() + q[1:]
-        item.question = f"In {item.doc}, {q}"
-        item.verdict("unambiguous", True, f"named its document, since {'; '.join(other_docs[:2])}")
 
 
 # -- the run -------------------------------------------------------------------------------------------
@@ -406,7 +365,8 @@ def synth_questions(cfg: SynthConfig, progress: bool = True, retriever=None) -> 
         pages = [corpus.page(corpus.units[i], image=writer is not None and writer.endpoint.images) for i in idx]
         rng = random.Random(f"{cfg.seed}:{key}")
         try:
-            draft = writer.write(pages) if writer else offline_draft(corpus, idx, counts, cfg.n, asked, rng)
+            table = TABLE_SLOT in key
+            draft = writer.write(pages) if writer else offline_draft(corpus, idx, counts, cfg.n, asked, rng, table)
         except ValueError as e:  # MalformedReply: the slot is rejected with the reply quoted
             return key, None, f"malformed generator reply: {e}"
         if draft is None:

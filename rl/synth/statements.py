@@ -4,11 +4,12 @@ verb inverted (rl/synth/offline.py runs them on every complete sentence of a pag
     "About six-in-ten Republicans (59%) say the economy is good."  ->  What percentage of Republicans say the
                                                                        economy is good?          (59%)
     "The campus has 12 libraries."                                 ->  How many libraries does the campus have?
-    "The median age was 38 in 2010."                               ->  What was the median age in 2010?
+    "The median age of residents was 38 in 2010."                  ->  What was the median age of residents in 2010?
     "Intersection over Union (IoU) ..."                            ->  What does IoU stand for?
 
 A rule only fires where its pattern leaves nothing to guess: a statement that leans on the sentence before it
-("this", "these", "it"), holds a second figure the question could mean, or is a made-up example is passed over.
+("this", "these", "it"), holds a second figure the question could mean, is a made-up example, or states a value
+without saying whose it is ("The estimated annualized pretax cost is $400.") is passed over.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ _BASE = {
     "consists of": ("does", "consist of"),
     "features": ("does", "feature"),
 }
-# "The median age was 38 in 2010." (a value stated of a named quantity)
+# "The median age of residents was 38 in 2010." (a value stated of a named quantity)
 _COPULA = re.compile(
     rf"^(?P<subj>The [a-z][a-z' -]{{3,70}}?(?: of [A-Za-z][\w' -]{{2,50}}?)?) (?P<cop>is|was|are|were) "
     rf"(?:about |approximately |around |nearly |almost |roughly |just |only |over |under )?(?P<num>(?:{NUM}){UNIT})"
@@ -210,7 +211,8 @@ def statement_drafts(sent: str, unit: dict[str, Any], kind: str, vocab: Vocab = 
     m = _COPULA.match(s)
     if m and not _DEICTIC.search(m["subj"] + " " + (m["rest"] or "")) and s.count("%") <= 1:
         subj = m["subj"]
-        if not re.search(r"\b(of|and|or|to|the|a|an|in|for)$", subj) and len(re.findall(NUM, s)) <= 2:
+        cut = re.search(r"\b(of|and|or|to|the|a|an|in|for)$", subj)
+        if not cut and len(re.findall(NUM, s)) <= 2 and _has_subject(subj, m["rest"] or ""):
             q = f"What {m['cop']} {low(subj)}{m['rest'] or ''}?"
             out.append(Draft(q, m["num"].strip(), kind, "value", s, unit, answer_format=_fmt(m["num"])))
     m = _YEAR.match(s)
@@ -223,8 +225,8 @@ def statement_drafts(sent: str, unit: dict[str, Any], kind: str, vocab: Vocab = 
         q = f"What percentage of {m['obj'].strip()} {aux} {low(m['subj'])} account for?"
         out.append(Draft(q, m["num"], kind, "share", s, unit, answer_format="Float"))
     m = _TAKES.match(s)
-    if m and not _DEICTIC.search(m["subj"] + (m["rest"] or "")):
-        aux = "did" if m["verb"] in ("took", "lasted") else ("do" if _plural(m["subj"]) else "does")
+    if m and not _DEICTIC.search(m["subj"] + (m["rest"] or "")) and _names_what(m["subj"]):
+        aux = "did" if m["verb"] in ("took", "lasted") else ("do" if plural(m["subj"]) else "does")
         base = "take" if m["verb"].startswith("t") else "last"
         q = f"How long {aux} {low(m['subj'])} {base}{m['rest'] or ''}?"
         out.append(Draft(q, m["num"], kind, "duration", s, unit, answer_format="Str"))
@@ -234,7 +236,7 @@ def statement_drafts(sent: str, unit: dict[str, Any], kind: str, vocab: Vocab = 
         out.append(Draft(q, m["num"], kind, "duration", s, unit, answer_format="Str"))
     m = _COSTS.match(s)
     if m and not _DEICTIC.search(m["subj"] + (m["rest"] or "")):
-        aux = "did" if m["verb"] == "cost" and not _plural(m["subj"]) else ("do" if _plural(m["subj"]) else "does")
+        aux = "did" if m["verb"] == "cost" and not plural(m["subj"]) else ("do" if plural(m["subj"]) else "does")
         q = f"How much {aux} {low(m['subj'])} cost{m['rest'] or ''}?"
         out.append(Draft(q, m["num"], kind, "price", s, unit, answer_format="Str"))
     # a venue in a reference list ('Proceedings of ... (EMNLP)') is known without the page
@@ -256,7 +258,36 @@ def statement_drafts(sent: str, unit: dict[str, Any], kind: str, vocab: Vocab = 
     return out
 
 
-def _plural(subject: str) -> bool:
+def _has_subject(quantity: str, scope: str) -> bool:
+    """Whether a value's quantity says whose it is: 'the median age of residents', or a named scope ('in Ohio',
+    'for Tesla'). 'The estimated annualized pretax cost' (of what?) or 'the median age in 2010' (of whom?) has
+    no subject, and its question no single answer.
+
+    >>> _has_subject("The median age of residents", ""), _has_subject("The median age", " in 2010")
+    (True, False)
+    >>> _has_subject("The estimated annualized pretax cost", ""), _has_subject("The fare", " in Boston")
+    (False, True)
+    """
+    if re.search(r" of (?!the (?:year|period|time)\b)[A-Za-z]", quantity):
+        return True
+    return re.search(r"\b(?:in|at|for|among|across|per) (?:the )?[A-Z]", scope) is not None
+
+
+def _names_what(subject: str) -> bool:
+    """Whether an indefinite subject says what it is: 'A full survey interview' does, 'A complete measurement'
+    (of what: heart rate, SpO2?) does not. A definite or named subject always does.
+
+    >>> _names_what("A complete measurement"), _names_what("A full survey interview"), _names_what("The update")
+    (False, True, True)
+    """
+    words = subject.split()
+    if words[0] not in ("A", "An"):
+        return True
+    rest = [w for w in words[1:] if w.lower() not in {"full", "complete", "whole", "entire", "single", "typical"}]
+    return " of " in subject or len(rest) >= 2
+
+
+def plural(subject: str) -> bool:
     """Whether a subject takes 'do' ('Students', 'The fees') rather than 'does' ('The fee', 'A full charge')."""
     head = re.split(r" (?:of|for|in|on|at|with|from|to|by)\b", subject)[0].split()[-1].lower()
     return head.endswith("s") and not head.endswith(("ss", "us", "is", "ics"))

@@ -30,6 +30,10 @@ class Draft:
     hops: int = 1
     answer_format: str = ""  # MMLongBench-Doc's: Int | Float | Str | List
     parts: list["Draft"] = field(default_factory=list)  # a multi-page draft's two facts
+    # a table draft's: the question the grounded check re-reads its page with (its words without the document's
+    # name, which names no row or column), and the cells its answer is computed from, as printed
+    reread: str = ""
+    cells: list[str] = field(default_factory=list)
 
 
 def lower_first(text: str, vocab: Vocab | None = None) -> str:

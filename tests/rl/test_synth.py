@@ -75,9 +75,13 @@ def rows(path: Path) -> list[dict]:
         ),
         ("There are 14 stations on the northern line.", "How many stations are there on the northern line?", "14"),
         ("The campus has 12 libraries.", "How many libraries does the campus have?", "12"),
-        ("The median age was 38 in 2010.", "What was the median age in 2010?", "38"),
+        ("The median age of residents was 38 in 2010.", "What was the median age of residents in 2010?", "38"),
         ("The Harbor Transit Panel was founded in 1998.", "In what year was the Harbor Transit Panel founded?", "1998"),
-        ("A full charge takes about 2 hours.", "How long does a full charge take?", "2 hours"),
+        (
+            "A full charge of the scanner takes about 2 hours.",
+            "How long does a full charge of the scanner take?",
+            "2 hours",
+        ),
         (
             "Press and hold the Up button for 3 seconds until the screen turns off.",
             "How long should you press and hold the Up button until the screen turns off?",
@@ -110,13 +114,13 @@ def test_offline_rules_pass_over_statements_that_do_not_stand_alone(sentence):
 
 
 def test_captions_contents_and_titles():
-    unit = {"source": "/c/paper.pdf", "page": 4, "name": "paper.pdf"}
+    unit = {"source": "/c/paper.pdf", "page": 4, "name": "paper.pdf", "doc_title": "Harbor Commuter Survey 2024"}
     toc = "Contents\n" + "\n".join(f"Chapter {i} Topic {i} ........ {i * 3}" for i in range(1, 3))
     toc += "\nIntroduction to the survey ........ 2\nCommuting by rail ........ 3\nSurvey methodology ........ 9"
     got = {(d.rule, d.question, d.answer) for d in offline.page_drafts(unit, toc, set(), deck=False)}
     assert (
         "contents",
-        'According to the contents of paper.pdf, on which page does "Survey methodology" begin?',
+        'According to the contents of "Harbor Commuter Survey 2024", on which page does "Survey methodology" begin?',
         "9",
     ) in got
     assert not any("Chapter" in q for _, q, _ in got)  # 'Chapter 1 Topic 1' is a numbering, not a section name
@@ -124,7 +128,7 @@ def test_captions_contents_and_titles():
     assert (cap.question, cap.answer, cap.type) == (
         "Which table reports accuracy of different models on GSM8K?",
         "Table 2",
-        "table",
+        "layout",  # which table a caption names is layout: 'table' questions read cells (test_synth_tables.py)
     )
     assert offline._caption_draft("Figure 1: An overview of our pipeline", unit) is None  # a diagram: no chart
     assert offline.title_line("Charging the Scanner\nPress and hold the power button.") == "Charging the Scanner"
@@ -132,17 +136,19 @@ def test_captions_contents_and_titles():
     assert offline.title_line("AN UNC OMM ON SENSE OF T HE\nx") == ""  # letters split by the text layer
 
 
-def test_a_pair_joins_two_facts_into_one_two_hop_question():
+def test_a_pair_joins_two_related_facts_into_one_two_hop_question():
     u1, u2 = ({"source": "/c/a.pdf", "page": p, "name": "a.pdf"} for p in (2, 5))
-    a = statements.statement_drafts("The campus has 12 libraries.", u1, "text")[0]
-    b = statements.statement_drafts("There are 14 stations on the northern line.", u2, "text")[0]
+    a = statements.statement_drafts("There are 14 stations on the northern line.", u1, "text")[0]
+    b = statements.statement_drafts("There are 9 depots on the northern line.", u2, "text")[0]
     pair = offline.pair_draft(a, b)
     assert (
         pair.question
-        == "How many libraries does the campus have, and how many stations are there on the northern line?"
+        == "How many stations are there on the northern line, and how many depots are there on the northern line?"
     )
-    assert (pair.answer, pair.hops, pair.type, pair.answer_format) == ("['12', '14']", 2, "multi-page", "List")
+    assert (pair.answer, pair.hops, pair.type, pair.answer_format) == ("['14', '9']", 2, "multi-page", "List")
     assert offline.pair_draft(a, a) is None  # the same page twice is no pair
+    c = statements.statement_drafts("The campus has 12 libraries.", u2, "text")[0]
+    assert offline.pair_draft(a, c) is None  # unrelated facts are two questions, not one
 
 
 # -- the checks --------------------------------------------------------------------------------------------
