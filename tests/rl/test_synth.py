@@ -22,13 +22,18 @@ import pytest
 from rl.synth import checks, offline, statements
 from rl.synth.questions import SynthConfig, SynthError, synth_questions
 from tests.synth_corpus import make_synth_corpus
+from tests.table_pdf import make_table_pdf
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    return make_synth_corpus(tmp_path_factory.mktemp("synth_corpus"))
+    """tests/synth_corpus.py's documents, and an annual report's income statement (tests/table_pdf.py) for the
+    table rules."""
+    root = make_synth_corpus(tmp_path_factory.mktemp("synth_corpus"))
+    make_table_pdf(root / "northwind_2025.pdf")
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +47,8 @@ def index(corpus, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def offline_run(index, tmp_path_factory):
-    """A run that stops at its 16th kept item, 51 slots in (5 question types); one through every slot, 26 kept, is
-    the crash test's."""
+    """A run that stops at its 16th kept item (text, layout, chart and table questions); one of 40 is the crash
+    test's."""
     out = tmp_path_factory.mktemp("synth_q")
     card = synth_questions(SynthConfig(index=str(index), out=str(out), n=16, pairs=0.3), progress=False)
     return out, card
@@ -177,6 +182,11 @@ def test_offline_run_keeps_grounded_items_of_several_types_and_writes_every_outp
     for r in kept:  # every kept item passed every check, the grounded one included
         assert all(v["ok"] for v in items[r["id"]]["verdicts"].values()) and len(items[r["id"]]["verdicts"]) == 4
         text = " ".join(_unit_text(corpus, e) for e in r["evidence"])
+        if r["question_type"] == "table":  # computed from cells: the cells are printed, the reader agreed
+            assert items[r["id"]]["verdicts"]["grounded"]["reason"].startswith("the table reader reads")
+            cells = [c.rsplit(": ", 1)[1] for c in r["sentence"].split(" | ")[-1].split("; ")]
+            assert all(checks.printed(c, text) for c in cells), (r["question"], cells)
+            continue
         for part in checks.answer_parts(r["answer"][0], r["answer_format"]):
             assert checks.printed(part, text), (r["question"], part)
     for r in rows(out / "rejected.jsonl"):
