@@ -82,7 +82,8 @@ def passage_tables(p: Any, tails: bool = False) -> list[Table]:
     source = getattr(p, "source", "")
     if not found and source and p.page and str(source).lower().endswith(".pdf"):
         found = list(page_tables(str(source), p.page))
-    return found or text_tables(p.text) + (text_tables(p.text, tails=True) if tails else [])
+    # the text's label-number lines too: OCR boxes of a slide may split a row the text keeps whole
+    return found + text_tables(p.text) + (text_tables(p.text, tails=True) if tails else [])
 
 
 _YEARS = re.compile(r"\b((?:19|20)\d\d)\s*[-–/]\s*(\d{2}|(?:19|20)\d\d)\b")  # '1999-00', '2002/2003'
@@ -116,15 +117,27 @@ class _Cell:
     value: float
 
 
-def _cells(tables: list[Table]) -> list[_Cell]:
+def _cells(tables: list[Table], kind: str = "") -> list[_Cell]:
+    """The numeric cells of the value columns, of the form the question asks: a percentage is a cell printed with
+    '%' (or in a column or table of percentages), and no answer but a year's is a year ('1971' for 'what share')."""
     out = []
     for ti, t in enumerate(tables):
         for c in t.value_columns():
+            shown_pct = t.unit == "%" or "%" in t.header[c] or "percent" in t.header[c].lower()
             for r, row in enumerate(t.rows):
                 v = number(row[c]) if c < len(row) else None
-                if v is not None:
-                    out.append(_Cell(ti, r, c, v))
+                if v is None:
+                    continue
+                first = _first(row[c])
+                if kind == "percent" and not (first.endswith("%") or shown_pct):
+                    continue
+                if kind not in ("year", "") and _YEAR_CELL.match(first):
+                    continue
+                out.append(_Cell(ti, r, c, v))
     return out
+
+
+_YEAR_CELL = re.compile(r"^(?:19|20)\d\d$")
 
 
 def _header(t: Table, c: int) -> str:
@@ -156,7 +169,7 @@ def read_table(question: str, kind: str, passages: list[Any]) -> TableAnswer | N
     elif parts:
         got = _sum(question, parts, tables)
     else:
-        got = _lookup(question, tables, 0.5 if kind in NUMERIC else 0.75)
+        got = _lookup(question, tables, 0.5 if kind in NUMERIC else 0.75, kind)
     if got is None:
         return None
     value, cells, op, rm, cm = got
@@ -228,12 +241,12 @@ def _best_cell(q: set[str], tables: list[Table], cells: list[_Cell]) -> tuple[fl
     return None if tied else best
 
 
-def _lookup(question: str, tables: list[Table], least: float):
+def _lookup(question: str, tables: list[Table], least: float, kind: str = ""):
     """The cell whose row and column the question names, both covering at least `least` of their label (a
     question that is not asking for a number must name the cell's row and column more fully), more than `least`
     of each: 'Operating income' is not named by 'income' alone."""
     q = terms(question) - _SKIP
-    found = _best_cell(q, tables, _cells(tables))
+    found = _best_cell(q, tables, _cells(tables, kind if kind in NUMERIC else ""))
     if found is None or found[2] <= least or found[3] <= least:
         return None
     _, cell, rc, cc = found
