@@ -21,25 +21,24 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agent.reader.answer_types import NUMERIC, asks_change, difference_sides, sum_parts
-from agent.reader.words import ORDINALS, search_terms, stem
+from agent.reader.answer_types import NUMERIC, asks_change, sum_parts
+from agent.reader.table_question import (
+    LEAST,
+    MOST,
+    PCT_CHANGE,
+    RATIO,
+    TIMES,
+    asks_extreme_value,
+    asks_row,
+    match,
+    rank_asked,
+    sides,
+    superlative,
+    terms,
+)
+from agent.reader.words import stem
 from retrieval.tables import Table, number, page_tables, plausible, text_tables
 
-_MOST = r"highest|largest|biggest|most|greatest|maximum|max|top|best|strongest|longest|heaviest|oldest"
-_LEAST = r"lowest|smallest|least|fewest|minimum|min|worst|weakest|shortest|lightest|youngest"
-_ASKS = re.compile(r"\b(?:which|what|who|where)\b.*?\b(?P<word>" + _MOST + "|" + _LEAST + r")\b", re.I)
-_ORDINAL = {w: n for w, n in ORDINALS.items() if n > 1}  # 'the second highest'; 'the first highest' is 'highest'
-_RATIO = re.compile(r"\bratio of (?P<a>.+?) (?:to|and|over) (?P<b>.+?)\s*(?:\?|$)", re.I)
-_TIMES = re.compile(r"\bhow many times\b.*?\b(?:more|higher|larger|greater|as)\b", re.I)
-_PCT_CHANGE = re.compile(
-    r"\b(?:percent(?:age)?|%)\s*(?:change|increase|decrease|growth|rise|fall|decline|drop)\b"
-    r"|\bby (?:what|how many) (?:percent(?:age)?|%)",
-    re.I,
-)
-_FROM_TO = re.compile(
-    r"\bfrom (?P<a>.+?) to (?P<b>.+?)\s*(?:\?|$)|\bbetween (?P<a2>.+?) and (?P<b2>.+?)\s*(?:\?|$)", re.I
-)
-# words that say nothing about which row or column is meant
 _SKIP = {
     stem(w)
     for w in "table value number amount figure row column percentage percent much many dataset data result type".split()
@@ -84,29 +83,6 @@ def passage_tables(p: Any, tails: bool = False) -> list[Table]:
         found = list(page_tables(str(source), p.page))
     # the text's label-number lines too: OCR boxes of a slide may split a row the text keeps whole
     return found + text_tables(p.text) + (text_tables(p.text, tails=True) if tails else [])
-
-
-_YEARS = re.compile(r"\b((?:19|20)\d\d)\s*[-–/]\s*(\d{2}|(?:19|20)\d\d)\b")  # '1999-00', '2002/2003'
-
-
-def terms(text: str) -> set[str]:
-    """The search terms of `text`, a fiscal year's span read as its two years ('1999-00' -> 1999, 2000).
-
-    >>> sorted(terms("Total dividend 1999-00")), sorted(terms("FEVEROUS scores"))
-    (['1999', '2000', 'dividend', 'total'], ['feverous', 'score'])
-    """
-    caps = re.findall(r"\b[A-Z][A-Z0-9]{2,}\b", text)  # a name in capitals is matched whole: FEVER is not FEVEROUS
-    words = set(search_terms(_YEARS.sub(" ", re.sub(r"\b[A-Z][A-Z0-9]{2,}\b", " ", text)))) | {w.lower() for w in caps}
-    for a, b in _YEARS.findall(text):
-        words |= {a, b if len(b) == 4 else str(int(a) // 100 * 100 + int(b) + (100 if int(b) < int(a) % 100 else 0))}
-    return words
-
-
-def _match(q: set[str], label: str) -> tuple[float, float]:
-    """(score, coverage): score is the label words the question uses plus the share of the label they are."""
-    words = terms(label)
-    hit = len(q & words)
-    return (hit + hit / len(words), hit / len(words)) if hit else (0.0, 0.0)
 
 
 @dataclass
@@ -162,8 +138,8 @@ def read_table(question: str, kind: str, passages: list[Any]) -> TableAnswer | N
     tables, where = _named(question, tables, where)
     if side:
         got = _extreme(question, kind, side, tables)
-    elif _PCT_CHANGE.search(question) or _RATIO.search(question) or _TIMES.search(question):
-        got = _two(question, tables, "change" if _PCT_CHANGE.search(question) else "ratio")
+    elif PCT_CHANGE.search(question) or RATIO.search(question) or TIMES.search(question):
+        got = _two(question, tables, "change" if PCT_CHANGE.search(question) else "ratio")
     elif apart:
         got = _two(question, tables, "difference")
     elif parts:
@@ -230,8 +206,8 @@ def _best_cell(q: set[str], tables: list[Table], cells: list[_Cell]) -> tuple[fl
     best, tied = None, False
     for cell in cells:
         t = tables[cell.t]
-        rs, rc = _match(q, t.rows[cell.r][0] + " " + (t.sections[cell.r] if t.sections else ""))
-        cs, cc = _match(q, _header(t, cell.c))
+        rs, rc = match(q, t.rows[cell.r][0] + " " + (t.sections[cell.r] if t.sections else ""))
+        cs, cc = match(q, _header(t, cell.c))
         if not rs or not cs:
             continue
         if best is not None and rs + cs == best[0] and cell.value != best[1].value:
@@ -254,21 +230,12 @@ def _lookup(question: str, tables: list[Table], least: float, kind: str = ""):
     return _printed_scaled(t.rows[cell.r][cell.c], t, question), [(cell.t, cell.r, cell.c)], "cell", rc, cc
 
 
-def _sides(question: str) -> tuple[str, str, int] | None:
-    m = _RATIO.search(question) or _FROM_TO.search(question)
-    if m and m.re is _FROM_TO:  # 'from A to B': B is the later value, a change is B - A; 'between': a gap
-        return (m.group("b"), m.group("a"), 1) if m.group("a") else (m.group("a2"), m.group("b2"), 0)
-    if m:
-        return m.group("a"), m.group("b"), 1
-    return difference_sides(question)
-
-
 def _two(question: str, tables: list[Table], op: str):
     """Two cells sharing a row or a column, one per side of the question; their difference, ratio or change."""
-    sides = _sides(question)
-    if sides is None:
+    found = sides(question)
+    if found is None:
         return None
-    first, second, sign = sides  # a change is from the second to the first
+    first, second, sign = found  # a change is from the second to the first
     qa, qb = terms(first) - _SKIP, terms(second) - _SKIP
     q = terms(question) - _SKIP
     own_a, own_b = qa - qb, qb - qa
@@ -291,13 +258,13 @@ def _two(question: str, tables: list[Table], op: str):
                 if same_row
                 else (_header(ta, a.c), ta.rows[a.r][0], tb.rows[b.r][0])
             )
-            (sa, ca), (sb, cb) = _match(qa, la), _match(qb, lb)
-            xa, xb = _match(qa, lb)[0], _match(qb, la)[0]  # each side must name its own label at least as well
+            (sa, ca), (sb, cb) = match(qa, la), match(qb, lb)
+            xa, xb = match(qa, lb)[0], match(qb, la)[0]  # each side must name its own label at least as well
             if not sa or not sb or sa < xa or sb < xb or sa == xa and sb == xb:
                 continue
             if _conflict(own_a, own_b, shared, (ta, a), (tb, b), same_row):
                 continue
-            ss, cs = _match(q, shared)
+            ss, cs = match(q, shared)
             if not ss and not (len(tables[a.t].value_columns()) == 1 and same_col):
                 continue
             score = sa + sb + ss
@@ -330,14 +297,14 @@ def _conflict(own_a: set[str], own_b: set[str], shared: str, a, b, same_row: boo
     """Whether one side names the shared label while the other names a different one of its kind ('net income
     in 2025 than operating income in 2024' shares no column: each side names its own year)."""
     for mine, theirs, (t, cell) in ((own_a, own_b, b), (own_b, own_a, a)):
-        if not _match(mine, shared)[0] or _match(theirs, shared)[0]:
+        if not match(mine, shared)[0] or match(theirs, shared)[0]:
             continue
         others = (
             [_header(t, c) for c in t.value_columns() if c != cell.c]
             if not same_row
             else [row[0] for r, row in enumerate(t.rows) if r != cell.r]
         )
-        if any(_match(theirs, o)[0] for o in others):
+        if any(match(theirs, o)[0] for o in others):
             return True
     return False
 
@@ -352,12 +319,12 @@ def _sum(question: str, parts: list[str], tables: list[Table]):
     best = None
     for ti, t in enumerate(tables):
         for c in t.value_columns():
-            cs, cc = _match(q, _header(t, c))
+            cs, cc = match(q, _header(t, c))
             if not cs and len(t.value_columns()) > 1:
                 continue
             picked = []
             for mine in own:
-                scored = [(_match(mine, row[0])[0], r) for r, row in enumerate(t.rows) if number(row[c]) is not None]
+                scored = [(match(mine, row[0])[0], r) for r, row in enumerate(t.rows) if number(row[c]) is not None]
                 if not scored:
                     break
                 s, r = max(scored)
@@ -368,7 +335,7 @@ def _sum(question: str, parts: list[str], tables: list[Table]):
                 continue
             score = sum(s for s, _ in picked) + cs
             if best is None or score > best[0]:
-                rc = min(_match(mine, t.rows[r][0])[1] for mine, (_, r) in zip(own, picked))
+                rc = min(match(mine, t.rows[r][0])[1] for mine, (_, r) in zip(own, picked))
                 best = (score, ti, c, [r for _, r in picked], rc, cc if cs else 1.0)
     if best is None:
         return None
@@ -379,71 +346,14 @@ def _sum(question: str, parts: list[str], tables: list[Table]):
     return text, [(ti, r, c) for r in rows], "sum", rc, cc
 
 
-def superlative(question: str) -> str:
-    """'max' or 'min' when the question asks which row is highest or lowest, else ''.
-
-    >>> superlative("Which region had the highest revenue?"), superlative("Which market is smallest?")
-    ('max', 'min')
-    >>> superlative("How many robots were shipped?")
-    ''
-    """
-    m = _ASKS.search(question)
-    if not m:
-        return ""
-    return "max" if re.fullmatch(_MOST, m.group("word").lower()) else "min"
-
-
-def rank_asked(question: str) -> int:
-    """Which place the question asks for: 2 for 'the second highest', else 1.
-
-    >>> rank_asked("Which region had the second highest revenue?"), rank_asked("Which is largest?")
-    (2, 1)
-    """
-    m = re.search(r"\b(" + "|".join(_ORDINAL) + r")[\s-]+(?:" + _MOST + "|" + _LEAST + r")\b", question, re.I)
-    return _ORDINAL[m.group(1).lower()] if m else 1
-
-
-def asks_extreme_value(question: str) -> bool:
-    """Whether the question asks for the extreme value itself ('What was the lowest revenue?'), not for something
-    about the row that holds it ('What percentage of the second largest segment ...?').
-
-    >>> asks_extreme_value("What was the lowest revenue among the regions?")
-    True
-    >>> asks_extreme_value("What percentage of the second largest segment said no?")
-    False
-    """
-    nth = "|".join(_ORDINAL)
-    pattern = r"^\s*what\s+(?:is|was|are|were)\s+the\s+(?:(?:" + nth + r")\s+)?(?:" + _MOST + "|" + _LEAST
-    return re.match(pattern + r")\b", question, re.I) is not None
-
-
-_ROW_ASKED = re.compile(
-    r"^(?:(?:in|according to|from|based on)\b[^,?]{0,80},\s*)?(?:which|who|what\s+\w+(?:\s+\w+)?\s+"
-    r"(?:has|had|have|is|was|are|were|gets?|got|shows?|performs?|scores?|achieves?|achieved|reached|leads?|led))\b",
-    re.I,
-)
-
-
-def _asks_row(question: str) -> bool:
-    """Whether the question asks which row holds the extreme ('Which model performs best ...?'), not for a value of
-    a row a superlative describes ('What is the performance of X on the dataset with the highest recall?').
-
-    >>> _asks_row("Which region had the highest revenue?"), _asks_row("In 2015, which channel led to the most sales?")
-    (True, True)
-    >>> _asks_row("What is the performance of InstructGPT on the dataset with the highest recall?")
-    False
-    """
-    return _ROW_ASKED.match(question.strip()) is not None
-
-
 def _extreme(question: str, kind: str, side: str, tables: list[Table]):
     """The row holding the highest (lowest) value of the column the question names: its label answers
     'which', its value 'what is the highest'."""
     value_asked = kind in NUMERIC and asks_extreme_value(question)
-    if not value_asked and not _asks_row(question):  # 'Which type ... has the lowest percentage?' asks for a row
+    if not value_asked and not asks_row(question):  # 'Which type ... has the lowest percentage?' asks for a row
         return None
     entity = re.search(r"\b(?:which|what)\s+(\w+)", question, re.I)
-    skip = {stem(w) for w in re.findall(_MOST + "|" + _LEAST, question, re.I)}
+    skip = {stem(w) for w in re.findall(MOST + "|" + LEAST, question, re.I)}
     skip |= {stem(entity.group(1)) if entity else ""}
     q = terms(question) - skip - _SKIP
     k = rank_asked(question)
@@ -453,7 +363,7 @@ def _extreme(question: str, kind: str, side: str, tables: list[Table]):
             continue  # 'Pier 45', 'Pier 39': names, not labelled values
         summary = _summary_column(t, q)
         for c in t.value_columns():
-            cs, cc = _match(q, _header(t, c))
+            cs, cc = match(q, _header(t, c))
             if not cs and c == summary:  # 'the best on CLADDER': the table of CLADDER, its overall column
                 cs, cc = 0.5, 0.5
             rows = [(number(row[c]), r) for r, row in enumerate(t.rows) if number(row[c]) is not None]
@@ -478,7 +388,7 @@ _SUMMARY = re.compile(r"\b(?:overall|average|avg\.?|mean|total|all)\b", re.I)
 def _summary_column(t: Table, q: set[str]) -> int:
     """The column that sums the table up ('Overall Acc.', 'Average'), when the question names the table's subject
     (a word of its title) and no column; -1 when there is none, or the question names a column."""
-    if not _match(q, t.title)[0] or any(_match(q, t.header[c])[0] for c in t.value_columns()):
+    if not match(q, t.title)[0] or any(match(q, t.header[c])[0] for c in t.value_columns()):
         return -1
     return next((c for c in t.value_columns() if _SUMMARY.search(t.header[c])), -1)
 
