@@ -113,6 +113,14 @@ def _cells(tables: list[Table], kind: str = "") -> list[_Cell]:
     return out
 
 
+def _of_kind(value: str, kind: str, used: list[Table], columns: list[int]) -> bool:
+    """Whether an answer has the form asked: a percentage shows '%' (or comes from a column of them), and only a
+    year's answer is a year."""
+    if kind == "percent" and not value.endswith("%"):
+        return any(t.unit == "%" or "%" in t.header[c] for t, c in zip(used, columns))
+    return kind == "year" or not _YEAR_CELL.match(value)
+
+
 _YEAR_CELL = re.compile(r"^(?:19|20)\d\d$")
 
 
@@ -149,6 +157,8 @@ def read_table(question: str, kind: str, passages: list[Any]) -> TableAnswer | N
     if got is None:
         return None
     value, cells, op, rm, cm = got
+    if not _of_kind(value, kind, [tables[ti] for ti, _, _ in cells], [c for _, _, c in cells]):
+        return None
     support = "; ".join(_cite(tables[ti], r, c) for ti, r, c in cells)
     used = list(dict.fromkeys(ti for ti, _, _ in cells))
     mine = [(used.index(ti), r, c) for ti, r, c in cells]
