@@ -116,9 +116,11 @@ def _cells(tables: list[Table], kind: str = "") -> list[_Cell]:
 def _of_kind(value: str, kind: str, used: list[Table], columns: list[int]) -> bool:
     """Whether an answer has the form asked: a percentage shows '%' (or comes from a column of them), and only a
     year's answer is a year."""
+    if kind != "year" and _YEAR_CELL.match(value):
+        return False
     if kind == "percent" and not value.endswith("%"):
         return any(t.unit == "%" or "%" in t.header[c] for t, c in zip(used, columns))
-    return kind == "year" or not _YEAR_CELL.match(value)
+    return True
 
 
 _YEAR_CELL = re.compile(r"^(?:19|20)\d\d$")

@@ -102,3 +102,14 @@ def test_a_difference_across_two_tables_that_share_a_row_label():
         ).path
         != "table"
     )
+
+
+def test_an_answer_of_another_form_than_asked_is_not_given():
+    from agent.reader.table_reader import read_table
+    from retrieval.tables import Table
+
+    t = Table([["Enemy", "1971", "29"], ["Partner", "1980", "40"]], ["View", "Since", "Republicans"], box=(0, 0, 1, 1))
+    p = Passage("View Since Republicans\nEnemy 1971 29\nPartner 1980 40", "poll.pdf p.3", page=3, tables=[t.to_dict()])
+    assert read_table("How many Republicans hold the view Enemy?", "number", [p]).value == "29"
+    assert read_table("What percentage of Republicans hold the view Enemy?", "percent", [p]) is None  # '29' shows no %
+    assert read_table("How many hold the view Enemy since?", "number", [p]) is None  # '1971' is a year, not a count
