@@ -444,7 +444,7 @@ def text_tables(text: str, tails: bool = False) -> list[Table]:
     two lines above and the line below as the column's header (what the numbers are). With `tails`, the rows
     end lines of prose ('... of its digital Germanwings 24'), at most one line apart: a table OCR read beside
     a column of text."""
-    lines = (text or "").split("\n")
+    lines = (text or "").replace("\r", "").split("\n")
     found = []  # (line index, label, value)
     for i, ln in enumerate(lines):
         m = _TAIL.search(ln) if tails else _ROW.match(ln)

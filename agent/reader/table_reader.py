@@ -231,11 +231,11 @@ def _best_cell(q: set[str], tables: list[Table], cells: list[_Cell]) -> tuple[fl
 
 def _lookup(question: str, tables: list[Table], least: float, kind: str = ""):
     """The cell whose row and column the question names, both covering at least `least` of their label (a
-    question that is not asking for a number must name the cell's row and column more fully), more than `least`
-    of each: 'Operating income' is not named by 'income' alone."""
+    question that is not asking for a number must name the cell's row and column more fully), the row more than
+    `least` of its label: 'Operating income' is not named by 'income' alone."""
     q = terms(question) - _SKIP
     found = _best_cell(q, tables, _cells(tables, kind if kind in NUMERIC else ""))
-    if found is None or found[2] <= least or found[3] <= least:
+    if found is None or found[2] <= least or found[3] < least:
         return None
     _, cell, rc, cc = found
     t = tables[cell.t]
