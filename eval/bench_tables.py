@@ -19,7 +19,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-DEV_DOCS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mmlongbench_doc" / "documents"
+from eval.datasets import MMLB
+
+DEV_DOCS = MMLB / "documents"
 
 
 def measure(pdfs: list[Path]) -> dict[str, float]:

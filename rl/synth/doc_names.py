@@ -90,17 +90,24 @@ def doc_name(source: str, first_text: str = "") -> str:
     """The name of the document at `source`: its metadata title, else its first page's largest type, else (a
     scanned first page) the first lines of `first_text`, its OCR, else ''. See the module's docstring."""
     if str(source).lower().endswith(".pdf"):
-        try:
-            import pypdfium2 as pdfium
+        import pypdfium2 as pdfium
 
-            pdf = pdfium.PdfDocument(str(source))
-            meta = usable_name(pdf.get_metadata_dict().get("Title", ""))
-            if meta and _printed_early(meta, pdf):
-                return meta
-            if pdf[0].get_textpage().count_chars():  # a text layer: its largest type or nothing (its first line
-                return usable_name(largest_lines(pdf[0]))  # may be a running head, as on a report's cover)
-        except Exception:  # noqa: BLE001 - an unreadable PDF is named by its text, or not at all
-            pass
+        from retrieval.loaders import PDFIUM_LOCK
+
+        with PDFIUM_LOCK:  # pdfium is not thread-safe; ingest and the table reader hold the same lock
+            pdf = None
+            try:
+                pdf = pdfium.PdfDocument(str(source))
+                meta = usable_name(pdf.get_metadata_dict().get("Title", ""))
+                if meta and _printed_early(meta, pdf):
+                    return meta
+                if pdf[0].get_textpage().count_chars():  # a text layer: its largest type or nothing (its first
+                    return usable_name(largest_lines(pdf[0]))  # line may be a running head, as on a cover)
+            except Exception:  # noqa: BLE001 - an unreadable PDF is named by its text, or not at all
+                pass
+            finally:
+                if pdf is not None:
+                    pdf.close()
     return usable_name(first_lines(first_text))
 
 
