@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from agent.reader.words import content_words, stem
+
 ANSWER_TYPES = (
     "number",
     "percent",
@@ -133,12 +135,15 @@ def answer_type(question: str) -> str:
         return "year"
     if re.search(r"\bhow long\b|\bduration\b|\bruntime\b|\bhow many (" + DURATION_UNITS + r")\b", q):
         return "duration"
+    # 'How many claims have the highest percentage ...?' counts claims; 'how many dollars' is money, below
+    if counted_thing(question) and not re.search(r"\bhow many\s+(?:\w+\s+)?(" + _MONEY_WORDS + r")\b", q):
+        return "number"
     if re.search(r"\bpercent|percentage|\bproportion\b|\bshare\b|%|\brate\b|\bcagr\b", q) and not re.search(
         r"\bper (hour|day|minute|second|shift|week|month|year)\b", q
     ):
         return "percent"
     # 'How many people used a debit card when sales reached 50 billion?' counts; its 'when' says which moment
-    if not re.match(r"how (many|much)\b", start) and re.search(
+    if not re.search(r"\bhow (many|much)\b", start) and re.search(
         r"\bwhen\b|\bwhat (date|day|month|time)\b|\bformat the date\b|\bthe date\b|yyyy-mm|"
         r"\bwhich (date|day|month|quarter|period)\b|\bdeadline\b|\bin (which|what) (quarter|month)\b|"
         r"\bdue\b",
@@ -166,6 +171,31 @@ def answer_type(question: str) -> str:
     if re.search(r"\bwhat (is|was|will)\b.*\b(" + _MEASURE_WORDS + r")\b", q):
         return "number"
     return "text"
+
+
+# Where the thing a count question asks about ends: 'How many regulations | of the Act ...'
+_COUNTED_END = re.compile(
+    r"\b(?:of|in|on|at|for|from|by|with|that|which|who|are|is|was|were|do|does|did|has|have|had|can|could|will|"
+    r"would|should|must|may|there|than|per|to|when|where|according)\b|[,?;:(]",
+    re.I,
+)
+
+
+def counted_thing(question: str) -> set[str]:
+    """The stems of what a 'how many' question counts ('How many regulations of the Act are breached?':
+    {'regul'}); empty where the question compares or asks for times, a share or a duration, which other readers
+    answer ('how many more', 'how many times', 'how many percent', 'how many hours').
+
+    >>> sorted(counted_thing("How many square miles does the county cover?")), counted_thing("How many more tweets?")
+    (['mile', 'squar'], set())
+    """
+    m = re.search(r"\bhow many\s+(.*)", question, re.I)
+    if not m or re.match(r"(?:more|less|fewer|times|percent|%|in total)\b", m.group(1), re.I):
+        return set()
+    head = _COUNTED_END.split(m.group(1), maxsplit=1)[0]
+    if re.search(DURATION_UNITS, head, re.I):
+        return set()
+    return {stem(w) for w in content_words(head)}
 
 
 def choices(question: str) -> list[str]:

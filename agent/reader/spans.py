@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent.reader.answer_types import DURATION_UNITS, choices, wants_side
+from agent.reader.answer_types import DURATION_UNITS, choices, counted_thing, wants_side
 from agent.reader.sentences import Sentence
 from agent.reader.words import COLORS, SCAFFOLD, WORD, content_words, number_value, squash, stem, terms
 
@@ -111,6 +111,7 @@ def numeric_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]
     asked = {number_value(t) for t in re.findall(r"\d[\d,]*(?:\.\d+)?", question)}
     side = wants_side(question)
     q = question.lower()
+    counted = counted_thing(question) if kind == "number" else set()
     out: list[Span] = []
     for s in sents:
         for m in _QTY.finditer(s.text):
@@ -129,9 +130,9 @@ def numeric_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]
             money = bool(m.group("cur") or m.group("cur2") or m.group("scale"))
             unit = (m.group("unit") or "").strip()
             if re.match(r"[A-Za-z]", s.text[m.end() : m.end() + 1] or " ") or (
-                m.start() and re.match(r"[A-Za-z]", s.text[m.start() - 1])
+                m.start() and re.match(r"[A-Za-z@]", s.text[m.start() - 1])
             ):
-                continue  # part of a code or a name: 'X2', 'B21', 'Q4'
+                continue  # part of a code or a name: 'X2', 'B21', 'Q4', 'MCS@51'
             if (
                 re.match(r"0\d", num)
                 or re.match(r"/\d", s.text[m.end() : m.end() + 2])
@@ -139,6 +140,10 @@ def numeric_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]
             ):
                 continue  # a code or a date's part, not a quantity: '(000)' thousands, '05' of '05/10/2015'
             if val in asked and not m.group("to"):
+                continue
+            if kind == "number" and names_not_counts(s.text, m.start(), m.end()):
+                continue
+            if counted and not counts(s.text, m.start(), m.end("to") if m.group("to") else m.end("num"), counted):
                 continue
             bonus = 0.0
             if kind == "year":
@@ -159,6 +164,8 @@ def numeric_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]
             else:  # number: a count or measure
                 if is_year and not re.search(r"\byear\b", q):
                     continue
+                if pct and counted:
+                    continue  # a share is not a count: 'How many claims ...?' is not '86% of the claims'
                 if pct and not re.search(r"rate|share|percent|%", q):
                     bonus -= 0.2
                 text = num if not (money or pct or m.group("to")) else text
@@ -177,6 +184,51 @@ def numeric_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]
                 Span(m.group(), s, m.start(), m.end(), 0.05) for m in _CLOCK.finditer(s.text) if _row_named(s, m, q)
             ]
     return out
+
+
+# A number printed after one of these words names a thing ("Table 6-2", "Algorithm 1", "regulation 17"); it does
+# not count or measure one.
+_REFERENCE = re.compile(
+    r"\b(?:tables?|figures?|figs?|algorithms?|chapters?|sections?|sec|units?|appendix|exhibits?|plates?|"
+    r"regulations?|paragraphs?|articles?|pages?|pp?|equations?|eqs?|lemmas?|theorems?|steps?|versions?|no|nos|"
+    r"items?|rules?|clauses?|annex|schedule|notes?|hour)\.?\s*$|#\s*$",
+    re.I,
+)
+
+
+def names_not_counts(text: str, start: int, end: int) -> bool:
+    """Whether the number at text[start:end] is a reference or a heading's number rather than a quantity: it follows
+    a reference word ("Table 1 shows", "Figure 3-8", "UNIT 14"), it numbers a heading ("4.13 USB", "10.1 Design of
+    Data pipelines"), or it is a list marker standing alone ("4.").
+
+    >>> names_not_counts("Table 6-2 lists the operations", 6, 9), names_not_counts("It lists 42 operations", 9, 11)
+    (True, False)
+    >>> names_not_counts("10.1 Design of Data pipelines", 0, 4), names_not_counts("4.", 0, 1)
+    (True, True)
+    """
+    if _REFERENCE.search(text[max(0, start - 16) : start]):
+        return True
+    if not text[:start].strip() and re.fullmatch(r"\d+(?:\.\d+)+", text[start:end].strip()):
+        return bool(re.match(r"\s+[A-Z]", text[end:]))
+    return not text[:start].strip() and not text[end:].strip(" .)")
+
+
+def counts(text: str, start: int, end: int, thing: set[str]) -> bool:
+    """Whether the number at text[start:end] counts `thing`: one of its words stands within three words after the
+    number ('538 square miles', '6 possible combinations'), just before it, or in the label its colon ends ('Debit
+    card users (in millions): 399' counts the people who used a debit card). A number beside other words counts
+    something else ('30 MCs' does not answer how many areas; 'Table 1 shows' nothing).
+
+    >>> counts("fulfil 30 MCs, 3 courses", 7, 9, {"area"}), counts("covers 538 square miles", 7, 10, {"mile"})
+    (False, True)
+    """
+    after = [stem(w) for w in WORD.findall(text[end:])][:3]
+    lead = text[max(0, start - 80) : start]
+    before = [stem(w) for w in WORD.findall(lead)][-2:]
+    label = re.search(r"([^.;:\n]*):\s*[$€£]?$", lead)  # 'Debit card users in India (in millions): 399'
+    if label:
+        before += [stem(w) for w in WORD.findall(label.group(1))][-8:]
+    return bool(thing & set(after + before))
 
 
 def _row_named(s: Sentence, m: re.Match, question: str) -> bool:

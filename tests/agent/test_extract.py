@@ -305,6 +305,29 @@ def test_codes_table_cells_and_contents_lines_are_not_answers():
     assert is_heading("Data Analysis ................................ 10 Appendix D")
 
 
+def test_a_number_that_names_a_table_a_section_or_a_list_item_does_not_answer_how_many():
+    # the dev set's wrong counts: 'Table 6-2 lists ...' -> '6-2', 'Algorithm 1 ...' -> '1', '4.13 USB' -> '4.13'
+    ref = Passage("Table 6-2 lists the common operations supported by each role of OBS.", "obs.pdf p.9")
+    assert read_answer("How many common operations are supported by each role of OBS?", [ref]).answer == NOT_ANSWERABLE
+    heading = Passage("4.13 USB data exchange\nConnect the cable first.", "manual.pdf p.40")
+    assert read_answer("How many steps are there for USB data exchange?", [heading]).answer == NOT_ANSWERABLE
+    marker = Passage("Pages with tables\n4.\nThe tables list the results.", "paper.pdf p.2")
+    assert read_answer("How many pages contain tables?", [marker]).answer == NOT_ANSWERABLE
+    # a share is not a count
+    share = Passage("Moreover, 86% of the claims need deep reasoning.", "scitab.pdf p.3")
+    assert read_answer("How many claims need deep reasoning?", [share]).answer == NOT_ANSWERABLE
+    assert (
+        read_answer("How many claims have the highest percentage of deep reasoning?", [share]).answer == NOT_ANSWERABLE
+    )
+    # a number beside other words counts something else
+    isep = Passage("All ISEP students have to fulfil 30 MCs which comprise the 3 compulsory courses.", "isep.pdf p.2")
+    assert read_answer("How many areas do the course requirements have?", [isep]).answer == NOT_ANSWERABLE
+    assert read_answer("How many compulsory courses do ISEP students take?", [isep]).answer == "3"
+    # the count itself still answers, beside a reference
+    counted = Passage("Table 6-2 lists the 42 common operations supported by each role of OBS.", "obs.pdf p.9")
+    assert read_answer("How many common operations are supported by each role of OBS?", [counted]).answer == "42"
+
+
 def test_a_difference_is_two_rows_subtracted_or_a_change_the_text_states():
     tweets = Passage("Tweets in the first 24 hours\nGermanwings 24\nLufthansa 12\nAirbus 5\nsource: x", "t.pdf p.4")
     r = read_answer("How many more tweets are attributed to Germanwings than Lufthansa?", [tweets])
