@@ -11,6 +11,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The same vectors on every CI machine: `auto` would pick bf16 where the CPU has it (retrieval/precision.py).
 # tests/retrieval/test_precision.py sets auto and bf16 itself.
 os.environ.setdefault("VIMRAG_PRECISION", "fp32")
+# Each pytest-xdist worker gets its share of the cores for torch (OpenMP), ONNX Runtime and FAISS. Every library
+# sizes its pool to the whole machine by default, so two workers on two cores ran four busy threads: ten files of
+# the suite took 226 s that way against 161-172 s with one thread per worker, back to back on the 2-core box
+# (2026-11-28; docs/development.md has the runs). The one-process run keeps the libraries' defaults.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+if _WORKERS > 1:
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "VIMRAG_TEXT_THREADS", "VIMRAG_FAISS_THREADS"):
+        os.environ.setdefault(_var, str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -52,3 +60,11 @@ def bundled_index(tmp_path_factory) -> Path:
     idx = tmp_path_factory.mktemp("bundled_idx")
     Indexer(idx).index([REPO / "assets" / "corpus"], progress=False)
     return idx
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files holding a slow test run first (scripts/test.sh passes --no-loadscope-reorder so that xdist keeps this
+    order): the subprocess and launch tests start while the other worker has work, and the many quick files fill
+    the end of the run instead of one long file running alone on one worker."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
