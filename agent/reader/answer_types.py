@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import re
 
-from agent.reader.words import content_words, stem
-
 ANSWER_TYPES = (
     "number",
     "percent",
@@ -181,21 +179,19 @@ _COUNTED_END = re.compile(
 )
 
 
-def counted_thing(question: str) -> set[str]:
-    """The stems of what a 'how many' question counts ('How many regulations of the Act are breached?':
-    {'regul'}); empty where the question compares or asks for times, a share or a duration, which other readers
-    answer ('how many more', 'how many times', 'how many percent', 'how many hours').
+def counted_thing(question: str) -> str:
+    """What a 'how many' question counts ('How many regulations of the Act are breached?': 'regulations'); '' where
+    the question compares or asks for times, a share or a duration, which other readers answer ('how many more',
+    'how many times', 'how many percent', 'how many hours').
 
-    >>> sorted(counted_thing("How many square miles does the county cover?")), counted_thing("How many more tweets?")
-    (['mile', 'squar'], set())
+    >>> counted_thing("How many square miles does the county cover?"), counted_thing("How many more tweets?")
+    ('square miles', '')
     """
     m = re.search(r"\bhow many\s+(.*)", question, re.I)
     if not m or re.match(r"(?:more|less|fewer|times|percent|%|in total)\b", m.group(1), re.I):
-        return set()
-    head = _COUNTED_END.split(m.group(1), maxsplit=1)[0]
-    if re.search(DURATION_UNITS, head, re.I):
-        return set()
-    return {stem(w) for w in content_words(head)}
+        return ""
+    head = _COUNTED_END.split(m.group(1), maxsplit=1)[0].strip()
+    return "" if re.search(DURATION_UNITS, head, re.I) or not re.search(r"[A-Za-z]{3,}", head) else head
 
 
 def choices(question: str) -> list[str]:

@@ -111,7 +111,7 @@ def numeric_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]
     asked = {number_value(t) for t in re.findall(r"\d[\d,]*(?:\.\d+)?", question)}
     side = wants_side(question)
     q = question.lower()
-    counted = counted_thing(question) if kind == "number" else set()
+    counted = {stem(w) for w in content_words(counted_thing(question))} if kind == "number" else set()
     out: list[Span] = []
     for s in sents:
         for m in _QTY.finditer(s.text):
