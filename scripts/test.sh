@@ -27,7 +27,7 @@ set +e
 # app, a search server, a converted model) are built once; 0 runs one process. Two by default: on the 2-core box a
 # clean clone's full suite took 523 s on two workers against 607 s in one process, back to back (2026-11-28; an
 # earlier pair, with a one-thread fixture since removed, gave 843 s against 860 s).
-.venv/bin/python -m pytest -n "${VIMRAG_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
+.venv/bin/python -m pytest -n "${VIMRAG_TEST_WORKERS:-2}" --dist loadfile "$@"
 rc=$?
 set -e
 # pytest exits 5 when it collected no test: that is a failure of the suite, not a pass.

@@ -61,10 +61,3 @@ def bundled_index(tmp_path_factory) -> Path:
     Indexer(idx).index([REPO / "assets" / "corpus"], progress=False)
     return idx
 
-
-def pytest_collection_modifyitems(config, items):
-    """The files holding a slow test run first (scripts/test.sh passes --no-loadscope-reorder so that xdist keeps this
-    order): the subprocess and launch tests start while the other worker has work, and the many quick files fill
-    the end of the run instead of one long file running alone on one worker."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
