@@ -60,4 +60,3 @@ def bundled_index(tmp_path_factory) -> Path:
     idx = tmp_path_factory.mktemp("bundled_idx")
     Indexer(idx).index([REPO / "assets" / "corpus"], progress=False)
     return idx
-
