@@ -58,7 +58,9 @@ def test_three_searches_against_a_slow_search_server_overlap(bundled_index):
             spans = trace.steps[0].tool_spans
             runs[parallel] = (spans, max(s["end"] for s in spans) - min(s["start"] for s in spans), policy.calls[1])
     spans, took, seen = runs[True]
-    assert len(spans) == 3 and took < 0.8, spans
+    # one delay, not three (1.5 s): the bound leaves room for a busy 2-core box, where one search once ended at
+    # 0.89 s under the other test worker's load; the pairwise overlap below is the exact check
+    assert len(spans) == 3 and took < 1.2, spans
     assert all(a["start"] < b["end"] and b["start"] < a["end"] for a in spans for b in spans)  # they overlap
     assert runs[False][1] >= 1.5  # one after another: three delays
     assert seen == runs[False][2]  # the same observation, whatever order the searches finished in
