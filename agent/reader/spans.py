@@ -141,8 +141,8 @@ def numeric_spans(question: str, kind: str, sents: list[Sentence]) -> list[Span]
                 continue  # a code or a date's part, not a quantity: '(000)' thousands, '05' of '05/10/2015'
             if val in asked and not m.group("to"):
                 continue
-            if kind == "number" and names_not_counts(s.text, m.start(), m.end()):
-                continue
+            if counted and names_not_counts(s.text, m.start(), m.end()):
+                continue  # a count question; 'What is the page number ...?' asks for a number that names
             if counted and not counts(s.text, m.start(), m.end("to") if m.group("to") else m.end("num"), counted):
                 continue
             bonus = 0.0

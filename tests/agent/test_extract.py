@@ -323,6 +323,9 @@ def test_a_number_that_names_a_table_a_section_or_a_list_item_does_not_answer_ho
     isep = Passage("All ISEP students have to fulfil 30 MCs which comprise the 3 compulsory courses.", "isep.pdf p.2")
     assert read_answer("How many areas do the course requirements have?", [isep]).answer == NOT_ANSWERABLE
     assert read_answer("How many compulsory courses do ISEP students take?", [isep]).answer == "3"
+    # a question that asks for the number that names something still gets it
+    rules = Passage("The manual covers the X2 picker. Safety rules are on page 42 of the guide.", "m.pdf p.1")
+    assert read_answer("What is the page number of the safety rules?", [rules]).answer == "42"
     # the count itself still answers, beside a reference
     counted = Passage("Table 6-2 lists the 42 common operations supported by each role of OBS.", "obs.pdf p.9")
     assert read_answer("How many common operations are supported by each role of OBS?", [counted]).answer == "42"
