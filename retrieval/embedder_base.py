@@ -106,6 +106,16 @@ def no_gpu_driver() -> bool:
 
 
 def pick_device(device: str | None) -> str:
+    """The device an embedder runs on: `device` as given, or a CUDA GPU where torch sees one, else the CPU.
+
+    A numbered CPU ("cpu:0", what `accelerate.PartialState().device` gives each rank of a CPU launch) is the CPU:
+    the embedders' CPU routes (ONNX Runtime, the cached precision choice) key on "cpu".
+
+    >>> pick_device("cpu:0"), pick_device("cpu")
+    ('cpu', 'cpu')
+    """
+    if device and device.partition(":")[0] == "cpu":
+        return "cpu"
     if not device and no_gpu_driver():
         return "cpu"
     torch = import_torch()

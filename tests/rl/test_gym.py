@@ -340,7 +340,8 @@ def test_experiment_refuses_settings_it_cannot_run_before_it_builds_anything(tmp
 def test_experiment_warm_start_alone(tmp_path):
     """`rl.experiment --seeds 0`: the warm start is trained with `--sft-seed` and measured on held-out questions,
     and no RL runs."""
-    from rl.experiment import ExperimentConfig, run
+    from retrieval.retriever import Retriever
+    from rl.experiment import ExperimentConfig, make_gym, run, warm_start
 
     args = ExperimentConfig(
         seeds=0,
@@ -352,6 +353,9 @@ def test_experiment_warm_start_alone(tmp_path):
         copy_pretrain=3,  # the default path, copy pre-training in rounds, at a size a test can afford
         copy_rounds=2,
         copy_recall=1.0,  # not reached in 3 updates: both rounds run
+        protocol="vrag",  # short episodes: what is checked is the warm start, not the protocol
+        max_steps=4,  # short episodes; the expert still solves 7 of its 9 questions (6 steps: all 9)
+        max_new_tokens=16,
         out=str(tmp_path / "run"),
     )
     got = run(args)
@@ -368,7 +372,9 @@ def test_experiment_warm_start_alone(tmp_path):
     assert not list((tmp_path / "run").glob("*_seed*"))  # no RL run folder
     # a rerun into the same folder with fewer environments keeps only their traces
     kept = sorted(p.name for p in (tmp_path / "run" / "expert").iterdir())
-    run(ExperimentConfig(**{**args.to_dict(), "sft_envs": 2}))
+    fewer = ExperimentConfig(**{**args.to_dict(), "sft_envs": 2, "copy_pretrain": 0})
+    g = make_gym(fewer, tmp_path / "run" / "gym")
+    warm_start(fewer, g, tmp_path / "run", Retriever(g.index))  # the warm start alone: the rest is checked above
     again = sorted(p.name for p in (tmp_path / "run" / "expert").iterdir())
     assert again and set(again) < set(kept) and all(n.startswith(("train00000", "train00001")) for n in again)
 
@@ -386,6 +392,7 @@ def test_experiment_parallel_jobs_match_sequential_runs(tmp_path, monkeypatch):
     kw = dict(methods=["grpo"], seeds=2, updates=2, group=2, questions=1, sft_envs=3, rl_envs=2, test_envs=1)
     kw["protocol"] = "vrag"  # the plumbing of parallel runs; short episodes keep it quick
     kw["copy_pretrain"] = 0  # what is compared is the RL runs
+    kw |= dict(max_steps=4, max_new_tokens=16)  # short episodes (the expert still solves 7 of its 9 questions)
     args = ExperimentConfig(**kw, sft_epochs=1, jobs=1, out=str(tmp_path / "run"))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
