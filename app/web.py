@@ -479,7 +479,7 @@ def warm_up(app: DemoApp, settings: DemoConfig) -> None:
     t0 = time.perf_counter()
     policy = app.ws.policy(settings.policy)
     if settings.policy.backend == "embedded":
-        print("loading the embedded SmolLM2 (the first run converts its weights once, 15-20 s on 2 cores)")
+        print("loading the embedded SmolLM2 (the first run converts its weights once, ~10 s on 2 cores)")
         _ = policy.lm, policy.ocr
     app.ws.retriever.refresh()
     app.ws.retriever.search("warm up", k=1)
