@@ -1,9 +1,9 @@
 """Gradients of one GGPO update on fixed segments, for the distributed-equivalence test.
 
-    python tests/rl/dist_worker.py MODEL_DIR OUT.pt                     # one process, the whole batch
     torchrun --nproc_per_node 2 tests/rl/dist_worker.py MODEL_DIR OUT.pt  # two processes (gloo), half each
 
-Writes the flattened gradient (rank 0) to OUT.pt.
+Writes the flattened gradient (rank 0) to OUT.pt. The one-process reference is `gradients(MODEL_DIR)`, called in
+the test's own process.
 """
 
 import sys
@@ -25,13 +25,13 @@ def segments(vocab: int, n: int = 4):
     return out
 
 
-def main() -> None:
+def gradients(model_dir: str):
+    """(this process's Accelerator, the flattened gradient of its share of the segments, summed over processes)."""
     from accelerate import Accelerator
     from transformers import AutoModelForCausalLM
 
     from rl.update import TrainConfig, compute_gradients
 
-    model_dir, out = sys.argv[1], sys.argv[2]
     acc = Accelerator(cpu=True)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
@@ -42,9 +42,13 @@ def main() -> None:
     mine = list(range(acc.process_index, len(segs), acc.num_processes))
     cfg = TrainConfig(model="m", dataset="d", method="ggpo", level="token", length_norm="token_mean")
     compute_gradients(acc, model, [segs[i] for i in mine], [advs[i] for i in mine], [weights[i] for i in mine], cfg)
-    grads = torch.cat([p.grad.flatten() for p in acc.unwrap_model(model).parameters() if p.grad is not None])
+    return acc, torch.cat([p.grad.flatten() for p in acc.unwrap_model(model).parameters() if p.grad is not None])
+
+
+def main() -> None:
+    acc, grads = gradients(sys.argv[1])
     if acc.is_main_process:
-        torch.save(grads, out)
+        torch.save(grads, sys.argv[2])
     acc.wait_for_everyone()
 
 

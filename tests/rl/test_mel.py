@@ -1,10 +1,9 @@
 """Meta-Experience Learning (rl/mel.py): one pair worked by hand with a scripted reflector (the bifurcation step, the
 lesson as an NLL target, its weight in the loss), replies that are refused with a reason, and the trainer going on
-through them, in one process and under `accelerate launch` with two."""
+through them in one process (under `accelerate launch` with two: tests/rl/test_trainer.py's shared launch)."""
 
 import json
 import math
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -21,9 +20,7 @@ from rl.mel import (
 )
 from rl.update import Piece, update_policy
 from tests.rl.test_update import Toy, accelerator, cfg, one_token
-from tests.rl.tiny_config import launch_train, tiny_config
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.rl.tiny_config import tiny_config
 
 
 def trajectory(reward: float, outputs: list[str], question: str = "Which access code does Tufo Misu use?"):
@@ -170,24 +167,6 @@ def tiny_vl(tmp_path_factory):
     from rl.tiny import build_tiny_qwen2_5_vl
 
     return build_tiny_qwen2_5_vl(tmp_path_factory.mktemp("vl") / "m")
-
-
-@pytest.mark.slow
-def test_vimrag_train_mel_under_accelerate_launch_with_two_cpu_processes(tiny_vl, mixed_index, tmp_path):
-    """`vimrag train ... mel=true` under `accelerate launch` with 2 CPU processes (tests/rl/mel_worker.py: the CLI,
-    with the parity reward so that groups hold a success and a failure, and a scripted reflector). Each process
-    reflects on its own group, and its lesson joins the mini-batch loss. The default method takes 2 epochs x 2
-    mini-batches per update (4 trajectories, one per process per mini-batch): both processes take the four steps
-    in step, with the lessons riding in their mini-batches."""
-    worker = [str(REPO / "tests/rl/mel_worker.py")]
-    run, out = launch_train(worker, tiny_vl, mixed_index, tmp_path, "mel=true", "ppo_epochs=2", "mini_batch_size=2")
-    assert run.returncode == 0, run.stderr[-3000:]
-    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [r["update"] for r in rows] == [1, 2] and (out / "checkpoint-000002").is_dir()
-    assert all(r["optimizer_steps"] == 4 and r["clip_frac"] > 0 for r in rows)  # the parity reward moves the weights
-    assert all(r["processes"] == 2 and r["mel_pairs"] == 2 and r["mel_lessons"] == 2 and r["mel_nll"] > 0 for r in rows)
-    lessons = [json.loads(x) for f in ("lessons.jsonl", "lessons.rank1.jsonl") for x in (out / "mel" / f).open()]
-    assert len(lessons) == 4 and {x["update"] for x in lessons} == {0, 1}
 
 
 def test_a_reflector_keeps_the_reply_text_and_drops_reasoning_and_tokens(tmp_path):

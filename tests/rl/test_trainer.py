@@ -122,17 +122,12 @@ def test_bad_configs_are_refused_by_name(tmp_path):
 
 @pytest.mark.slow
 def test_two_processes_give_the_gradients_of_one_process_on_the_doubled_batch(tmp_path):
+    from tests.rl.dist_worker import gradients
+
     model = build_tiny_causal_lm(tmp_path / "lm")
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     worker = str(REPO / "tests/rl/dist_worker.py")
-    one = subprocess.run(
-        [sys.executable, worker, str(model), str(tmp_path / "g1.pt")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert one.returncode == 0, one.stderr[-2000:]
+    g1 = gradients(str(model))[1]  # one process, the whole batch: this one
     torchrun = [
         sys.executable,
         "-m",
@@ -146,35 +141,58 @@ def test_two_processes_give_the_gradients_of_one_process_on_the_doubled_batch(tm
         torchrun + [worker, str(model), str(tmp_path / "g2.pt")], env=env, capture_output=True, text=True, timeout=300
     )
     assert two.returncode == 0, two.stderr[-2000:]
-    g1, g2 = torch.load(tmp_path / "g1.pt"), torch.load(tmp_path / "g2.pt")
+    g2 = torch.load(tmp_path / "g2.pt")
     assert g1.abs().sum() > 0
     assert torch.allclose(g1, g2, rtol=1e-4, atol=1e-6), (g1 - g2).abs().max()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "method",
-    [
-        ["method=aepo", "branching=aepo", "step_mask=true"],
-        ["method=adora", "tool_advantage=1", "horizons=[1,2]"],
-        ["rollout_mode=async", "max_staleness=1", "rollout_workers=2"],
-    ],
-    ids=["aepo+branching+mask", "adora+toolpo+scalinginter", "async"],
-)
-def test_vimrag_train_under_accelerate_launch_with_two_cpu_processes(tiny_vl, mixed_index, tmp_path, method):
-    """The whole trainer (rollouts split across processes, padded micro-steps, checkpoints) under accelerate with the
-    other methods' options (their metrics are reduced by name across processes). The default method's 2 epochs x 2
-    mini-batches per update run under accelerate with MEL on (tests/rl/test_mel.py), one launch for both."""
-    run, out = launch_train(["-m", "app.cli"], tiny_vl, mixed_index, tmp_path, *method)
+# The launch tests share one `accelerate launch` (tests/rl/train_worker.py): the other methods' options, and the
+# default method with MEL (2 epochs x 2 mini-batches per update) under the parity reward and a scripted reflector.
+LAUNCHED = {
+    "aepo+branching+mask": (["method=aepo", "branching=aepo", "step_mask=true"], False),
+    "adora+toolpo+scalinginter": (["method=adora", "tool_advantage=1", "horizons=[1,2]"], False),
+    "async": (["rollout_mode=async", "max_staleness=1", "rollout_workers=2"], False),
+    "mel": (["mel=true", "ppo_epochs=2", "mini_batch_size=2"], True),
+}
+
+
+@pytest.fixture(scope="module")
+def launched(tiny_vl, mixed_index, tmp_path_factory):
+    run, outs = launch_train(tiny_vl, mixed_index, tmp_path_factory.mktemp("launched"), LAUNCHED)
     assert run.returncode == 0, run.stderr[-3000:]
+    return outs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["aepo+branching+mask", "adora+toolpo+scalinginter", "async"])
+def test_vimrag_train_under_accelerate_launch_with_two_cpu_processes(launched, name):
+    """The whole trainer (rollouts split across processes, padded micro-steps, checkpoints) under accelerate with the
+    other methods' options (their metrics are reduced by name across processes)."""
+    out = launched[name]
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in rows] == [1, 2] and all(r["processes"] == 2 for r in rows)
     # 2 questions x 2 rollouts x 2 steps (1 in the curriculum's first stage), gathered from both processes
     assert all(r["segments"] >= 4 * r.get("horizon", 2) for r in rows)
     assert (out / "checkpoint-000002").is_dir()
     assert all(r["optimizer_steps"] == 1 for r in rows)
-    if "rollout_mode=async" in method:  # both processes' groups, each at most one update old
+    if name == "async":  # both processes' groups, each at most one update old
         assert all(r["staleness_0"] + r["staleness_1"] == 2 for r in rows)
+
+
+@pytest.mark.slow
+def test_vimrag_train_mel_under_accelerate_launch_with_two_cpu_processes(launched):
+    """`vimrag train ... mel=true` under `accelerate launch` with 2 CPU processes (the CLI, with the parity reward so
+    that groups hold a success and a failure, and a scripted reflector). Each process reflects on its own group,
+    and its lesson joins the mini-batch loss. The default method takes 2 epochs x 2 mini-batches per update (4
+    trajectories, one per process per mini-batch): both processes take the four steps in step, with the lessons
+    riding in their mini-batches."""
+    out = launched["mel"]
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in rows] == [1, 2] and (out / "checkpoint-000002").is_dir()
+    assert all(r["optimizer_steps"] == 4 and r["clip_frac"] > 0 for r in rows)  # the parity reward moves the weights
+    assert all(r["processes"] == 2 and r["mel_pairs"] == 2 and r["mel_lessons"] == 2 and r["mel_nll"] > 0 for r in rows)
+    lessons = [json.loads(x) for f in ("lessons.jsonl", "lessons.rank1.jsonl") for x in (out / "mel" / f).open()]
+    assert len(lessons) == 4 and {x["update"] for x in lessons} == {0, 1}
 
 
 @pytest.mark.slow

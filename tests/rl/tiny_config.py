@@ -26,10 +26,12 @@ def tiny_config(model, task: dict, out, **kw):
     return cfg
 
 
-def launch_train(entry: list[str], model, mixed_index, tmp_path, *overrides: str):
-    """`vimrag train` on rl/configs/tiny_cpu.yaml under `accelerate launch` with two CPU processes (joined by gloo,
-    whatever the machine has), writing to tmp_path/run on a copy of `mixed_index`; `entry` is what runs
-    (["-m", "app.cli"], or a worker script). Returns (the finished process, the run folder)."""
+def launch_train(model, mixed_index, tmp_path, runs: dict[str, tuple[list[str], bool]]):
+    """`vimrag train` on rl/configs/tiny_cpu.yaml, once per entry of `runs` (name: (overrides, parity)), all in one
+    `accelerate launch` with two CPU processes (joined by gloo, whatever the machine has) through
+    tests/rl/train_worker.py (`parity`: with the MEL test's stand-ins), each writing to tmp_path/NAME on one copy
+    of `mixed_index`. Returns (the finished launch, {name: run folder})."""
+    import json
     import os
     import shutil
     import subprocess
@@ -38,12 +40,17 @@ def launch_train(entry: list[str], model, mixed_index, tmp_path, *overrides: str
     from retrieval.sharded import launch_command
 
     repo = Path(__file__).resolve().parents[2]
-    idx, out = tmp_path / "idx", tmp_path / "run"
+    idx = tmp_path / "idx"
     shutil.copytree(mixed_index, idx)
     env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     env["CUDA_VISIBLE_DEVICES"] = ""
     config = str(repo / "rl/configs/tiny_cpu.yaml")
-    program = [*entry, "train", "--config", config, f"model={model}", f"output_dir={out}", f"index={idx}"]
-    program += ["questions_per_update=2", *overrides, "-q"]
+    outs, plan = {}, []
+    for name, (overrides, parity) in runs.items():
+        outs[name] = tmp_path / name
+        argv = ["train", "--config", config, f"model={model}", f"output_dir={outs[name]}", f"index={idx}"]
+        plan.append({"argv": [*argv, "questions_per_update=2", *overrides, "-q"], "parity": parity})
+    (tmp_path / "runs.json").write_text(json.dumps(plan))
+    program = [str(repo / "tests/rl/train_worker.py"), str(tmp_path / "runs.json")]
     run = subprocess.run(launch_command(2, program), env=env, capture_output=True, text=True, timeout=600, cwd=repo)
-    return run, out
+    return run, outs
