@@ -6,12 +6,14 @@
     model = AutoModelForImageTextToText.from_pretrained(path)
 
 Each builder writes a complete folder the way a real checkpoint ships it: `config.json` and random
-weights, a byte-level BPE tokenizer trained here with the `tokenizers` library (about 660 tokens,
-the Qwen special tokens among them), a Qwen-style chat template, and the image and video processor
-configs. The weights come from a fixed seed, so a folder built twice holds the same model.
+weights, a byte-level BPE tokenizer trained here with the `tokenizers` library (about 660 tokens on
+`_CORPUS`; 700 for the VL models, which also learn the protocols' prompts; the Qwen special tokens among
+them), a Qwen-style chat template, and the image and video processor configs. The weights come from a
+fixed seed, so a folder built twice holds the same model.
 
 What it leaves out on purpose: the model knows nothing (its text is gibberish), the tokenizer knows
-only the English of `_CORPUS`, and the chat template has no tool-calling or video branches.
+only the English of `_CORPUS` (and, for the VL models, the protocols' prompts), and the chat template has
+no tool-calling or video branches.
 Use it to test plumbing (shapes, pixel budgets, streaming, masks, losses), never answer quality.
 
 Grid facts the tests rely on: Qwen2.5-VL sees 14 px patches merged 2x2, so images snap to 28 px;
@@ -81,6 +83,21 @@ CHAT_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}"
 )
+
+
+def protocol_texts() -> list[str]:
+    """Every protocol's prompts and tool schemas (agent/protocols/), which the tiny VL models' tokenizer also learns:
+    a rollout's context is mostly these, and merges learned on them make it shorter (the vimrag system prompt with its
+    tools: 3,572 tokens on `_CORPUS` alone, 1,974 with these), so the CPU tests that roll out and train run faster."""
+    from agent.protocols import get, names
+    from agent.protocols.schema import specs
+
+    texts = []
+    for name in names():
+        proto = get(name)
+        texts += [t for t in proto.PROMPTS.values() if t]
+        texts += [json.dumps(s, ensure_ascii=False) for s in specs(proto.tools, "absolute")]
+    return texts
 
 
 def train_tokenizer(vocab_size: int = 700, texts: list[str] | None = None):
@@ -190,7 +207,7 @@ def build_tiny_qwen2_5_vl(path: str | Path, seed: int = 0) -> Path:
     )
 
     path = Path(path)
-    tokenizer = train_tokenizer()
+    tokenizer = train_tokenizer(texts=protocol_texts())
     hidden, heads = 64, 4  # head_dim 16: mrope_section (t, h, w) must sum to head_dim / 2 = 8
     config = Qwen2_5_VLConfig(
         **_vl_config(
@@ -228,7 +245,7 @@ def build_tiny_qwen3_vl(path: str | Path, seed: int = 0) -> Path:
     )
 
     path = Path(path)
-    tokenizer = train_tokenizer()
+    tokenizer = train_tokenizer(texts=protocol_texts())
     hidden, heads, head_dim = 64, 4, 16  # mrope_section (t, h, w) must sum to head_dim / 2 = 8
     config = Qwen3VLConfig(
         **_vl_config(
