@@ -88,7 +88,7 @@ CHAT_TEMPLATE = (
 def protocol_texts() -> list[str]:
     """Every protocol's prompts and tool schemas (agent/protocols/), which the tiny VL models' tokenizer also learns:
     a rollout's context is mostly these, and merges learned on them make it shorter (the vimrag system prompt with its
-    tools: 3,572 tokens on `_CORPUS` alone, 1,974 with these), so the CPU tests that roll out and train run faster."""
+    tools: 3,572 tokens on `_CORPUS` alone, 2,265 with these), so the CPU tests that roll out and train run faster."""
     from agent.protocols import get, names
     from agent.protocols.schema import specs
 
