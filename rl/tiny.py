@@ -292,12 +292,13 @@ def build_tiny_causal_lm(
     hidden: int = 64,
     layers: int = 2,
 ) -> Path:
-    """Write a random tiny Qwen2 causal LM (text only) with a tokenizer trained on `_CORPUS` + `texts`."""
+    """Write a random tiny Qwen2 causal LM (text only) with a tokenizer trained on `_CORPUS` + `texts` (by default
+    the protocols' prompts, as the VL models' tokenizer; `texts=[]`: `_CORPUS` alone)."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     path = Path(path)
-    tokenizer = train_tokenizer(vocab_size, texts)
+    tokenizer = train_tokenizer(vocab_size, protocol_texts() if texts is None else texts)
     ids = _token_ids(tokenizer)
     config = Qwen2Config(
         vocab_size=len(tokenizer),
