@@ -6,19 +6,20 @@
     model = AutoModelForImageTextToText.from_pretrained(path)
 
 Each builder writes a complete folder the way a real checkpoint ships it: `config.json` and random
-weights, a byte-level BPE tokenizer trained here with the `tokenizers` library (about 660 tokens on
-`_CORPUS`; 700 for the VL models, which also learn the protocols' prompts; the Qwen special tokens among
-them), a Qwen-style chat template, and the image and video processor configs. The weights come from a
+weights, a byte-level BPE tokenizer trained here with the `tokenizers` library (700 tokens trained on
+`_CORPUS` and the protocols' prompts unless a causal LM's caller gives its own texts; the Qwen special tokens
+among them), a Qwen-style chat template, and the image and video processor configs. The weights come from a
 fixed seed, so a folder built twice holds the same model.
 
 What it leaves out on purpose: the model knows nothing (its text is gibberish), the tokenizer knows
-only the English of `_CORPUS` (and, for the VL models, the protocols' prompts), and the chat template has
-no tool-calling or video branches.
+only the English of `_CORPUS` and the protocols' prompts, and the chat template has no tool-calling or video
+branches.
 Use it to test plumbing (shapes, pixel budgets, streaming, masks, losses), never answer quality.
 
 Grid facts the tests rely on: Qwen2.5-VL sees 14 px patches merged 2x2, so images snap to 28 px;
 Qwen3-VL sees 16 px patches merged 2x2 and snaps to 32 px. `build_tiny_qwen3_vl` raises ImportError
-on a transformers without Qwen3-VL; check `hasattr(transformers, "Qwen3VLForConditionalGeneration")`.
+on a transformers without Qwen3-VL; check `importlib.util.find_spec("transformers.models.qwen3_vl")` (a
+`hasattr` on transformers imports the model's code, seconds).
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ CHAT_TEMPLATE = (
 
 
 def protocol_texts() -> list[str]:
-    """Every protocol's prompts and tool schemas (agent/protocols/), which the tiny VL models' tokenizer also learns:
+    """Every protocol's prompts and tool schemas (agent/protocols/), which the tiny models' tokenizer also learns:
     a rollout's context is mostly these, and merges learned on them make it shorter (the vimrag system prompt with its
     tools: 3,572 tokens on `_CORPUS` alone, 2,265 with these), so the CPU tests that roll out and train run faster."""
     from agent.protocols import get, names

@@ -29,7 +29,7 @@ def main() -> int:
     from app.cli import main as cli
 
     runs = json.loads(Path(sys.argv[1]).read_text())
-    real = rl.rollout.score, rl.mel.make_reflector, Accelerator.end_training
+    score, make_reflector, end_training = rl.rollout.score, rl.mel.make_reflector, Accelerator.end_training
     seen: Counter = Counter()
 
     def alternate(trace, item, reward="vimrag", judge=None) -> float:
@@ -45,9 +45,9 @@ def main() -> int:
 
     for i, run in enumerate(runs):
         parity = run.get("parity", False)
-        rl.rollout.score = alternate if parity else real[0]
-        rl.mel.make_reflector = scripted if parity else real[1]
-        Accelerator.end_training = real[2] if i == len(runs) - 1 else finish_trackers
+        rl.rollout.score = alternate if parity else score
+        rl.mel.make_reflector = scripted if parity else make_reflector
+        Accelerator.end_training = end_training if i == len(runs) - 1 else finish_trackers
         rc = cli(run["argv"])
         if rc != 0:
             return rc
