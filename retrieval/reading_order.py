@@ -43,38 +43,6 @@ def layout_text(boxes: list[OcrBox], columns: bool = True) -> str:
     return "\n".join(" ".join(b.text.strip() for b in line) for line in reading_order(boxes, columns))
 
 
-def without_prose_beside(boxes: list[OcrBox], gap: float = 1.0) -> list[OcrBox]:
-    """`boxes` without the columns of prose that stand beside something else in one block: a report's sidebar
-    table, whose rows would otherwise begin with the line of prose at their height ('tend to be much more removed
-    | 70-74 | 68 | 55'). A part of a block, cut at a vertical gap, is prose when its lines read as a paragraph's
-    (`_is_prose`; `gap`: the widest gap within a run of words, in line heights)."""
-    boxes = [b for b in boxes if b.text.strip()]
-    if len(boxes) < 2:
-        return boxes
-    h = max(1.0, median(b.height for b in boxes))
-    drop: set[int] = set()
-    for block in _xy_cut(boxes, h):
-        parts = _split(block, _gaps([(b.box[0], b.box[2]) for b in block], 0.8 * h), 0)
-        prose = [_is_prose(p, h, gap) for p in parts]
-        if any(prose) and not all(prose):
-            drop |= {id(b) for part, is_prose in zip(parts, prose) if is_prose for b in part}
-    return [b for b in boxes if id(b) not in drop]
-
-
-def _is_prose(part: list[OcrBox], h: float, gap: float) -> bool:
-    """Six or more lines, 10 line heights wide or more, nearly all one run of words, most filling the part's
-    width and holding four words or more: a paragraph, not a column of row labels (whose widths vary)."""
-    lines = _lines(part)
-    width = max(b.box[2] for b in part) - min(b.box[0] for b in part)
-    if len(lines) < 6 or width < 10 * h:
-        return False
-    one_run = sum(all(b.box[0] - a.box[2] <= gap * h for a, b in zip(ln, ln[1:])) for ln in lines)
-    fills = sum(ln[-1].box[2] - ln[0].box[0] >= 0.7 * width for ln in lines)
-    worded = sum(sum(len(b.text.split()) for b in ln) >= 4 for ln in lines)
-    n = len(lines)
-    return one_run >= 0.9 * n and fills >= 0.6 * n and worded >= 0.7 * n
-
-
 def _lines(boxes: list[OcrBox]) -> list[list[OcrBox]]:
     """Boxes that overlap vertically by half the smaller height form a line; lines top to bottom."""
     lines: list[tuple[list[OcrBox], list[float]]] = []  # (boxes, [y1, y2] span of the line)

@@ -29,7 +29,7 @@ from statistics import median
 from typing import Any
 
 from retrieval.ocr_engine import OcrBox
-from retrieval.reading_order import reading_order, without_prose_beside
+from retrieval.reading_order import reading_order
 
 # a printed number: '1,204', '(3.5)', '-12', '66.4%', '$2,045', '0.833', '—' is not one
 NUMBER = re.compile(r"^[(\[]?[-−–+]?[$€£₹]?\s?\d[\d,]*(?:\.\d+)?\s?%?[)\]]?\*?$")
@@ -190,17 +190,7 @@ def _text(words: list[OcrBox]) -> str:
 
 
 def tables_from_words(words: list[OcrBox]) -> list[Table]:
-    """Every table among `words` (one page's, any units): see the module's docstring for how. A column of prose
-    beside a table is set apart when that finds more tables (`without_prose_beside`)."""
-    found = _find(words)
-    rest = without_prose_beside(words, GAP)
-    if len(rest) < len(words):
-        alt = _find(rest)
-        found = alt if len(alt) > len(found) else found
-    return found
-
-
-def _find(words: list[OcrBox]) -> list[Table]:
+    """Every table among `words` (one page's, any units): see the module's docstring for how."""
     lines = reading_order(words, columns=False)
     if not lines:
         return []

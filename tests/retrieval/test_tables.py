@@ -50,34 +50,6 @@ def test_a_section_line_and_a_header_above_it_and_a_continued_table():
     assert second.rows[0] == ["Proposed dividend", "1767.80", "1923.78"]
 
 
-def test_a_table_set_beside_a_paragraph_keeps_its_rows_own_labels():
-    """A report's sidebar table (Pew's 'Go online / Broadband at home'): the paragraph's lines sit at the height of
-    its rows, so read whole-page a row began with prose ('tend to be much more removed | 70-74 | 68 | 55') and
-    no table was plausible. The paragraph is set apart first."""
-    prose = [
-        "On the other hand, other groups",
-        "of older adults, in particular",
-        "those eighty years of age or",
-        "older, those with low incomes",
-        "and those who have not been to",
-        "college, tend to be much more",
-        "removed from online life. For",
-        "example, slightly more than one",
-    ]
-    words = []
-    for i, line in enumerate(prose):
-        words += _words(16 * i, [(0, line)])
-    words += _words(0, [(300, "Seniors")])
-    words += _words(16, [(400, "Go online"), (500, "Broadband")])
-    for i, (label, a, b) in enumerate([("Total", "59%", "47%"), ("Men", "74", "65"), ("Women", "68", "55")]):
-        words += _words(32 + 16 * i, [(300, label), (410, a), (510, b)])
-    words += _words(80, [(300, "Aged 80+"), (410, "37"), (510, "21")])
-    (t,) = tables_from_words(words)
-    assert [r[0] for r in t.rows] == ["Total", "Men", "Women", "Aged 80+"]
-    assert t.header[1:] == ["Go online", "Broadband"] and t.rows[2][1:] == ["68", "55"]
-    assert tables_from_words(_words(0, [(0, prose[0])])) == []  # prose alone is still no table
-
-
 def test_numbers_as_tables_print_them():
     assert number("(1,204.5)") == -1204.5 and number("−3") == -3.0 and number("66.4% (0.8%)") == 66.4
     assert number("2019-20") is None and number("Europe") is None and number("31.3.2003") is None
