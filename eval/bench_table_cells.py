@@ -5,8 +5,9 @@ against the rendered page, and how fast the pages are read.
     python -m eval.bench_table_cells --sample 5          # fresh cells to check: five per page, seed 55, and a
                                                          # PNG of each page's table in runs/table_cells/
 
-eval/table_cells_checked.jsonl holds the verdicts: 110 cells, five drawn at random (seed 55) from the tables
-found on each of 22 dev pages with a table (22 documents: papers, surveys, statements, manuals, a slide). A cell
+eval/table_cells_checked.jsonl holds the verdicts: 110 cells, five drawn at random from the tables found on each
+of 22 dev pages with a table (18 documents: papers, surveys, statements, manuals, a brochure; seed 55, and seed 56
+for the last four pages added). A cell
 is right when its value is the one the page prints in its row (`value_right`), and the column header we read
 names its column (`header_right`); `why` says what went wrong. Labels, headers and values are kept to 40
 characters, with a hash of the whole cell: a cell whose hash no longer matches was changed by the builder since it
