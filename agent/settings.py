@@ -12,6 +12,16 @@ from agent.config import Config, setting
 from agent.tools import OBS_MAX_PIXELS
 from memory_graph.energy import GAMMA, LAMBDA, MAX_FRAME_PIXELS, MAX_IMAGE_PIXELS, S_TOTAL, TOP_K
 
+TOP_K_PIXELS = 3  # results per search for a policy that reads pixels: each is a page image in its context
+# For one that reads text (the embedded reader): on the MMLongBench-Doc dev set, 5 against 3 gave 26.9% against
+# 26.3% accuracy and 29.9% against 29.2% answered precision (eval/RESULTS.md, "Five results a search").
+TOP_K_TEXT = 5
+
+
+def default_top_k(reads_pixels: bool) -> int:
+    """Results per search when `top_k` is unset: fewer for a policy that sees each result as an image."""
+    return TOP_K_PIXELS if reads_pixels else TOP_K_TEXT
+
 
 def _protocols() -> tuple[str, ...]:
     from agent.protocols import names
@@ -35,7 +45,9 @@ class AgentConfig(Config):
         "vimrag", "the protocol (agent/protocols/): its tools, context layout and prompts", choices=_protocols
     )
     max_steps: int | None = setting(None, "model calls before the episode is stopped; default: the protocol's own")
-    top_k: int = setting(3, "results shown per search (vimrag, react)")
+    top_k: int | None = setting(
+        None, "results shown per search (vimrag, react); default: 3, or 5 for the embedded reader, which reads text"
+    )
     vanilla_k: int = setting(5, "pages put in context by the vanilla baseline")
     s_total: int = setting(S_TOTAL, "pixel budget of the whole visual context (vimrag)", aliases=["budget"])
     memory_k: int = setting(TOP_K, "memorized items that keep pixels (top-K by energy)")
@@ -101,7 +113,7 @@ class AgentConfig(Config):
         self.prompts = check_prompts(self.protocol, dict(self.prompts or {}))
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
-        if self.top_k < 1 or self.vanilla_k < 1:
+        if self.top_k is not None and self.top_k < 1 or self.vanilla_k < 1:
             raise ValueError("top_k and vanilla_k must be >= 1")
         if self.read_pictures and self.protocol == "vimrag":
             raise ValueError(

@@ -14,7 +14,7 @@ from typing import Any
 
 from agent.backends.base import PolicyConfig
 from agent.config import Config, setting
-from agent.settings import AgentConfig
+from agent.settings import AgentConfig, default_top_k
 from app.workspace import Workspace
 
 # the backends the Settings form offers, by their label there
@@ -70,7 +70,7 @@ def describe_backend(cfg: DemoConfig) -> str:
         what = f"{p.backend} model `{p.model}`"
     return (
         f"**Backend:** {what} · **protocol:** {a.protocol} · max {a.max_steps} steps · "
-        f"top-k {a.top_k} · budget {a.s_total:,} px"
+        f"top-k {a.top_k or default_top_k(p.backend != 'embedded')} · budget {a.s_total:,} px"
     )
 
 

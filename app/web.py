@@ -24,6 +24,7 @@ from typing import Any
 from agent.backends.base import PolicyConfig
 from agent.events import Finished, ModelOutput
 from agent.protocols import names as protocol_names
+from agent.settings import default_top_k
 from app.settings import BACKEND_LABELS, DemoConfig, apply_form, default_settings, describe_backend
 from app.workspace import SCOPE_ALL, SCOPE_BUNDLED, SCOPE_UPLOADS, Workspace, load_questions
 
@@ -351,7 +352,8 @@ class DemoApp:
                     s_total = gr.Number(
                         a0.s_total, label="Pixel budget of the visual memory", precision=0, minimum=200_704
                     )
-                    top_k = gr.Slider(1, 10, value=a0.top_k, step=1, label="Results per search (top-k)")
+                    k0 = a0.top_k or default_top_k(p0.backend != "embedded")
+                    top_k = gr.Slider(1, 10, value=k0, step=1, label="Results per search (top-k)")
                 apply_btn = gr.Button("Apply settings", elem_id="apply")
 
             # asking, from the box or from an example: one queue, so at most `concurrency` episodes run at once
