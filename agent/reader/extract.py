@@ -50,6 +50,7 @@ from agent.reader.name_spans import not_siblings
 from agent.reader.ranking import lm_order, rank, states_change, states_total, typed_candidates
 from agent.reader.sentences import Passage, Sentence, is_heading, passage_sentences, score_sentences, visual_hint
 from agent.reader.spans import CONTACT, Span, choice_spans
+from agent.reader.table_filter import NUMBER_CONDITION
 from agent.reader.table_reader import TABLE_PATH, read_table, table_row
 from agent.reader.words import (
     NOT_ANSWERABLE,
@@ -211,8 +212,9 @@ def _read(question: str, passages: list[Passage], lm: Any, encoder: Any, thresho
         return laid_out
     texts = [p.text for p in passages]
     missing = [w for w in missing_anchors(question, texts) if w.lower() not in _CUES] + missing_phrases(question, texts)
-    # a table's unit says what the question's '(in Rupee)' asks; the sentences need every word the question names
-    asked = _UNIT_ASKED.sub("", question)
+    # a table's unit says what the question's '(in Rupee)' asks, and a condition's number ('more than 6') need not be
+    # printed for rows to meet it; the sentences need every word the question names
+    asked = NUMBER_CONDITION.sub(" ", _UNIT_ASKED.sub("", question))
     if missing and [w for w in missing_anchors(asked, texts) if w.lower() not in _CUES] + missing_phrases(asked, texts):
         return Reading(NOT_ANSWERABLE, kind, note=f"the evidence never mentions {', '.join(missing[:3])}")
     # a cell the question names by row and column, or arithmetic over two cells; 'which region had the highest ...'

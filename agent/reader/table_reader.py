@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.reader.answer_types import NUMERIC, asks_change, sum_parts
+from agent.reader.table_filter import asks_filter, filter_rows, filter_support
 from agent.reader.table_question import (
     LEAST,
     MOST,
@@ -55,7 +56,7 @@ class TableAnswer:
     tables: list[Table]
     cells: list[tuple[int, int, int]]
     passage: int
-    op: str  # cell, difference, ratio, change, sum, extreme
+    op: str  # cell, difference, ratio, change, sum, extreme, filter (the rows a condition keeps), count
     row_match: float  # share of the matched rows' label words the question uses (the least over the cells)
     column_match: float  # the same for the columns' headers (1 for a one-column table its header names)
     support: str = ""  # 'PaLM-2L + RAG / TimeQA: 57.4%; PaLM-2L / TimeQA: 41.5%'
@@ -136,7 +137,8 @@ def read_table(question: str, kind: str, passages: list[Any]) -> TableAnswer | N
     apart = kind in NUMERIC and asks_change(question)
     parts = sum_parts(question) if kind in NUMERIC and not apart else []
     side = superlative(question)
-    if kind in ("yes_no", "list", "choice") or kind not in NUMERIC and (apart or parts):
+    rows_asked = asks_filter(question) and kind not in ("yes_no", "choice")
+    if not rows_asked and (kind in ("yes_no", "list", "choice") or kind not in NUMERIC and (apart or parts)):
         return None
     tables, where = [], []
     for pi, p in enumerate(passages[:6]):
@@ -146,6 +148,15 @@ def read_table(question: str, kind: str, passages: list[Any]) -> TableAnswer | N
     if not tables:
         return None
     tables, where = _named(question, tables, where)
+    got = filter_rows(question, kind, tables) if rows_asked else None
+    if got is not None:
+        value, cells, op, rm, cm = got
+        used = list(dict.fromkeys(ti for ti, _, _ in cells))
+        mine = [(used.index(ti), r, c) for ti, r, c in cells]
+        support = filter_support(tables, cells)
+        return TableAnswer(value, [tables[ti] for ti in used], mine, where[cells[0][0]], op, rm, cm, support)
+    if kind in ("list", "choice") or kind not in NUMERIC and (apart or parts):
+        return None
     if side:
         got = _extreme(question, kind, side, tables)
     elif PCT_CHANGE.search(question) or RATIO.search(question) or TIMES.search(question):

@@ -58,6 +58,30 @@ def test_an_extreme_row_of_the_named_column():
     assert read_answer("Which region has the most employees?", [regions]).answer != "Europe"  # another measure
 
 
+def test_rows_a_condition_picks_are_named_or_counted():
+    """A number condition on the column the question names, a category cell the question names in full (of two
+    that fit, the longer), the rows' labels as the answer; and nothing when no condition splits the rows."""
+    from retrieval.tables import Table
+
+    rows = [
+        ["A. Rao", "Non-Executive & Independent", "7"],
+        ["K. Modi", "Executive", "6"],
+        ["S. Shah", "Executive", "7"],
+        ["L. Bhasin", "Non-Executive & Independent", "5"],
+        ["S. Modi", "Executive", "5"],
+    ]
+    board = Table(rows, ["Director", "Category", "Board meetings attended"], "Attendance", box=(0, 0, 1, 1))
+    text = "Attendance of directors\n" + "\n".join(" ".join(r) for r in rows)  # the page's text layer
+    p = Passage(text, "annual.pdf p.9", tables=[board.to_dict()])
+    got = read_answer("Which executive directors attended more than 6 board meetings?", [p])
+    assert (got.answer, got.path) == ("S. Shah", "table") and got.table["op"] == "filter"
+    got = read_answer("Who are the non-executive and independent directors?", [p])
+    assert got.answer == "A. Rao and L. Bhasin"
+    assert read_answer("How many directors attended at least 6 board meetings?", [p]).answer == "3"
+    assert read_answer("Which directors attended more than 9 board meetings?", [p]).answer == NOT_ANSWERABLE
+    assert read_answer("Who are the directors?", [p]).answer != "A. Rao, K. Modi, S. Shah, L. Bhasin and S. Modi"
+
+
 def test_it_abstains_when_the_row_or_the_column_is_not_named(page):
     assert read_answer("What were net sales in 2019?", [page]).path != "table"  # no such column
     assert read_answer("What was the research budget in 2025?", [page]).path != "table"  # no such row
