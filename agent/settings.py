@@ -14,7 +14,7 @@ from memory_graph.energy import GAMMA, LAMBDA, MAX_FRAME_PIXELS, MAX_IMAGE_PIXEL
 
 TOP_K_PIXELS = 3  # results per search for a policy that reads pixels: each is a page image in its context
 # For one that reads text (the embedded reader): on the MMLongBench-Doc dev set, 5 against 3 gave 26.9% against
-# 26.3% accuracy and 29.9% against 29.2% answered precision (eval/RESULTS.md, "Five results a search").
+# 26.3% accuracy and 29.9% against 28.6% answered precision (eval/RESULTS.md, "Five results a search").
 TOP_K_TEXT = 5
 
 
