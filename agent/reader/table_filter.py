@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agent.reader.table_question import match, terms
+from agent.reader.table_question import asked_terms, match, terms
 from retrieval.tables import Table, number
 
 NUMBER_CONDITION = re.compile(
@@ -72,7 +72,7 @@ def _category(q: set[str], t: Table, c: int) -> tuple[str, int] | None:
 
 def filter_rows(question: str, kind: str, tables: list[Table]) -> tuple[str, list, str, float, float] | None:
     """(answer, cells used as (table, row, column), 'filter' or 'count', row match, column match), or None."""
-    q = terms(question)
+    q = asked_terms(question)
     cond = NUMBER_CONDITION.search(question)
     counting = _HOW_MANY.match(question) is not None
     if counting and kind != "number" or not cond and not counting and not _NAMES_ROWS.match(question):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from agent.reader.answer_types import difference_sides
-from agent.reader.words import ORDINALS, search_terms
+from agent.reader.words import ORDINALS, search_terms, stem
 
 MOST = r"highest|largest|biggest|most|greatest|maximum|max|top|best|strongest|longest|heaviest|oldest"
 LEAST = r"lowest|smallest|least|fewest|minimum|min|worst|weakest|shortest|lightest|youngest"
@@ -41,6 +41,17 @@ def terms(text: str) -> set[str]:
     for a, b in _YEARS.findall(text):
         words |= {a, b if len(b) == 4 else str(int(a) // 100 * 100 + int(b) + (100 if int(b) < int(a) % 100 else 0))}
     return words
+
+
+def asked_terms(text: str) -> set[str]:
+    """A question's terms, and its lower-case words as written: a label in capitals ('TELEVISION') is matched
+    whole (`terms`), so the question's 'television' must meet it unstemmed.
+
+    >>> sorted(asked_terms("What is the CAGR of television?"))
+    ['cagr', 'televis', 'television', 'what']
+    """
+    got = terms(text)
+    return got | {w for w in re.findall(r"\b[a-z][a-z0-9]{2,}\b", text) if stem(w) in got}
 
 
 def match(q: set[str], label: str) -> tuple[float, float]:

@@ -29,6 +29,7 @@ from agent.reader.table_question import (
     PCT_CHANGE,
     RATIO,
     TIMES,
+    asked_terms,
     asks_extreme_value,
     asks_row,
     match,
@@ -78,12 +79,30 @@ class TableAnswer:
 
 def passage_tables(p: Any, tails: bool = False) -> list[Table]:
     """The tables of a passage: its PDF page's (word boxes), else those its text lines show."""
-    found = [t for t in (Table.from_dict(d) for d in getattr(p, "tables", None) or []) if plausible(t)]
+    found = [_headed(t) for t in (Table.from_dict(d) for d in getattr(p, "tables", None) or []) if plausible(t)]
     source = getattr(p, "source", "")
     if not found and source and p.page and str(source).lower().endswith(".pdf"):
         found = list(page_tables(str(source), p.page))
     # the text's label-number lines too: OCR boxes of a slide may split a row the text keeps whole
     return found + text_tables(p.text) + (text_tables(p.text, tails=True) if tails else [])
+
+
+def _headed(t: Table) -> Table:
+    """`t` with its first row as the header when it has none and that row is one: no label, and no value but
+    years and words ('', '2012', ..., '2016', 'CAGR'), as OCR reads a slide's table whose header sits close above.
+
+    >>> t = _headed(Table([["", "2012", "CAGR"], ["TV", "130", "14.7%"], ["Print", "154", "11.5%"]], ["", "", ""]))
+    >>> t.header, t.rows[0]
+    (['', '2012', 'CAGR'], ['TV', '130', '14.7%'])
+    """
+    if any(t.header) or len(t.rows) < 3 or t.rows[0][0].strip() or not any(c.strip() for c in t.rows[0][1:]):
+        return t
+    if any(number(c) is not None and not _YEAR_CELL.match(_first(c)) for c in t.rows[0][1:] if c.strip()):
+        return t
+    t.header, t.rows = list(t.rows[0]), t.rows[1:]
+    t.sections = t.sections[1:] if t.sections else t.sections
+    t.cell_boxes = t.cell_boxes[1:] if t.cell_boxes else t.cell_boxes
+    return t
 
 
 @dataclass
@@ -223,13 +242,18 @@ def _cite(t: Table, r: int, c: int) -> str:
     return " / ".join(x for x in (t.rows[r][0], _header(t, c)) if x) + f": {t.rows[r][c]}"
 
 
-def _best_cell(q: set[str], tables: list[Table], cells: list[_Cell]) -> tuple[float, _Cell, float, float] | None:
+def _best_cell(
+    q: set[str], tables: list[Table], cells: list[_Cell], raw: set[str] = frozenset()
+) -> tuple[float, _Cell, float, float] | None:
     """The cell whose row and column the question names best: (score, cell, row coverage, column coverage); None
-    when two cells of different values are named equally well (which one is meant is a guess)."""
+    when two cells of different values are named equally well (which one is meant is a guess). `raw`: the
+    question's words as written (`asked_terms`), which name a row in capitals only when the table's title does not
+    use them ('digital' in 'DIGITAL AD SPEND' names the table, not its row 'DIGITAL')."""
     best, tied = None, False
     for cell in cells:
         t = tables[cell.t]
-        rs, rc = match(q, t.rows[cell.r][0] + " " + (t.sections[cell.r] if t.sections else ""))
+        qr = q - (raw & set(re.findall(r"[a-z0-9]+", t.title.lower())))
+        rs, rc = match(qr, t.rows[cell.r][0] + " " + (t.sections[cell.r] if t.sections else ""))
         cs, cc = match(q, _header(t, cell.c))
         if not rs or not cs:
             continue
@@ -244,8 +268,8 @@ def _lookup(question: str, tables: list[Table], least: float, kind: str = ""):
     """The cell whose row and column the question names, both covering at least `least` of their label (a
     question that is not asking for a number must name the cell's row and column more fully), the row more than
     `least` of its label: 'Operating income' is not named by 'income' alone."""
-    q = terms(question) - _SKIP
-    found = _best_cell(q, tables, _cells(tables, kind if kind in NUMERIC else ""))
+    q = asked_terms(question) - _SKIP
+    found = _best_cell(q, tables, _cells(tables, kind if kind in NUMERIC else ""), q - terms(question))
     if found is None or found[2] <= least or found[3] < least:
         return None
     _, cell, rc, cc = found
@@ -259,8 +283,8 @@ def _two(question: str, tables: list[Table], op: str):
     if found is None:
         return None
     first, second, sign = found  # a change is from the second to the first
-    qa, qb = terms(first) - _SKIP, terms(second) - _SKIP
-    q = terms(question) - _SKIP
+    qa, qb = asked_terms(first) - _SKIP, asked_terms(second) - _SKIP
+    q = asked_terms(question) - _SKIP
     own_a, own_b = qa - qb, qb - qa
     if not own_a and not own_b:
         return None
@@ -334,11 +358,11 @@ def _conflict(own_a: set[str], own_b: set[str], shared: str, a, b, same_row: boo
 
 def _sum(question: str, parts: list[str], tables: list[Table]):
     """One cell per part, all in one column (or one row): their sum."""
-    words = [terms(x) - _SKIP for x in parts]
+    words = [asked_terms(x) - _SKIP for x in parts]
     own = [w - set().union(*(o for j, o in enumerate(words) if j != i)) for i, w in enumerate(words)]
     if not all(own):
         return None
-    q = terms(question) - _SKIP
+    q = asked_terms(question) - _SKIP
     best = None
     for ti, t in enumerate(tables):
         for c in t.value_columns():
@@ -378,7 +402,7 @@ def _extreme(question: str, kind: str, side: str, tables: list[Table]):
     entity = re.search(r"\b(?:which|what)\s+(\w+)", question, re.I)
     skip = {stem(w) for w in re.findall(MOST + "|" + LEAST, question, re.I)}
     skip |= {stem(entity.group(1)) if entity else ""}
-    q = terms(question) - skip - _SKIP
+    q = asked_terms(question) - skip - _SKIP
     k = rank_asked(question)
     best = None
     for ti, t in enumerate(tables):

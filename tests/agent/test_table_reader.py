@@ -82,6 +82,21 @@ def test_rows_a_condition_picks_are_named_or_counted():
     assert read_answer("Who are the directors?", [p]).answer != "A. Rao, K. Modi, S. Shah, L. Bhasin and S. Modi"
 
 
+def test_a_slides_table_in_capitals_with_its_header_read_as_a_row():
+    """OCR reads a slide's header line as the table's first row ('', '2012', ..., 'CAGR'), and its row labels in
+    capitals are matched whole: the question's 'television' meets 'TELEVISION' as written, and a word the title
+    uses ('digital' of 'DIGITAL AD SPEND') does not pick the row 'DIGITAL'."""
+    from retrieval.tables import Table
+
+    rows = [["", "2012", "2014", "CAGR"], ["PRINT", "154", "193", "11.5%"], ["TELEVISION", "130", "170", "14.7%"]]
+    rows += [["DIGITAL", "20", "34", "29.9%"], ["RADIO", "13", "20", "20.7%"]]
+    slide = Table(rows, ["", "", "", ""], "DIGITAL AD SPEND IN INDIA", box=(0, 0, 1, 1))
+    text = "DIGITAL AD SPEND IN INDIA\n" + "\n".join(" ".join(r) for r in rows)
+    p = Passage(text, "deck.pdf p.11", tables=[slide.to_dict()])
+    assert read_answer("What is the CAGR of television from 2012 to 2014?", [p]).answer == "14.7%"
+    assert read_answer("What was the digital ad spend on radio in 2014?", [p]).answer == "20"
+
+
 def test_it_abstains_when_the_row_or_the_column_is_not_named(page):
     assert read_answer("What were net sales in 2019?", [page]).path != "table"  # no such column
     assert read_answer("What was the research budget in 2025?", [page]).path != "table"  # no such row
