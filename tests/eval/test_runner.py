@@ -71,8 +71,10 @@ def test_end_to_end_writes_every_output(setup, tmp_path):
         assert trace["question"] == r["question"] and trace["answer"] == r["pred"]
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["dataset"] == f"jsonl:{qs}" and cfg["seed"] == 0 and cfg["n_items"] == 4
-    # the resolved config: every setting, the agent's protocol defaults filled in
-    assert cfg["policy"]["backend"] == "scripted" and cfg["agent"]["max_steps"] == 20 and cfg["agent"]["top_k"] == 3
+    # the resolved config: every setting, the agent's protocol defaults filled in; results per search depend on
+    # what the policy reads, which only the agent this test builds knows, so each trace records them (3: pixels)
+    assert cfg["policy"]["backend"] == "scripted" and cfg["agent"]["max_steps"] == 20 and cfg["agent"]["top_k"] is None
+    assert json.loads((run / rows[0]["trace"]).read_text())["config"]["agent"]["top_k"] == 3
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["n"] == 4 and abs(metrics["accuracy"] - 0.75) < 1e-9
     assert (run / "report.md").read_text().count("|") > 10
