@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Generator, Iterator
 
 from agent.actions import Action, Rejection
@@ -39,7 +39,7 @@ from agent.events import (
 from agent.latency import shared_latency
 from agent.protocols import make_protocol
 from agent.protocols.base import Protocol, citations
-from agent.settings import AgentConfig, default_top_k
+from agent.settings import AgentConfig
 from agent.state import EpisodeState
 from agent.toolbox import Toolbox, count_context, strip_images
 
@@ -97,8 +97,7 @@ class Agent:
         if not question or not question.strip():
             raise ValueError("the question is empty; ask something about the corpus")
         cfg = AgentConfig.from_dict({**self.config.to_dict(), **overrides}) if overrides else self.config
-        if cfg.top_k is None:  # unset: the depth that suits what the policy reads
-            cfg = replace(cfg, top_k=default_top_k(getattr(self.policy, "is_vlm", True)))
+        cfg = cfg.for_policy(self.policy)
         backend = self.policy.describe()  # resolves a served model's name, and with it its patch grid and boxes
         tools = Toolbox(
             self.retriever,

@@ -6,7 +6,8 @@ episode state (agent/state.py) and the parser below the registry never import it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from agent.config import Config, setting
 from agent.tools import OBS_MAX_PIXELS
@@ -100,6 +101,13 @@ class AgentConfig(Config):
         "tests and benchmarks: delay search, crop and judge calls, e.g. heavy:0.2 (lognormal, median 0.2 s) or "
         "search=fixed:0.5,crop=jitter:0.05 (agent/latency.py)",
     )
+
+    def for_policy(self, policy: Any) -> "AgentConfig":
+        """This config with what it leaves to the policy filled in: results per search, by what the policy reads
+        (`default_top_k`). The agent runs on it, and `vimrag eval` records it."""
+        if self.top_k is not None:
+            return self
+        return replace(self, top_k=default_top_k(getattr(policy, "is_vlm", True)))
 
     def __post_init__(self) -> None:
         from agent.latency import parse_latency

@@ -33,7 +33,7 @@ from typing import Any
 from agent.backends.base import PolicyConfig
 from agent.config import Config, flatten, setting
 from agent.protocols import get as get_protocol
-from agent.settings import AgentConfig, default_top_k
+from agent.settings import AgentConfig
 from eval.datasets import Dataset, EvalItem, check_evidence, load_dataset
 from eval.mmlb_rules import NOT_ANSWERABLE
 from eval.retrieval_metrics import mrr, ndcg_at_k, recall_at_k
@@ -357,9 +357,8 @@ def run_eval(cfg: RunConfig, progress: bool = True, agent_factory=None) -> Path:
         seed_everything(cfg.policy.seed)
         policy = None if agent_factory else load_policy(cfg.policy)
         if policy is not None:  # the sampling the protocol and the user's settings resolve to
-            if cfg.agent.top_k is None:  # recorded as the agent will resolve it for this policy
-                cfg = replace(cfg, agent=replace(cfg.agent, top_k=default_top_k(getattr(policy, "is_vlm", True))))
-                config["agent"] = cfg.agent.to_dict()
+            cfg = replace(cfg, agent=cfg.agent.for_policy(policy))  # recorded as the agent resolves it
+            config["agent"] = cfg.agent.to_dict()
             config["generation"] = policy.generation(get_protocol(cfg.agent.protocol))
             (run / "config.json").write_text(json.dumps(config, indent=1))
         retriever = (

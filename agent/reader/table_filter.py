@@ -43,20 +43,23 @@ _TEST = {
     "at most": float.__le__,
     "no more than": float.__le__,
 }
-_ASKS_ROWS = re.compile(r"^\s*(?:which|who|what|list|name|enumerate|how many)\b", re.I)
 _HOW_MANY = re.compile(r"^\s*how many\b", re.I)
 _NAMES_ROWS = re.compile(r"^\s*(?:which|who|list|name|enumerate)\b", re.I)
 
 
-def asks_filter(question: str) -> bool:
-    """Whether the question asks for rows (or their count) and could name a condition on them.
+def asks_filter(question: str, kind: str) -> bool:
+    """Whether the question asks for rows by a condition, or counts them: a number condition, 'which/who/list ...'
+    rows, or 'how many' asked as a number. 'What was the revenue of the consumer segment?' asks for a value.
 
-    >>> asks_filter("Which directors attended more than 6 meetings?"), asks_filter("What was net income?")
-    (True, True)
-    >>> asks_filter("Net income in 2025, please")
-    False
+    >>> asks_filter("Which directors attended more than 6 meetings?", "text"), asks_filter("What was income?", "money")
+    (True, False)
+    >>> asks_filter("How many directors attended at least 6 meetings?", "number")
+    True
     """
-    return _ASKS_ROWS.match(question) is not None
+    counting = _HOW_MANY.match(question) is not None
+    if counting:
+        return kind == "number"
+    return NUMBER_CONDITION.search(question) is not None or _NAMES_ROWS.match(question) is not None
 
 
 def _category(q: set[str], t: Table, c: int) -> tuple[str, int] | None:
@@ -72,11 +75,11 @@ def _category(q: set[str], t: Table, c: int) -> tuple[str, int] | None:
 
 def filter_rows(question: str, kind: str, tables: list[Table]) -> tuple[str, list, str, float, float] | None:
     """(answer, cells used as (table, row, column), 'filter' or 'count', row match, column match), or None."""
+    if not asks_filter(question, kind):
+        return None
     q = asked_terms(question)
     cond = NUMBER_CONDITION.search(question)
     counting = _HOW_MANY.match(question) is not None
-    if counting and kind != "number" or not cond and not counting and not _NAMES_ROWS.match(question):
-        return None  # 'What was the revenue of the consumer segment?' asks for a value, not for rows
     best = None
     for ti, t in enumerate(tables):
         if len(t.rows) < 3:

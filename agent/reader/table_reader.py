@@ -156,7 +156,7 @@ def read_table(question: str, kind: str, passages: list[Any]) -> TableAnswer | N
     apart = kind in NUMERIC and asks_change(question)
     parts = sum_parts(question) if kind in NUMERIC and not apart else []
     side = superlative(question)
-    rows_asked = asks_filter(question) and kind not in ("yes_no", "choice")
+    rows_asked = kind not in ("yes_no", "choice") and asks_filter(question, kind)
     if not rows_asked and (kind in ("yes_no", "list", "choice") or kind not in NUMERIC and (apart or parts)):
         return None
     tables, where = [], []
@@ -250,10 +250,10 @@ def _best_cell(
     question's words as written (`asked_terms`), which name a row in capitals only when the table's title does not
     use them ('digital' in 'DIGITAL AD SPEND' names the table, not its row 'DIGITAL')."""
     best, tied = None, False
+    by_table = [q - (raw & set(re.findall(r"[a-z0-9]+", t.title.lower()))) for t in tables]
     for cell in cells:
         t = tables[cell.t]
-        qr = q - (raw & set(re.findall(r"[a-z0-9]+", t.title.lower())))
-        rs, rc = match(qr, t.rows[cell.r][0] + " " + (t.sections[cell.r] if t.sections else ""))
+        rs, rc = match(by_table[cell.t], t.rows[cell.r][0] + " " + (t.sections[cell.r] if t.sections else ""))
         cs, cc = match(q, _header(t, cell.c))
         if not rs or not cs:
             continue
